@@ -1,0 +1,17 @@
+"""plait: declarative deep learning that scales from a laptop to a Ray cluster.
+
+Importing ``plait`` stays cheap (no torch): :class:`Model` is loaded on first use.
+"""
+
+from plait.errors import ConfigError, DataError, ModelError, PlaitError
+
+__version__ = "0.1.0"
+__all__ = ["Model", "PlaitError", "ConfigError", "DataError", "ModelError", "__version__"]
+
+
+def __getattr__(name: str):
+    if name == "Model":
+        from plait.api import Model
+
+        return Model
+    raise AttributeError(f"module 'plait' has no attribute {name!r}")

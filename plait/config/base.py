@@ -1,0 +1,144 @@
+"""The base of every config model, and the translation of pydantic errors into plait's.
+
+Config models are plain data: strict about unknown keys, defaults declared once on the field, no
+environment lookups. :func:`format_errors` turns a pydantic ``ValidationError`` into one line per
+problem, each naming the dotted path (``trainer.batch_size``), the bad value and the fix.
+"""
+
+from __future__ import annotations
+
+import difflib
+import types
+import typing
+from typing import Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+
+class StrictModel(BaseModel):
+    """A config section: unknown keys are errors, assignments are validated."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, populate_by_name=True)
+
+
+class TypedModel(StrictModel):
+    """A config section chosen by its ``type`` field out of a discriminated union."""
+
+    type: str
+
+
+def suggest(word: str, choices: typing.Iterable[str]) -> str:
+    """' did you mean X?' for the closest choice, or a list of the valid choices."""
+    choices = sorted(choices)
+    close = difflib.get_close_matches(str(word), choices, n=1, cutoff=0.6)
+    if close:
+        return f"did you mean {close[0]}?"
+    return "valid names are: " + ", ".join(choices)
+
+
+def format_errors(err: ValidationError, data: Any, root: type[BaseModel]) -> list[str]:
+    """One readable line per pydantic error."""
+    lines: list[str] = []
+    union_members: dict[str, tuple[Any, list[str]]] = {}
+    for e in err.errors(include_url=False):
+        path, parent_cls, value, member = _walk(e["loc"], data, root)
+        if member is None:
+            lines.append(_describe(e, path, parent_cls, value))
+        else:  # one error per member of a plain union: report them as one line
+            union_members.setdefault(path, (value, []))[1].append(member)
+    for path, (value, members) in union_members.items():
+        kinds = " or ".join(m.replace("literal[", "").rstrip("]") for m in members)
+        lines.append(f"{path}: got {value!r}; expected {kinds}")
+    return lines
+
+
+def _describe(e: dict, path: str, parent_cls: type | None, value: Any) -> str:
+    kind = e["type"]
+    if kind == "extra_forbidden":
+        key = str(e["loc"][-1])
+        fields = list(parent_cls.model_fields) if parent_cls else []
+        return f"{path}: unknown field; {suggest(key, fields)}"
+    if kind == "union_tag_invalid":
+        tags = [t.strip(" '") for t in str(e.get("ctx", {}).get("expected_tags", "")).split(",")]
+        return f"{path}.type: unknown type {e['ctx']['tag']!r}; {suggest(e['ctx']['tag'], tags)}"
+    if kind == "missing":
+        return f"{path}: required field is missing"
+    if kind == "literal_error":
+        expected = [x.strip(" '") for x in str(e["ctx"]["expected"]).replace(" or ", ", ").split(",")]
+        return f"{path}: got {value!r}; {suggest(value, expected)}"
+    message = e["msg"].removeprefix("Value error, ")
+    return f"{path}: {message} (got {value!r})" if value is not _MISSING else f"{path}: {message}"
+
+
+_MISSING = object()
+
+
+def _walk(loc: tuple, data: Any, cls: Any) -> tuple[str, type | None, Any, str | None]:
+    """Follow an error location through the input data and the model classes.
+
+    Discriminated unions insert their tag into pydantic's location (``encoder.dense.size``); the
+    tag is dropped here so the path reads as the user wrote it (``encoder.size``).
+    """
+    parts: list[str] = []
+    node, parent_cls = data, None
+    for item in loc:
+        if isinstance(node, dict) and item not in node and node.get("type") == item:
+            continue  # a union tag, not a key the user wrote
+        if isinstance(item, str) and node is not _MISSING and not isinstance(node, (dict, list)):
+            return "".join(parts), parent_cls, node, item  # a plain union's member label
+        if isinstance(item, int):
+            parts.append(f"[{item}]")
+            cls = _element_type(cls)
+        else:
+            parts.append(("." if parts else "") + str(item))
+            cls = _member_for(cls, node)
+            parent_cls = cls if _is_model(cls) else None
+            cls = cls.model_fields[item].annotation if parent_cls and item in cls.model_fields else None
+        node = _child(node, item)
+    return "".join(parts) or "<config>", parent_cls, node, None
+
+
+def _child(node: Any, item: Any) -> Any:
+    try:
+        return node[item]
+    except (KeyError, IndexError, TypeError):
+        return _MISSING
+
+
+def _is_model(cls: Any) -> bool:
+    return isinstance(cls, type) and issubclass(cls, BaseModel)
+
+
+def _unwrap(cls: Any) -> Any:
+    while typing.get_origin(cls) is typing.Annotated:
+        cls = typing.get_args(cls)[0]
+    return cls
+
+
+def _element_type(cls: Any) -> Any:
+    cls = _unwrap(cls)
+    args = typing.get_args(cls)
+    if typing.get_origin(cls) in (list, tuple) and args:
+        return args[0]
+    return None
+
+
+def _member_for(cls: Any, node: Any) -> Any:
+    """The model class a (possibly Optional or union) annotation resolves to for this data."""
+    cls = _unwrap(cls)
+    if typing.get_origin(cls) in (Union, types.UnionType):
+        members = [_unwrap(a) for a in typing.get_args(cls) if a is not type(None)]
+        tag = node.get("type") if isinstance(node, dict) else None
+        for member in members:
+            if _is_model(member) and tag in _literal_values(member):
+                return member
+        models = [m for m in members if _is_model(m)]
+        return models[0] if len(models) == 1 else None
+    return cls
+
+
+def _literal_values(model: type[BaseModel]) -> tuple:
+    field = model.model_fields.get("type")
+    if field is None or typing.get_origin(field.annotation) is not Literal:
+        return ()
+    return typing.get_args(field.annotation)

@@ -1,0 +1,97 @@
+"""The whole config: features, preprocessing, defaults, combiner, trainer, backend."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from plait.config.backend import BackendConfig
+from plait.config.base import StrictModel
+from plait.config.features import INPUT_TYPES, OUTPUT_TYPES, Defaults, InputFeature, OutputFeature
+from plait.config.model import CombinerConfig, ConcatCombiner
+from plait.config.preprocessing import GlobalPreprocessing
+from plait.config.trainer import TrainerConfig
+
+
+class PlaitConfig(StrictModel):
+    input_features: list[InputFeature] = Field(min_length=1)
+    output_features: list[OutputFeature] = Field(min_length=1)
+    preprocessing: GlobalPreprocessing = Field(default_factory=GlobalPreprocessing)
+    defaults: Defaults = Field(default_factory=Defaults)
+    combiner: CombinerConfig = Field(default_factory=ConcatCombiner)
+    trainer: TrainerConfig = Field(default_factory=TrainerConfig)
+    backend: BackendConfig = Field(default_factory=BackendConfig)
+    model_type: Literal["ecd"] = "ecd"
+    """Accepted for Ludwig compatibility; plait builds encoder-combiner-decoder models."""
+    ludwig_version: str | None = None
+    """Accepted for Ludwig compatibility and ignored."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _apply_defaults(cls, data: Any) -> Any:
+        """Fill each feature from ``preprocessing.<type>`` and ``defaults.<type>`` (raw dicts,
+        so that the merged result is validated, and shown, as the feature's own settings)."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        type_preprocessing = data.get("preprocessing") or {}
+        defaults = data.get("defaults") or {}
+        for section in ("input_features", "output_features"):
+            features = data.get(section)
+            if isinstance(features, list):
+                data[section] = [_merge_feature(f, type_preprocessing, defaults) for f in features]
+        if isinstance(data.get("combiner"), dict) and "type" not in data["combiner"]:
+            data["combiner"] = {"type": "concat", **data["combiner"]}
+        return data
+
+    @model_validator(mode="after")
+    def _check_features(self):
+        names = [f.name for f in self.input_features] + [f.name for f in self.output_features]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"feature names must be unique; repeated: {', '.join(duplicates)}")
+        return self
+
+    @property
+    def features(self) -> list:
+        return [*self.input_features, *self.output_features]
+
+
+def _merge_feature(feature: Any, type_preprocessing: dict, defaults: dict) -> Any:
+    if not isinstance(feature, dict) or not isinstance(feature.get("type"), str):
+        return feature
+    ftype = feature["type"]
+    merged = dict(feature)
+    type_defaults = defaults.get(ftype) if isinstance(defaults.get(ftype), dict) else {}
+    layers = [type_preprocessing.get(ftype), type_defaults.get("preprocessing"), feature.get("preprocessing")]
+    if any(isinstance(layer, dict) for layer in layers):
+        merged["preprocessing"] = {k: v for layer in layers if isinstance(layer, dict) for k, v in layer.items()}
+    for key in ("encoder", "decoder", "loss"):
+        base = type_defaults.get(key)
+        own = feature.get(key)
+        if base is None:
+            continue
+        base = {"type": base} if isinstance(base, str) else base
+        own = {"type": own} if isinstance(own, str) else own
+        if own is None:
+            merged[key] = base
+        elif isinstance(own, dict) and isinstance(base, dict) and own.get("type", base.get("type")) == base.get("type"):
+            merged[key] = {**base, **own}
+    return merged
+
+
+def check_feature_types(data: Any) -> list[str]:
+    """Problems a discriminated union would report badly: an input-only type used as output."""
+    problems = []
+    if not isinstance(data, dict):
+        return ["<config>: the config must be a mapping with input_features and output_features"]
+    for section, allowed in (("input_features", INPUT_TYPES), ("output_features", OUTPUT_TYPES)):
+        for i, feature in enumerate(data.get(section) or []):
+            ftype = feature.get("type") if isinstance(feature, dict) else None
+            if section == "output_features" and ftype in INPUT_TYPES and ftype not in OUTPUT_TYPES:
+                problems.append(
+                    f"{section}[{i}].type: {ftype!r} is an input-only feature type; output features "
+                    f"can be {', '.join(OUTPUT_TYPES)}"
+                )
+    return problems

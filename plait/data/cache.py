@@ -1,0 +1,112 @@
+"""The preprocessed-data cache: one directory per (dataset, preprocessing config, seed) key.
+
+An entry is ``<cache_dir>/<dataset name>-<key>/`` holding one Parquet file per split and
+``metadata.json``. It is built under a temporary name and renamed into place; a reader trusts
+it only if ``metadata.json`` is present and every file it lists has the recorded size, so a
+crash at any point leaves nothing a later run would use.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+from plait.data.io import is_dataframe
+from plait.errors import CacheError
+from plait.utils import fs as fsu
+
+log = logging.getLogger("plait")
+
+CACHE_FORMAT_VERSION = 1
+METADATA_FILE = "metadata.json"
+
+
+def dataset_identity(source: Any, options: dict) -> dict:
+    """What identifies a dataset's content cheaply: path, size and mtime, or a content hash."""
+    if is_dataframe(source):
+        import pandas as pd
+
+        digest = hashlib.sha256(pd.util.hash_pandas_object(source, index=False).to_numpy().tobytes())
+        digest.update(json.dumps([str(c) for c in source.columns]).encode())
+        digest.update(json.dumps([str(t) for t in source.dtypes]).encode())
+        return {"dataframe_sha256": digest.hexdigest(), "rows": len(source)}
+    fs, path = fsu.resolve(os.fspath(source), options)
+    if not fs.exists(path):
+        return {"path": os.fspath(source)}  # reading will report the missing file
+    files = sorted(fs.find(path)) if fs.isdir(path) else [path]
+    entries = []
+    for file in files:
+        info = fs.info(file)
+        stamp = info.get("mtime") or info.get("LastModified") or info.get("ETag") or info.get("created")
+        entries.append([file, info.get("size"), str(stamp)])
+    name = os.path.abspath(path) if fs.protocol in ("file", ("file", "local")) else os.fspath(source)
+    return {"path": name, "files": entries}
+
+
+def cache_key(*parts: Any) -> str:
+    payload = json.dumps([CACHE_FORMAT_VERSION, *parts], sort_keys=True, default=str)
+    return hashlib.sha256(payload.encode()).hexdigest()[:20]
+
+
+def default_cache_dir(source: Any) -> str:
+    if isinstance(source, (str, os.PathLike)) and "://" not in os.fspath(source):
+        return str(Path(source).expanduser().resolve().parent / ".plait-cache")
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
+    return os.path.join(base, "plait")
+
+
+def entry_name(source: Any, key: str) -> str:
+    if isinstance(source, (str, os.PathLike)):
+        stem = os.path.basename(os.fspath(source).rstrip("/")).split(".")[0] or "dataset"
+    else:
+        stem = "dataframe"
+    return f"{stem}-{key}"
+
+
+class Cache:
+    """A cache directory on any fsspec filesystem."""
+
+    def __init__(self, cache_dir: str, options: dict):
+        self.url = cache_dir
+        self.fs, self.root = fsu.resolve(cache_dir, options)
+
+    def path(self, name: str) -> str:
+        return f"{self.root.rstrip('/')}/{name}"
+
+    def lookup(self, name: str, key: str) -> dict | None:
+        """The entry's metadata if the entry is complete, else None."""
+        entry = self.path(name)
+        try:
+            with self.fs.open(f"{entry}/{METADATA_FILE}", "r") as handle:
+                metadata = json.load(handle)
+            if metadata.get("cache_key") != key:
+                return None
+            for split in metadata["splits"].values():
+                if self.fs.info(f"{entry}/{split['file']}")["size"] != split["bytes"]:
+                    return None
+        except (FileNotFoundError, KeyError, json.JSONDecodeError):
+            return None
+        except PermissionError as exc:
+            raise CacheError(f"cannot read the cache at {self.url!r}: {exc}") from None
+        return metadata
+
+    def build(self, name: str, write: Callable[[Any, str], dict]) -> dict:
+        """Build an entry: ``write(fs, tmp_dir)`` writes the files and returns the metadata."""
+        final, tmp = self.path(name), fsu.temporary_name(self.path(name))
+        try:
+            self.fs.makedirs(tmp, exist_ok=True)
+            metadata = write(self.fs, tmp)
+            fsu.write_json_atomic(self.fs, f"{tmp}/{METADATA_FILE}", metadata)
+            if self.fs.exists(final):
+                self.fs.rm(final, recursive=True)  # an incomplete or stale entry under our key
+            self.fs.mv(tmp, final, recursive=True)
+        except PermissionError as exc:
+            raise CacheError(f"cannot write the cache at {self.url!r}: {exc}. Set backend.cache_dir to a writable place.") from None
+        finally:
+            if self.fs.exists(tmp):
+                self.fs.rm(tmp, recursive=True)
+        return metadata

@@ -1,0 +1,120 @@
+"""Reading datasets: CSV, TSV, Parquet, JSON and JSONL from paths or fsspec URLs, or DataFrames.
+
+Everything is read into Arrow. Read failures become :class:`~plait.errors.DataError` naming the
+file and what to check.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pyarrow as pa
+
+from plait.errors import DataError
+
+FORMATS = {
+    ".csv": "csv", ".tsv": "tsv", ".parquet": "parquet", ".pq": "parquet", ".json": "json",
+    ".jsonl": "jsonl", ".ndjson": "jsonl",
+}
+COMPRESSIONS = (".gz", ".bz2", ".zst", ".xz")
+
+
+def data_format(path: str) -> str:
+    name = path.rstrip("/").lower()
+    for suffix in COMPRESSIONS:
+        name = name.removesuffix(suffix)
+    for suffix, fmt in FORMATS.items():
+        if name.endswith(suffix):
+            return fmt
+    raise DataError(
+        f"cannot tell the format of {path!r} from its name; plait reads "
+        f"{', '.join(sorted(FORMATS))} files (optionally compressed: {', '.join(COMPRESSIONS)})"
+    )
+
+
+def is_dataframe(obj: Any) -> bool:
+    return type(obj).__module__.split(".")[0] == "pandas" and type(obj).__name__ == "DataFrame"
+
+
+def read_table(source: Any, storage_options: dict | None = None) -> pa.Table:
+    """A whole dataset as an Arrow table."""
+    if isinstance(source, pa.Table):
+        return source
+    if is_dataframe(source):
+        return from_pandas(source)
+    if not isinstance(source, (str, os.PathLike)):
+        raise DataError(f"a dataset must be a path, a URL or a pandas DataFrame, not {type(source).__name__}")
+    path = os.fspath(source)
+    import fsspec
+
+    fs, fs_path = fsspec.core.url_to_fs(path, **(storage_options or {}))
+    if not fs.exists(fs_path):
+        raise DataError(f"dataset {path!r} does not exist")
+    if fs.isdir(fs_path):
+        return _read_directory(fs, fs_path, path)
+    fmt = data_format(path)
+    try:
+        table = _read_file(fs, fs_path, fmt)
+    except (pa.ArrowInvalid, pa.ArrowException, OSError, ValueError, UnicodeDecodeError) as exc:
+        raise DataError(f"cannot read {path!r} as {fmt.upper()}: {_first_line(exc)}. Is the file complete and in that format?") from None
+    if table.num_rows == 0:
+        raise DataError(f"dataset {path!r} has no rows")
+    return table
+
+
+def from_pandas(df) -> pa.Table:
+    if len(df) == 0:
+        raise DataError("the DataFrame has no rows")
+    try:
+        return pa.Table.from_pandas(df, preserve_index=False)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        # Columns mixing types (numbers and strings) become strings, as a CSV reader would see them.
+        fixed = df.copy()
+        for name in fixed.columns:
+            try:
+                pa.array(fixed[name], from_pandas=True)
+            except (pa.ArrowInvalid, pa.ArrowTypeError):
+                fixed[name] = fixed[name].map(lambda v: None if v is None or v != v else str(v))
+        return pa.Table.from_pandas(fixed, preserve_index=False)
+
+
+def _read_file(fs, fs_path: str, fmt: str) -> pa.Table:
+    import pyarrow.csv as csv
+    import pyarrow.json as pj
+    import pyarrow.parquet as pq
+
+    if fmt == "parquet":
+        return pq.read_table(fs_path, filesystem=fs)
+    with fs.open(fs_path, "rb", compression="infer") as handle:
+        if fmt in ("csv", "tsv"):
+            parse = csv.ParseOptions(delimiter="\t" if fmt == "tsv" else ",", newlines_in_values=True)
+            convert = csv.ConvertOptions(strings_can_be_null=True)
+            return csv.read_csv(handle, parse_options=parse, convert_options=convert)
+        head = handle.read(1024).lstrip()
+        handle.seek(0)
+        if fmt == "json" and head.startswith(b"["):
+            import pandas as pd
+
+            return from_pandas(pd.read_json(handle, orient="records"))
+        return pj.read_json(handle)
+
+
+def _read_directory(fs, fs_path: str, path: str) -> pa.Table:
+    files = sorted(f for f in fs.find(fs_path) if not os.path.basename(f).startswith(("_", ".")))
+    if not files:
+        raise DataError(f"dataset directory {path!r} holds no data files")
+    tables = []
+    for file in files:
+        try:
+            tables.append(_read_file(fs, file, data_format(file)))
+        except (pa.ArrowInvalid, OSError, ValueError) as exc:
+            raise DataError(f"cannot read {file!r}: {_first_line(exc)}") from None
+    try:
+        return pa.concat_tables(tables, promote_options="permissive")
+    except pa.ArrowInvalid as exc:
+        raise DataError(f"files in {path!r} do not share one schema: {_first_line(exc)}") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

@@ -1,0 +1,74 @@
+"""The feature-processor interface: preprocessing as a map-reduce, written once.
+
+For every partition an engine (pandas, Dask, Modin, Ray Data) calls, in order:
+
+1. ``prepare(column)``: cast the raw column to this feature's type, missing values kept as nulls;
+2. ``partial_stats(column)`` on training partitions, ``merge_stats`` to combine two partial
+   results (associative and commutative), ``finalize`` once to get JSON metadata;
+3. ``transform(column, metadata)``: the model-ready column.
+
+The functions are pure and work on Arrow arrays, so any engine can run them unchanged.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from plait.features import stats as st
+
+
+class FeatureProcessor(ABC):
+    """Preprocessing of one feature. Subclasses declare ``type`` and the four steps."""
+
+    type: str
+
+    def __init__(self, config, is_output: bool = False):
+        self.config = config
+        self.name: str = config.name
+        self.column: str = config.source_column
+        self.preprocessing = config.preprocessing
+        self.is_output = is_output
+
+    @property
+    def drops_missing_rows(self) -> bool:
+        return self.preprocessing.missing_value_strategy == "drop_row"
+
+    @abstractmethod
+    def prepare(self, column: pa.Array) -> pa.Array:
+        """The raw column cast to this feature's canonical Arrow type; nulls mark missing values."""
+
+    @abstractmethod
+    def partial_stats(self, column: pa.Array) -> Any:
+        """Statistics of one partition of the (prepared) training column."""
+
+    @abstractmethod
+    def merge_stats(self, a: Any, b: Any) -> Any:
+        """Combine two partial statistics."""
+
+    @abstractmethod
+    def finalize(self, stats: Any) -> dict:
+        """JSON-serializable metadata that ``transform`` needs."""
+
+    @abstractmethod
+    def transform(self, column: pa.Array, metadata: dict) -> pa.Array:
+        """The model-ready column for one partition."""
+
+    # Shared helpers ------------------------------------------------------------------------
+
+    def fill_value(self, counts) -> Any:
+        """The value missing entries get, given value counts of the training column."""
+        strategy = self.preprocessing.missing_value_strategy
+        if strategy == "fill_with_mode":
+            top = st.most_common(counts, 1)
+            return top[0] if top else getattr(self.preprocessing, "fill_value", None)
+        return getattr(self.preprocessing, "fill_value", None)
+
+    @staticmethod
+    def fill(column: pa.Array, value: Any) -> pa.Array:
+        if column.null_count == 0 or value is None:
+            return column
+        return pc.fill_null(column, pa.scalar(value, type=column.type))

@@ -1,0 +1,107 @@
+"""Number features: missing-value fill and zscore / minmax / iq normalization."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from plait.errors import DataError
+from plait.features import stats as st
+from plait.features.base import FeatureProcessor
+
+
+class NumberProcessor(FeatureProcessor):
+    type = "number"
+
+    def prepare(self, column: pa.Array) -> pa.Array:
+        if pa.types.is_floating(column.type) or pa.types.is_integer(column.type) or pa.types.is_boolean(column.type):
+            return column.cast(pa.float64())
+        strings = column.cast(pa.string())
+        parsed = pd.to_numeric(pd.Series(strings.to_numpy(zero_copy_only=False)), errors="coerce")
+        bad = parsed.isna().to_numpy() & pc.is_valid(strings).to_numpy(zero_copy_only=False)
+        if bad.any():
+            examples = ", ".join(repr(v) for v in pd.unique(strings.filter(pa.array(bad)).to_pylist())[:3])
+            raise DataError(
+                f"number feature {self.name!r}: column {self.column!r} holds values that are not "
+                f"numbers ({examples}, {int(bad.sum())} rows). Clean the column, or declare the "
+                f"feature as category or text."
+            )
+        return pa.array(parsed.to_numpy(dtype=np.float64), pa.float64(), from_pandas=True)
+
+    def partial_stats(self, column: pa.Array) -> dict:
+        values = pc.drop_null(column).to_numpy()
+        values = values[np.isfinite(values)]
+        stats = {
+            "count": int(values.size),
+            "sum": st.exact_sum(values),
+            "sum_squares": st.exact_sum(values * values),
+            "min": float(values.min()) if values.size else None,
+            "max": float(values.max()) if values.size else None,
+        }
+        if self.preprocessing.normalization == "iq":
+            stats["sketch"] = st.QuantileSketch.of(values)
+        if self.preprocessing.missing_value_strategy == "fill_with_mode":
+            stats["counts"] = st.value_counts(pa.array(values))
+        return stats
+
+    def merge_stats(self, a: dict, b: dict) -> dict:
+        merged = {
+            "count": a["count"] + b["count"],
+            "sum": a["sum"] + b["sum"],
+            "sum_squares": a["sum_squares"] + b["sum_squares"],
+            "min": _pick(min, a["min"], b["min"]),
+            "max": _pick(max, a["max"], b["max"]),
+        }
+        if "sketch" in a:
+            merged["sketch"] = a["sketch"].merge(b["sketch"])
+        if "counts" in a:
+            merged["counts"] = st.merge_counts(a["counts"], b["counts"])
+        return merged
+
+    def finalize(self, stats: dict) -> dict:
+        count = stats["count"]
+        mean = stats["sum"] / count if count else Fraction(0)
+        variance = stats["sum_squares"] / count - mean * mean if count else Fraction(0)
+        meta = {
+            "mean": float(mean),
+            "std": float(variance) ** 0.5,
+            "min": stats["min"] if stats["min"] is not None else 0.0,
+            "max": stats["max"] if stats["max"] is not None else 0.0,
+            "normalization": self.preprocessing.normalization or "none",
+        }
+        if "sketch" in stats:
+            meta["q1"], meta["median"], meta["q3"] = (stats["sketch"].quantile(q) for q in (0.25, 0.5, 0.75))
+        strategy = self.preprocessing.missing_value_strategy
+        if strategy == "fill_with_mean":
+            meta["fill_value"] = meta["mean"]
+        else:
+            meta["fill_value"] = float(self.fill_value(stats.get("counts")))
+        meta["shift"], meta["scale"] = _normalization(meta)
+        return meta
+
+    def transform(self, column: pa.Array, metadata: dict) -> pa.Array:
+        values = self.fill(column, metadata["fill_value"]).to_numpy(zero_copy_only=False)
+        values = (values - metadata["shift"]) / metadata["scale"]
+        return pa.array(values.astype(np.float32), pa.float32())
+
+
+def _pick(fn, a, b):
+    return b if a is None else a if b is None else fn(a, b)
+
+
+def _normalization(meta: dict) -> tuple[float, float]:
+    """x -> (x - shift) / scale; a zero spread (a constant column) leaves the scale at 1."""
+    kind = meta["normalization"]
+    if kind == "zscore":
+        shift, scale = meta["mean"], meta["std"]
+    elif kind == "minmax":
+        shift, scale = meta["min"], meta["max"] - meta["min"]
+    elif kind == "iq":
+        shift, scale = meta["median"], meta["q3"] - meta["q1"]
+    else:
+        shift, scale = 0.0, 1.0
+    return shift, scale if scale > 0 else 1.0

@@ -1,0 +1,94 @@
+"""Text features: word-level tokenizers (space, space_punct) or BPE subwords, padded id sequences.
+
+Vocabulary index 0 is padding and 1 the unknown token. BPE is trained on the training split's
+word counts (the merged map-reduce statistics), never downloaded.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from plait.features import stats as st
+from plait.features.base import FeatureProcessor
+from plait.features.text_ops import as_strings, encode_tokens, fixed_size_list, pad, tokenize
+
+
+class TextProcessor(FeatureProcessor):
+    type = "text"
+
+    def prepare(self, column: pa.Array) -> pa.Array:
+        return as_strings(column)
+
+    def _words(self, column: pa.Array) -> pa.ListArray:
+        pp = self.preprocessing
+        word_tokenizer = "space_punct" if pp.tokenizer == "bpe" else pp.tokenizer
+        return tokenize(column, word_tokenizer, pp.lowercase)
+
+    def partial_stats(self, column: pa.Array) -> dict:
+        words = self._words(column)
+        lengths = pc.list_value_length(words).fill_null(0)
+        return {
+            "counts": st.value_counts(pc.list_flatten(words)),
+            "max_length": int(pc.max(lengths).as_py() or 0),
+            "texts": st.value_counts(column) if self.preprocessing.missing_value_strategy == "fill_with_mode" else None,
+        }
+
+    def merge_stats(self, a: dict, b: dict) -> dict:
+        return {
+            "counts": st.merge_counts(a["counts"], b["counts"]),
+            "max_length": max(a["max_length"], b["max_length"]),
+            "texts": st.merge_counts(a["texts"], b["texts"]),
+        }
+
+    def finalize(self, stats: dict) -> dict:
+        pp = self.preprocessing
+        specials = [pp.padding_symbol, pp.unknown_symbol]
+        meta = {"fill_value": self.fill_value(stats["texts"])}
+        if pp.tokenizer == "bpe":
+            tokenizer = _train_bpe(stats["counts"], pp.most_common, specials)
+            meta["bpe"] = tokenizer.to_str()
+            meta["vocabulary"] = [t for t, _ in sorted(tokenizer.get_vocab().items(), key=lambda kv: kv[1])]
+            # Subwords make sequences longer than words; leave room, within the cap.
+            meta["sequence_length"] = min(pp.max_sequence_length, max(1, 2 * stats["max_length"]))
+        else:
+            words = [w for w in st.most_common(stats["counts"], pp.most_common) if w not in specials]
+            meta["vocabulary"] = specials + [str(w) for w in words]
+            meta["sequence_length"] = min(pp.max_sequence_length, max(1, stats["max_length"]))
+        return meta
+
+    def transform(self, column: pa.Array, metadata: dict) -> pa.Array:
+        column = self.fill(column, metadata["fill_value"])
+        if "bpe" in metadata:
+            flat, lengths = _bpe_encode(column, metadata["bpe"], self.preprocessing.lowercase)
+        else:
+            flat, lengths = encode_tokens(self._words(column), metadata["vocabulary"], unknown=1)
+        left = self.preprocessing.padding == "left"
+        return fixed_size_list(pad(flat, lengths, metadata["sequence_length"], 0, left), pa.int32())
+
+
+def _train_bpe(counts, vocab_size: int, specials: list[str]):
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE(unk_token=specials[1]))
+    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size + len(specials), special_tokens=specials, show_progress=False)
+    words = sorted(counts.items()) if counts is not None else []
+    # The trainer takes text; each word is repeated by its count (in chunks) so that training
+    # sees exactly the merged word frequencies, in an order independent of partitioning.
+    chunks = ((word + " ") * min(count - start, 10_000) for word, count in words for start in range(0, count, 10_000))
+    tokenizer.train_from_iterator(chunks, trainer=trainer)
+    return tokenizer
+
+
+def _bpe_encode(column: pa.Array, serialized: str, lowercase: bool) -> tuple[np.ndarray, np.ndarray]:
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_str(serialized)
+    words = tokenize(column, "space_punct", lowercase)
+    texts = pc.binary_join(words, " ").fill_null("").to_pylist()
+    ids = [encoding.ids for encoding in tokenizer.encode_batch(texts, add_special_tokens=False)]
+    lengths = np.fromiter((len(i) for i in ids), dtype=np.int64, count=len(ids))
+    flat = np.fromiter((t for row in ids for t in row), dtype=np.int32, count=int(lengths.sum()))
+    return flat, lengths

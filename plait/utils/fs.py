@@ -1,0 +1,83 @@
+"""Filesystem helpers: fsspec resolution and atomic writes.
+
+Every file plait writes goes to a temporary name first and is renamed into place only when
+complete, so a crash never leaves a half-written file that a later run would trust.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from plait.errors import CacheError
+
+
+def storage_options(credentials: dict | str | None) -> dict:
+    """``backend.cache_credentials`` as fsspec storage options (a dict, or a JSON file's path)."""
+    if credentials is None:
+        return {}
+    if isinstance(credentials, dict):
+        return _fsspec_options(credentials)
+    path = Path(credentials).expanduser()
+    if not path.is_file():
+        raise CacheError(f"cache_credentials file {str(path)!r} does not exist")
+    try:
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CacheError(f"cache_credentials file {str(path)!r} is not valid JSON (line {getattr(exc, 'lineno', '?')})") from None
+    if not isinstance(data, dict):
+        raise CacheError(f"cache_credentials file {str(path)!r} must hold a JSON object of storage options")
+    return _fsspec_options(data)
+
+
+def _fsspec_options(options: dict) -> dict:
+    """Accept the common spellings (endpoint_url at the top level) that s3fs expects nested."""
+    options = dict(options)
+    endpoint = options.pop("endpoint_url", None) or options.pop("endpoint", None)
+    if endpoint:
+        options.setdefault("client_kwargs", {})["endpoint_url"] = endpoint
+    return options
+
+
+def resolve(url: str, options: dict | None = None):
+    """(filesystem, path) for a local path or an fsspec URL."""
+    import fsspec
+
+    try:
+        return fsspec.core.url_to_fs(url, **(options or {}))
+    except ImportError as exc:
+        raise CacheError(f"{url!r} needs an fsspec filesystem package that is not installed: {exc}") from None
+
+
+def temporary_name(path: str) -> str:
+    head, tail = os.path.split(path.rstrip("/"))
+    return f"{head}/.{tail}.tmp-{uuid.uuid4().hex[:12]}" if head else f".{tail}.tmp-{uuid.uuid4().hex[:12]}"
+
+
+@contextmanager
+def atomic_open(fs, path: str, mode: str = "wb"):
+    """Open ``path`` for writing through a temporary name, renamed into place on success."""
+    tmp = temporary_name(path)
+    try:
+        with fs.open(tmp, mode) as handle:
+            yield handle
+        fs.mv(tmp, path)
+    except BaseException:
+        if fs.exists(tmp):
+            fs.rm(tmp)
+        raise
+
+
+def write_json_atomic(fs, path: str, data: Any) -> None:
+    with atomic_open(fs, path, "w") as handle:
+        handle.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def write_json(path: str | os.PathLike, data: Any) -> None:
+    from fsspec.implementations.local import LocalFileSystem
+
+    write_json_atomic(LocalFileSystem(), str(path), data)
