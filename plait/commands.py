@@ -55,3 +55,156 @@ def preprocess(args) -> int:
     summary = {split: info["rows"] for split, info in data.metadata["splits"].items()}
     print(json.dumps({"cache": data.location, "from_cache": data.from_cache, "rows": summary}))
     return 0
+
+
+# ---- train / experiment ------------------------------------------------------------------------
+
+def _data_args(args) -> dict:
+    return {"dataset": args.dataset, "training_set": args.training_set,
+            "validation_set": args.validation_set, "test_set": args.test_set}
+
+
+def _start_run(args, with_test: bool):
+    """The config, data arguments, seed and run directory of a new or resumed run."""
+    from pathlib import Path
+
+    from plait.api import new_run_dir
+    from plait.config.render import resolved_dict
+    from plait.utils.fs import write_json
+
+    if args.resume:
+        run_dir = Path(args.resume)
+        description = run_dir / "description.json"
+        if not description.is_file():
+            raise ConfigError(f"--resume {args.resume!r}: not a plait run directory (no description.json)")
+        saved = json.loads(description.read_text())
+        args.config = args.config or str(run_dir / "config.yaml")
+        data = {k: v for k, v in saved["data"].items()}
+        return _config(args), data, saved["random_seed"], run_dir
+    if not args.config:
+        raise ConfigError("--config is required (unless --resume names a run directory)")
+    config = _config(args)
+    _check_backend(config)
+    data = _data_args(args)
+    run_dir = new_run_dir(args.output_directory, args.experiment_name)
+    import yaml
+
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(resolved_dict(config), sort_keys=False))
+    write_json(run_dir / "description.json", {"data": data, "random_seed": args.random_seed, "command": args.command})
+    return config, data, args.random_seed, run_dir
+
+
+def _train(args):
+    from plait.api import Model
+    from plait.utils.fs import write_json
+
+    config, data, seed, run_dir = _start_run(args, with_test=False)
+    model = Model(config)
+    log.info("Run directory: %s", run_dir)
+    result = model.train(**data, random_seed=seed, run_dir=run_dir, resume=bool(args.resume))
+    if not args.skip_save_model:
+        model.save(run_dir / "model")
+    if not args.skip_save_training_statistics:
+        write_json(run_dir / "training_statistics.json", result.training_statistics)
+    return model, result, run_dir
+
+
+def train(args) -> int:
+    model, result, run_dir = _train(args)
+    _print_summary(run_dir, result, None)
+    return 0
+
+
+def experiment(args) -> int:
+    from plait.api import predict_preprocessed
+    from plait.utils.fs import write_json
+
+    model, result, run_dir = _train(args)
+    test_stats = None
+    if result.preprocessed.rows("test"):
+        test_stats = model.evaluate_preprocessed(result.preprocessed, "test")
+        if not args.skip_save_test_statistics:
+            write_json(run_dir / "test_statistics.json", test_stats)
+        if not args.skip_save_predictions:
+            _write_table(predict_preprocessed(model, result.preprocessed, "test"), run_dir / "predictions.parquet", "parquet")
+    else:
+        log.info("The test split is empty: no test statistics.")
+    _print_summary(run_dir, result, test_stats)
+    return 0
+
+
+def _print_summary(run_dir, result, test_stats) -> None:
+    history = result.training_statistics
+    best = None
+    if history:
+        best = max((h for h in history if "validation" in h), key=lambda h: h["step"], default=history[-1])
+    print(f"\nRun: {run_dir}")
+    print(f"Trained {history[-1]['epoch'] if history else 0} epochs, {history[-1]['step'] if history else 0} steps; model in {run_dir / 'model'}")
+    shown = test_stats if test_stats is not None else (best or {}).get("validation")
+    if shown:
+        print("Test metrics:" if test_stats is not None else "Last validation metrics:")
+        for name, metrics in shown.items():
+            if name == "combined":
+                continue
+            print(f"  {name}: " + "  ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
+
+
+# ---- evaluate / predict --------------------------------------------------------------------------
+
+def evaluate(args) -> int:
+    from pathlib import Path
+
+    from plait.api import Model
+    from plait.utils.fs import write_json
+
+    model = Model.load(args.model_path)
+    stats = model.evaluate(args.dataset)
+    if not args.skip_save_eval_stats:
+        out = Path(args.output_directory)
+        out.mkdir(parents=True, exist_ok=True)
+        write_json(out / "evaluation_statistics.json", stats)
+    print(json.dumps({k: v for k, v in stats.items() if k != "combined"}, indent=2))
+    return 0
+
+
+def predict(args) -> int:
+    from pathlib import Path
+
+    from plait.api import Model
+
+    model = Model.load(args.model_path)
+    out = Path(args.output_directory)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"predictions.{args.output_format}"
+    rows = _write_chunks(model.predict_chunks(args.dataset), path, args.output_format)
+    print(json.dumps({"predictions": str(path), "rows": rows}))
+    return 0
+
+
+def _write_table(table, path, fmt: str) -> int:
+    return _write_chunks(iter([table]), path, fmt)
+
+
+def _write_chunks(chunks, path, fmt: str) -> int:
+    """Stream tables into one file under a temporary name, renamed when complete."""
+    import os
+
+    import pyarrow.csv as csv
+    import pyarrow.parquet as pq
+
+    from plait.utils.fs import temporary_name
+
+    tmp, rows, writer = temporary_name(str(path)), 0, None
+    try:
+        for table in chunks:
+            if writer is None:
+                writer = pq.ParquetWriter(tmp, table.schema) if fmt == "parquet" else csv.CSVWriter(tmp, table.schema)
+            writer.write_table(table)
+            rows += table.num_rows
+        if writer is not None:
+            writer.close()
+            os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    return rows

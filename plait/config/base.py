@@ -41,18 +41,32 @@ def format_errors(err: ValidationError, data: Any, root: type[BaseModel]) -> lis
     lines: list[str] = []
     union_members: dict[str, tuple[Any, list[str]]] = {}
     for e in err.errors(include_url=False):
-        path, parent_cls, value, member = _walk(e["loc"], data, root)
+        path, parent_cls, value, member, cls = _walk(e["loc"], data, root)
+        if any(part in SECRET_FIELDS for part in path.replace("[", ".").split(".")):
+            value = _HIDDEN if value is not _MISSING else value
         if member is None:
-            lines.append(_describe(e, path, parent_cls, value))
+            lines.append(_describe(e, path, parent_cls, value, cls))
         else:  # one error per member of a plain union: report them as one line
             union_members.setdefault(path, (value, []))[1].append(member)
     for path, (value, members) in union_members.items():
-        kinds = " or ".join(m.replace("literal[", "").rstrip("]") for m in members)
+        kinds = " or ".join(m[len("literal[") : -1] if m.startswith("literal[") else m for m in members)
         lines.append(f"{path}: got {value!r}; expected {kinds}")
     return lines
 
 
-def _describe(e: dict, path: str, parent_cls: type | None, value: Any) -> str:
+SECRET_FIELDS = {"cache_credentials"}
+"""Fields whose values never appear in error messages."""
+
+
+class _Hidden:
+    def __repr__(self) -> str:
+        return "*** (hidden)"
+
+
+_HIDDEN = _Hidden()
+
+
+def _describe(e: dict, path: str, parent_cls: type | None, value: Any, cls: Any = None) -> str:
     kind = e["type"]
     if kind == "extra_forbidden":
         key = str(e["loc"][-1])
@@ -61,31 +75,43 @@ def _describe(e: dict, path: str, parent_cls: type | None, value: Any) -> str:
     if kind == "union_tag_invalid":
         tags = [t.strip(" '") for t in str(e.get("ctx", {}).get("expected_tags", "")).split(",")]
         return f"{path}.type: unknown type {e['ctx']['tag']!r}; {suggest(e['ctx']['tag'], tags)}"
+    if kind == "union_tag_not_found":
+        tags = sorted(str(t) for m in _union_members(cls) for t in _literal_values(m))
+        return f"{path}.type: required field is missing" + (f"; valid types are: {', '.join(tags)}" if tags else "")
     if kind == "missing":
         return f"{path}: required field is missing"
     if kind == "literal_error":
         expected = [x.strip(" '") for x in str(e["ctx"]["expected"]).replace(" or ", ", ").split(",")]
         return f"{path}: got {value!r}; {suggest(value, expected)}"
     message = e["msg"].removeprefix("Value error, ")
-    return f"{path}: {message} (got {value!r})" if value is not _MISSING else f"{path}: {message}"
+    # A validator's own message already names the value; a whole section is too long to echo.
+    if value is _MISSING or kind == "value_error" or isinstance(value, dict):
+        return f"{path}: {message}"
+    return f"{path}: {message} (got {value!r})"
 
 
 _MISSING = object()
 
 
-def _walk(loc: tuple, data: Any, cls: Any) -> tuple[str, type | None, Any, str | None]:
+def _walk(loc: tuple, data: Any, cls: Any) -> tuple[str, type | None, Any, str | None, Any]:
     """Follow an error location through the input data and the model classes.
 
     Discriminated unions insert their tag into pydantic's location (``encoder.dense.size``); the
-    tag is dropped here so the path reads as the user wrote it (``encoder.size``).
+    tag is dropped here so the path reads as the user wrote it (``encoder.size``), also where the
+    user left the type out and a validator filled in the default. Plain unions insert a label per
+    member (``batch_size.int``); the location stops there and the label is returned.
     """
     parts: list[str] = []
     node, parent_cls = data, None
     for item in loc:
-        if isinstance(node, dict) and item not in node and node.get("type") == item:
-            continue  # a union tag, not a key the user wrote
-        if isinstance(item, str) and node is not _MISSING and not isinstance(node, (dict, list)):
-            return "".join(parts), parent_cls, node, item  # a plain union's member label
+        user_key = isinstance(node, dict) and item in node
+        if isinstance(item, str) and not user_key:
+            tagged = _tagged_member(cls, item)
+            if tagged is not None or (isinstance(node, dict) and node.get("type") == item):
+                cls = tagged if tagged is not None else cls
+                continue  # a union tag, not a key the user wrote
+            if _is_plain_union(cls) or (node is not _MISSING and not isinstance(node, (dict, list))):
+                return "".join(parts), parent_cls, node, item, cls  # a plain union's member label
         if isinstance(item, int):
             parts.append(f"[{item}]")
             cls = _element_type(cls)
@@ -95,7 +121,7 @@ def _walk(loc: tuple, data: Any, cls: Any) -> tuple[str, type | None, Any, str |
             parent_cls = cls if _is_model(cls) else None
             cls = cls.model_fields[item].annotation if parent_cls and item in cls.model_fields else None
         node = _child(node, item)
-    return "".join(parts) or "<config>", parent_cls, node, None
+    return "".join(parts) or "<config>", parent_cls, node, None, cls
 
 
 def _child(node: Any, item: Any) -> Any:
@@ -120,6 +146,30 @@ def _element_type(cls: Any) -> Any:
     args = typing.get_args(cls)
     if typing.get_origin(cls) in (list, tuple) and args:
         return args[0]
+    return None
+
+
+def _union_members(cls: Any) -> list:
+    """The non-None members of a (possibly Annotated or Optional) union; [] for other types."""
+    cls = _unwrap(cls)
+    if typing.get_origin(cls) not in (Union, types.UnionType):
+        return []
+    return [_unwrap(a) for a in typing.get_args(cls) if a is not type(None)]
+
+
+def _is_plain_union(cls: Any) -> bool:
+    """A union without a discriminator, of two or more types: pydantic labels its members."""
+    if typing.get_origin(cls) is typing.Annotated:
+        if any(getattr(meta, "discriminator", None) for meta in typing.get_args(cls)[1:]):
+            return False
+    return len(_union_members(cls)) > 1
+
+
+def _tagged_member(cls: Any, tag: Any) -> Any:
+    """The model of a discriminated union whose ``type`` takes the value ``tag``, or None."""
+    for member in _union_members(cls):
+        if _is_model(member) and tag in _literal_values(member):
+            return member
     return None
 
 

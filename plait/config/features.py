@@ -96,6 +96,15 @@ class OutputFeatureBase(FeatureBase):
     def _decoder(cls, value):
         return _typed(value, m.DEFAULT_DECODER[cls.model_fields["type"].default])
 
+    @field_validator("preprocessing", mode="before", check_fields=False)
+    @classmethod
+    def _output_preprocessing(cls, value):
+        """Settings given for an output (its own, or from defaults) keep the output default of
+        dropping rows whose target is missing, unless they name a missing_value_strategy."""
+        if isinstance(value, dict):
+            return {**p.OUTPUT_PREPROCESSING_DEFAULTS, **value}
+        return value
+
 
 class BinaryOutputFeature(OutputFeatureBase):
     type: Literal["binary"] = "binary"

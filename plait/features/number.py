@@ -24,7 +24,7 @@ class NumberProcessor(FeatureProcessor):
         parsed = pd.to_numeric(pd.Series(strings.to_numpy(zero_copy_only=False)), errors="coerce")
         bad = parsed.isna().to_numpy() & pc.is_valid(strings).to_numpy(zero_copy_only=False)
         if bad.any():
-            examples = ", ".join(repr(v) for v in pd.unique(strings.filter(pa.array(bad)).to_pylist())[:3])
+            examples = ", ".join(repr(v) for v in list(dict.fromkeys(strings.filter(pa.array(bad)).to_pylist()))[:3])
             raise DataError(
                 f"number feature {self.name!r}: column {self.column!r} holds values that are not "
                 f"numbers ({examples}, {int(bad.sum())} rows). Clean the column, or declare the "

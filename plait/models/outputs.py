@@ -1,0 +1,105 @@
+"""Output heads: decoder layers, the loss, and predictions, one class per output type."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from plait.models.layers import fc_stack
+
+
+class OutputHead(nn.Module):
+    """Decoder FC layers then a projection to ``logits_size`` outputs."""
+
+    logits_size: int = 1
+
+    def __init__(self, feature, metadata: dict, input_size: int):
+        super().__init__()
+        self.feature, self.metadata = feature, metadata
+        self.fc = fc_stack(input_size, feature.decoder)
+        self.projection = nn.Linear(self.fc.output_size, self.logits_size)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.projection(self.fc(hidden))
+
+    def loss(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def predict(self, logits: torch.Tensor) -> dict[str, torch.Tensor]:
+        raise NotImplementedError
+
+
+class BinaryHead(OutputHead):
+    def forward(self, hidden):
+        return super().forward(hidden).squeeze(-1)
+
+    def loss(self, logits, target):
+        weight = self.feature.loss.positive_class_weight
+        pos_weight = torch.tensor(weight, device=logits.device) if weight else None
+        return F.binary_cross_entropy_with_logits(logits.float(), target.float(), pos_weight=pos_weight)
+
+    def predict(self, logits):
+        probability = torch.sigmoid(logits.float())
+        return {"probability": probability, "prediction": probability >= self.feature.threshold}
+
+
+class CategoryHead(OutputHead):
+    def __init__(self, feature, metadata, input_size):
+        self.logits_size = max(1, len(metadata["vocabulary"]))
+        super().__init__(feature, metadata, input_size)
+        self.register_buffer("class_weights", _class_weights(feature.loss.class_weights, metadata["vocabulary"]), persistent=False)
+
+    def loss(self, logits, target):
+        return F.cross_entropy(logits.float(), target.long(), weight=self.class_weights, ignore_index=-1)
+
+    def predict(self, logits):
+        probabilities = torch.softmax(logits.float(), dim=-1)
+        probability, prediction = probabilities.max(dim=-1)
+        return {"probabilities": probabilities, "probability": probability, "prediction": prediction}
+
+
+class NumberHead(OutputHead):
+    def forward(self, hidden):
+        return super().forward(hidden).squeeze(-1)
+
+    def loss(self, logits, target):
+        kind = self.feature.loss.type
+        logits, target = logits.float(), target.float()
+        if kind == "mean_absolute_error":
+            return F.l1_loss(logits, target)
+        if kind == "huber":
+            return F.huber_loss(logits, target, delta=self.feature.loss.delta)
+        return F.mse_loss(logits, target)
+
+    def predict(self, logits):
+        # Targets were normalized in preprocessing: predictions go back to the data's units.
+        return {"prediction": logits.float() * self.metadata["scale"] + self.metadata["shift"]}
+
+
+class SetHead(OutputHead):
+    def __init__(self, feature, metadata, input_size):
+        self.logits_size = max(1, len(metadata["vocabulary"]))
+        super().__init__(feature, metadata, input_size)
+
+    def loss(self, logits, target):
+        return F.binary_cross_entropy_with_logits(logits.float(), target.float())
+
+    def predict(self, logits):
+        probabilities = torch.sigmoid(logits.float())
+        return {"probabilities": probabilities, "prediction": probabilities >= self.feature.threshold}
+
+
+def _class_weights(weights, vocabulary: list[str]) -> torch.Tensor | None:
+    if weights is None:
+        return None
+    if isinstance(weights, dict):
+        weights = [weights.get(label, 1.0) for label in vocabulary]
+    return torch.tensor(weights, dtype=torch.float32)
+
+
+HEADS = {"binary": BinaryHead, "category": CategoryHead, "number": NumberHead, "set": SetHead}
+
+
+def build_head(feature, metadata: dict, input_size: int) -> OutputHead:
+    return HEADS[feature.type](feature, metadata, input_size)

@@ -1,0 +1,116 @@
+"""Prediction and evaluation on raw data, streamed in chunks so memory stays bounded.
+
+The saved preprocessing metadata is applied to each chunk with the same feature code that
+preprocessed the training data.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Iterator
+
+import numpy as np
+import pyarrow as pa
+import torch
+
+from plait.data.io import data_format, from_pandas, is_dataframe, read_table
+from plait.errors import DataError
+from plait.training.data import table_tensors
+
+CHUNK_ROWS = 100_000
+
+
+def iter_chunks(source: Any, chunk_rows: int = CHUNK_ROWS) -> Iterator[pa.Table]:
+    """Raw data in chunks of about ``chunk_rows`` rows, without reading it all at once."""
+    if is_dataframe(source):
+        source = from_pandas(source)
+    if isinstance(source, pa.Table):
+        for start in range(0, max(source.num_rows, 1), chunk_rows):
+            yield source.slice(start, chunk_rows)
+        return
+    path = os.fspath(source)
+    if not os.path.exists(path) and "://" not in path:
+        raise DataError(f"dataset {path!r} does not exist")
+    fmt = data_format(path) if not os.path.isdir(path) else "directory"
+    try:
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            for batch in pq.ParquetFile(path).iter_batches(batch_size=chunk_rows):
+                yield pa.Table.from_batches([batch])
+        elif fmt in ("csv", "tsv") and not path.endswith(".gz"):
+            import pyarrow.csv as csv
+
+            parse = csv.ParseOptions(delimiter="\t" if fmt == "tsv" else ",", newlines_in_values=True)
+            reader = csv.open_csv(path, parse_options=parse, convert_options=csv.ConvertOptions(strings_can_be_null=True),
+                                  read_options=csv.ReadOptions(block_size=16 << 20))
+            for batch in reader:
+                yield pa.Table.from_batches([batch])
+        else:
+            yield from iter_chunks(read_table(path), chunk_rows)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise DataError(f"cannot read {path!r}: {str(exc).splitlines()[0]}") from None
+
+
+class Predictor:
+    """Applies saved preprocessing and a model to raw chunks."""
+
+    def __init__(self, config, metadata: dict, module: torch.nn.Module, batch_size: int = 8192):
+        from plait.features import processors_for
+
+        self.features = metadata["features"]
+        self.processors = processors_for(config)
+        self.inputs = [p for p in self.processors if not p.is_output]
+        self.outputs = [p for p in self.processors if p.is_output]
+        self.module = module.eval()
+        self.batch_size = batch_size
+
+    def check_columns(self, table: pa.Table, with_outputs: bool) -> None:
+        wanted = self.processors if with_outputs else self.inputs
+        missing = [p.column for p in wanted if p.column not in table.column_names]
+        if missing:
+            raise DataError(
+                f"the data lacks column(s) {', '.join(repr(m) for m in missing)} that this model needs "
+                f"({'input and output' if with_outputs else 'input'} features). Its columns are: {', '.join(table.column_names)}"
+            )
+
+    def tensors(self, table: pa.Table, processors) -> dict[str, torch.Tensor]:
+        columns = {}
+        for p in processors:
+            raw = table[p.column].combine_chunks() if isinstance(table[p.column], pa.ChunkedArray) else table[p.column]
+            columns[p.name] = p.transform(p.prepare(raw), self.features[p.name])
+        return table_tensors(pa.table(columns), self.features, list(columns))
+
+    @torch.no_grad()
+    def logits(self, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        rows = len(next(iter(inputs.values())))
+        parts = [self.module({k: v[i : i + self.batch_size] for k, v in inputs.items()}) for i in range(0, rows, self.batch_size)]
+        return {name: torch.cat([p[name] for p in parts]) for name in parts[0]} if parts else {}
+
+    def predict_chunk(self, table: pa.Table) -> pa.Table:
+        logits = self.logits(self.tensors(table, self.inputs))
+        columns: dict[str, Any] = {}
+        for p in self.outputs:
+            columns.update(_postprocess(p, self.module.heads[p.name].predict(logits[p.name]), self.features[p.name]))
+        return pa.table(columns)
+
+
+def _postprocess(processor, out: dict, meta: dict) -> dict:
+    """Model outputs as user-facing columns: labels, probabilities per class, numbers."""
+    name, kind = processor.name, processor.type
+    if kind == "number":
+        return {f"{name}_predictions": out["prediction"].numpy()}
+    if kind == "binary":
+        p = out["probability"].numpy()
+        return {f"{name}_predictions": out["prediction"].numpy(), f"{name}_probability": np.maximum(p, 1 - p),
+                f"{name}_probabilities_False": 1 - p, f"{name}_probabilities_True": p}
+    vocab = np.asarray(meta["vocabulary"], dtype=object)
+    probabilities = out["probabilities"].numpy()
+    if kind == "category":
+        columns = {f"{name}_predictions": vocab[out["prediction"].numpy()].astype(str), f"{name}_probability": out["probability"].numpy()}
+    else:  # set: the labels above the threshold
+        chosen = out["prediction"].numpy()
+        columns = {f"{name}_predictions": [list(vocab[row]) for row in chosen]}  # one list per row, vocab-sized masks
+    if len(vocab) <= 100:
+        columns.update({f"{name}_probabilities_{label}": probabilities[:, i] for i, label in enumerate(vocab)})
+    return columns

@@ -1,0 +1,180 @@
+"""Metrics from sufficient statistics: counts and sums that add up exactly across workers.
+
+Each output keeps a flat float64 vector of statistics. Merging shards (or workers, through one
+all-reduce) is elementwise addition, so metrics of merged statistics equal metrics computed on
+the whole data. Nothing here averages per-worker averages.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch.nn import functional as F
+
+AUC_BINS = 4096
+MAX_CONFUSION_CLASSES = 256
+
+
+class OutputMetrics:
+    """Statistics layout, update and final metrics for one output feature."""
+
+    def __init__(self, head):
+        self.head = head
+        self.type = head.feature.type
+        self.classes = getattr(head, "logits_size", 1)
+        self.layout = self._layout()
+        self.size = sum(self.layout.values())
+
+    def _layout(self) -> dict[str, int]:
+        base = {"count": 1, "loss": 1}
+        if self.type == "binary":
+            return {**base, "tp": 1, "fp": 1, "fn": 1, "tn": 1, "hist_pos": AUC_BINS, "hist_neg": AUC_BINS}
+        if self.type == "category":
+            confusion = self.classes**2 if self.classes <= MAX_CONFUSION_CLASSES else 0
+            return {**base, "correct": 1, "hits_at_k": 1, "confusion": confusion}
+        if self.type == "number":
+            return {**base, "abs_err": 1, "sq_err": 1, "y": 1, "y2": 1}
+        return {**base, "jaccard": 1, "tp": 1, "fp": 1, "fn": 1}
+
+    def zeros(self, device="cpu") -> torch.Tensor:
+        return torch.zeros(self.size, dtype=torch.float64, device=device)
+
+    def unpack(self, stats: torch.Tensor) -> dict[str, torch.Tensor]:
+        return dict(zip(self.layout, torch.split(stats, list(self.layout.values()))))
+
+    @torch.no_grad()
+    def update(self, stats: torch.Tensor, logits: torch.Tensor, target: torch.Tensor) -> None:
+        parts = self.unpack(stats)
+        logits = logits.float()
+        getattr(self, f"_update_{self.type}")(parts, logits, target)
+
+    def _update_binary(self, s, logits, target):
+        y = target > 0.5
+        p = torch.sigmoid(logits)
+        pred = p >= self.head.feature.threshold
+        s["count"] += y.numel()
+        s["loss"] += F.binary_cross_entropy_with_logits(logits, target.float(), reduction="sum").double()
+        s["tp"] += (pred & y).sum(); s["fp"] += (pred & ~y).sum()
+        s["fn"] += (~pred & y).sum(); s["tn"] += (~pred & ~y).sum()
+        bins = (p * AUC_BINS).long().clamp(max=AUC_BINS - 1)
+        s["hist_pos"] += torch.bincount(bins[y], minlength=AUC_BINS)
+        s["hist_neg"] += torch.bincount(bins[~y], minlength=AUC_BINS)
+
+    def _update_category(self, s, logits, target):
+        target = target.long()
+        valid = target >= 0
+        logits, target = logits[valid], target[valid]
+        s["count"] += target.numel()
+        s["loss"] += F.cross_entropy(logits, target, reduction="sum").double() if target.numel() else 0.0
+        pred = logits.argmax(-1)
+        s["correct"] += (pred == target).sum()
+        k = min(self.head.feature.top_k, logits.shape[-1])
+        s["hits_at_k"] += (logits.topk(k, dim=-1).indices == target.unsqueeze(-1)).any(-1).sum()
+        if s["confusion"].numel():
+            cells = torch.bincount(target * self.classes + pred, minlength=self.classes**2)
+            s["confusion"] += cells
+
+    def _update_number(self, s, logits, target):
+        meta = self.head.metadata
+        pred = logits.double() * meta["scale"] + meta["shift"]
+        y = target.double() * meta["scale"] + meta["shift"]
+        s["count"] += y.numel()
+        s["loss"] += _regression_loss(self.head.feature.loss, logits, target.float()).double()
+        s["abs_err"] += (pred - y).abs().sum(); s["sq_err"] += ((pred - y) ** 2).sum()
+        s["y"] += y.sum(); s["y2"] += (y * y).sum()
+
+    def _update_set(self, s, logits, target):
+        y = target > 0.5
+        pred = torch.sigmoid(logits) >= self.head.feature.threshold
+        s["count"] += y.shape[0]
+        s["loss"] += F.binary_cross_entropy_with_logits(logits, target.float(), reduction="sum").double() / max(1, y.shape[1])
+        inter, union = (pred & y).sum(-1).double(), (pred | y).sum(-1).double()
+        s["jaccard"] += torch.where(union > 0, inter / union.clamp(min=1), torch.ones_like(union)).sum()
+        s["tp"] += (pred & y).sum(); s["fp"] += (pred & ~y).sum(); s["fn"] += (~pred & y).sum()
+
+    def compute(self, stats: torch.Tensor) -> dict[str, float]:
+        s = {k: v.cpu() for k, v in self.unpack(stats).items()}
+        n = float(s["count"].item())
+        if n == 0:
+            return {}
+        result = {"loss": float(s["loss"].item()) / n}
+        result.update(getattr(self, f"_compute_{self.type}")(s, n))
+        return {k: float(v) for k, v in result.items()}
+
+    def _compute_binary(self, s, n):
+        tp, fp, fn, tn = (float(s[k].item()) for k in ("tp", "fp", "fn", "tn"))
+        precision, recall = _ratio(tp, tp + fp), _ratio(tp, tp + fn)
+        return {"accuracy": (tp + tn) / n, "precision": precision, "recall": recall,
+                "f1": _ratio(2 * precision * recall, precision + recall), "roc_auc": _auc(s["hist_pos"], s["hist_neg"])}
+
+    def _compute_category(self, s, n):
+        result = {"accuracy": float(s["correct"].item()) / n, "hits_at_k": float(s["hits_at_k"].item()) / n}
+        if s["confusion"].numel():
+            cm = s["confusion"].reshape(self.classes, self.classes)
+            tp = cm.diag()
+            precision = torch.where(cm.sum(0) > 0, tp / cm.sum(0).clamp(min=1), torch.zeros_like(tp))
+            recall = torch.where(cm.sum(1) > 0, tp / cm.sum(1).clamp(min=1), torch.zeros_like(tp))
+            f1 = torch.where(precision + recall > 0, 2 * precision * recall / (precision + recall).clamp(min=1e-12), torch.zeros_like(tp))
+            present = cm.sum(1) > 0  # macro averages over classes that occur in the data
+            result.update(precision=precision[present].mean().item(), recall=recall[present].mean().item(), f1=f1[present].mean().item())
+        return result
+
+    def _compute_number(self, s, n):
+        sq, y, y2 = (float(s[k].item()) for k in ("sq_err", "y", "y2"))
+        total = y2 - y * y / n
+        return {"mean_absolute_error": float(s["abs_err"].item()) / n, "mean_squared_error": sq / n,
+                "root_mean_squared_error": math.sqrt(sq / n), "r2": 1 - sq / total if total > 0 else 0.0}
+
+    def _compute_set(self, s, n):
+        tp, fp, fn = (float(s[k].item()) for k in ("tp", "fp", "fn"))
+        precision, recall = _ratio(tp, tp + fp), _ratio(tp, tp + fn)
+        return {"jaccard": float(s["jaccard"].item()) / n, "precision": precision, "recall": recall,
+                "f1": _ratio(2 * precision * recall, precision + recall)}
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if b > 0 else 0.0
+
+
+def _auc(hist_pos: torch.Tensor, hist_neg: torch.Tensor) -> float:
+    """ROC AUC from score histograms: P(score_pos > score_neg) + 0.5 P(tie within a bin)."""
+    pos, neg = hist_pos.double(), hist_neg.double()
+    total_pos, total_neg = pos.sum().item(), neg.sum().item()
+    if total_pos == 0 or total_neg == 0:
+        return 0.5
+    pos_above = pos.flip(0).cumsum(0).flip(0) - pos  # positives in strictly higher bins
+    return float(((pos_above + 0.5 * pos) * neg).sum().item() / (total_pos * total_neg))
+
+
+def _regression_loss(loss_config, pred, target):
+    if loss_config.type == "mean_absolute_error":
+        return F.l1_loss(pred, target, reduction="sum")
+    if loss_config.type == "huber":
+        return F.huber_loss(pred, target, delta=loss_config.delta, reduction="sum")
+    return F.mse_loss(pred, target, reduction="sum")
+
+
+class MetricSet:
+    """Statistics for every output of a model, packed in one vector for a single all-reduce."""
+
+    def __init__(self, model):
+        self.outputs = {name: OutputMetrics(head) for name, head in model.heads.items()}
+        self.weights = dict(model.loss_weights)
+
+    def zeros(self, device="cpu") -> dict[str, torch.Tensor]:
+        return {name: m.zeros(device) for name, m in self.outputs.items()}
+
+    def update(self, stats: dict, logits: dict, targets: dict) -> None:
+        for name, metric in self.outputs.items():
+            metric.update(stats[name], logits[name], targets[name])
+
+    def reduce(self, stats: dict, all_reduce_sum) -> dict:
+        names = list(stats)
+        flat = all_reduce_sum(torch.cat([stats[n] for n in names]))
+        return dict(zip(names, torch.split(flat, [stats[n].numel() for n in names])))
+
+    def compute(self, stats: dict) -> dict[str, dict[str, float]]:
+        result = {name: m.compute(stats[name]) for name, m in self.outputs.items()}
+        result["combined"] = {"loss": sum(self.weights[n] * result[n].get("loss", 0.0) for n in self.outputs)}
+        return result

@@ -1,0 +1,251 @@
+"""The training loop. It knows the model, the batches and the strategy interface, nothing about
+which engine runs it: the same loop runs in one process, on Ray Train workers or under torchrun.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from plait.errors import PlaitError, TrainingError
+from plait.training import checkpoint as ckpt
+from plait.training.data import Batches
+from plait.training.metrics import MetricSet
+from plait.training.schedule import build_optimizer, build_scheduler, learning_rate
+from plait.training.strategies import Strategy
+
+log = logging.getLogger("plait")
+
+HIGHER_IS_BETTER = {"accuracy", "hits_at_k", "roc_auc", "precision", "recall", "f1", "r2", "jaccard"}
+
+
+class TrainingInterrupted(PlaitError):
+    exit_code = 130
+
+
+@dataclass
+class Progress:
+    """Where training is: saved with every checkpoint, so a resumed run continues exactly."""
+
+    epoch: int = 0
+    step: int = 0
+    batch_in_epoch: int = 0
+    best_value: float | None = None
+    best_step: int = 0
+    evals_without_improvement: int = 0
+    history: list = field(default_factory=list)
+
+
+class Trainer:
+    def __init__(self, config, model, strategy: Strategy, seed: int, run_dir: Path | None = None,
+                 progress_bar: bool = True):
+        self.config, self.trainer = config, config.trainer
+        self.strategy = strategy
+        self.seed = seed
+        self.run_dir = run_dir
+        self.progress_bar = progress_bar and strategy.is_coordinator
+        self.metrics = MetricSet(model)
+        self.lr = learning_rate(self.trainer, strategy.world_size)
+        optimizer = build_optimizer(model.parameters(), self.trainer, self.lr)
+        self.model, self.optimizer = strategy.prepare(model, optimizer)
+        self.field = self.trainer.validation_field or "combined"
+        self.metric = self.trainer.validation_metric or "loss"
+        self.state = Progress()
+        self.best_weights = None
+        self.writer = None
+
+    # ---- the loop ----------------------------------------------------------------------------
+
+    def fit(self, train: Batches, validation: Batches | None, resume: Path | None = None) -> Progress:
+        accumulation = self.trainer.gradient_accumulation_steps
+        steps_per_epoch = max(1, len(train) // accumulation)
+        total = self.trainer.train_steps or steps_per_epoch * self.trainer.epochs
+        self.scheduler = build_scheduler(self.optimizer, self.trainer, total, steps_per_epoch)
+        if resume is not None:
+            self._resume(resume)
+        self._open_tensorboard()
+        try:
+            while self.state.step < total and not self._should_stop():
+                self._run_epoch(train, validation, total, accumulation)
+        except KeyboardInterrupt:
+            self._interrupted()
+        finally:
+            if self.writer:
+                self.writer.close()
+        if self.best_weights is not None:
+            self.strategy.unwrap(self.model).load_state_dict(self.best_weights)
+        return self.state
+
+    def _run_epoch(self, train: Batches, validation, total: int, accumulation: int) -> None:
+        model, state = self.model, self.state
+        model.train()
+        eval_every = self.trainer.steps_per_checkpoint
+        bar = self._bar(len(train), f"epoch {state.epoch + 1}")
+        started, seen, running = time.perf_counter(), 0, 0.0
+        for i, batch in enumerate(train.epoch(state.epoch)):
+            if i < state.batch_in_epoch:
+                continue  # resumed mid-epoch: these batches were already trained on
+            loss = self._train_step(batch, accumulation)
+            state.batch_in_epoch = i + 1
+            running += loss
+            seen += len(next(iter(batch.values())))
+            if (i + 1) % accumulation == 0:
+                self._optimizer_step()
+                if eval_every and state.step % eval_every == 0:
+                    self._evaluate_and_checkpoint(validation, running / (i + 1))
+                if state.step >= total or self._should_stop():
+                    break
+            if bar is not None and (i % 10 == 0 or i + 1 == len(train)):
+                bar.update(i + 1 - bar.n)
+                bar.set_postfix(loss=f"{loss:.4f}", rows_per_s=f"{seen * self.strategy.world_size / (time.perf_counter() - started):,.0f}")
+        if bar is not None:
+            bar.close()
+        state.epoch += 1
+        state.batch_in_epoch = 0
+        if not eval_every:
+            self._evaluate_and_checkpoint(validation, running / max(1, len(train)))
+
+    def _train_step(self, batch: dict, accumulation: int) -> float:
+        inputs, targets = self._split(batch)
+        with torch.autocast(self.strategy.device.type, dtype=torch.bfloat16, enabled=self.trainer.use_mixed_precision):
+            logits = self.model(inputs)
+        loss, _ = self.strategy.unwrap(self.model).loss(logits, targets)
+        value = loss.item()
+        if not math.isfinite(value):
+            where = self._last_checkpoint_hint()
+            raise TrainingError(
+                f"the loss became {value} at step {self.state.step + 1} (epoch {self.state.epoch + 1}). "
+                f"Try a lower trainer.learning_rate (now {self.lr:g}) or trainer.gradient_clipping; "
+                f"check the data for extreme values.{where}"
+            )
+        self.strategy.backward(loss / accumulation)
+        return value
+
+    def _optimizer_step(self) -> None:
+        clip = self.trainer.gradient_clipping
+        params = [p for p in self.model.parameters() if p.grad is not None]
+        if clip.clipvalue:
+            torch.nn.utils.clip_grad_value_(params, clip.clipvalue)
+        if clip.clipglobalnorm:
+            torch.nn.utils.clip_grad_norm_(params, clip.clipglobalnorm)
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.state.step += 1
+
+    def _split(self, batch: dict) -> tuple[dict, dict]:
+        device = self.strategy.device
+        model = self.strategy.unwrap(self.model)
+        inputs = {n: batch[n].to(device, non_blocking=True) for n in model.input_names}
+        targets = {n: batch[n].to(device, non_blocking=True) for n in model.output_names}
+        return inputs, targets
+
+    # ---- evaluation, early stopping, checkpoints -------------------------------------------------
+
+    @torch.no_grad()
+    def evaluate(self, batches: Batches) -> dict:
+        """Exact metrics over all rows of ``batches`` (statistics summed over workers)."""
+        was_training = self.model.training
+        self.model.eval()
+        stats = self.metrics.zeros(self.strategy.device)
+        for batch in batches.epoch(0):
+            inputs, targets = self._split(batch)
+            with torch.autocast(self.strategy.device.type, dtype=torch.bfloat16, enabled=self.trainer.use_mixed_precision):
+                logits = self.model(inputs)
+            self.metrics.update(stats, logits, targets)
+        self.model.train(was_training)
+        return self.metrics.compute(self.metrics.reduce(stats, self.strategy.all_reduce_sum))
+
+    def _evaluate_and_checkpoint(self, validation: Batches | None, train_loss: float) -> None:
+        state = self.state
+        record = {"epoch": state.epoch, "step": state.step, "training": {"combined": {"loss": train_loss}}}
+        if validation is not None and validation.rows:
+            record["validation"] = self.evaluate(validation)
+            self._track_best(record["validation"])
+        else:
+            self.best_weights = None  # nothing to select on: the final weights are the model
+        state.history.append(record)
+        self._log(record)
+        if self.strategy.is_coordinator and self.run_dir is not None:
+            ckpt.save_checkpoint(self.run_dir / "checkpoints", self.strategy.unwrap(self.model), self.optimizer,
+                                 self.scheduler, self._state_dict())
+        self.strategy.barrier()
+
+    def _track_best(self, metrics: dict) -> None:
+        value = metrics.get(self.field, {}).get(self.metric)
+        if value is None:
+            known = {f: sorted(m) for f, m in metrics.items()}
+            raise TrainingError(f"trainer.validation_field/validation_metric: no metric {self.field}.{self.metric}; available: {known}")
+        best = self.state.best_value
+        if best is None or (value > best if self.metric in HIGHER_IS_BETTER else value < best):
+            self.state.best_value, self.state.best_step = value, self.state.step
+            self.state.evals_without_improvement = 0
+            self.best_weights = copy.deepcopy({k: v.detach().cpu() for k, v in self.strategy.unwrap(self.model).state_dict().items()})
+        else:
+            self.state.evals_without_improvement += 1
+
+    def _should_stop(self) -> bool:
+        patience = self.trainer.early_stop
+        return patience >= 0 and self.state.evals_without_improvement >= max(1, patience)
+
+    def _state_dict(self) -> dict:
+        return {**self.state.__dict__, "best_weights_step": self.state.best_step}
+
+    def _resume(self, path: Path) -> None:
+        saved = ckpt.load_checkpoint(path, self.strategy.unwrap(self.model), self.optimizer, self.scheduler)
+        saved.pop("best_weights_step", None)
+        self.state = Progress(**saved)
+        log.info("Resumed from %s (epoch %d, step %d).", path, self.state.epoch + 1, self.state.step)
+
+    def _interrupted(self) -> None:
+        where = ""
+        if self.strategy.is_coordinator and self.run_dir is not None:
+            path = ckpt.save_checkpoint(self.run_dir / "checkpoints", self.strategy.unwrap(self.model),
+                                        self.optimizer, self.scheduler, self._state_dict())
+            where = f"; a checkpoint is saved at {path}. Continue with: plait train --resume {self.run_dir}"
+        raise TrainingInterrupted(f"training interrupted at step {self.state.step}{where}")
+
+    def _last_checkpoint_hint(self) -> str:
+        if self.run_dir is None:
+            return ""
+        last = ckpt.latest_checkpoint(self.run_dir / "checkpoints")
+        return f" The last good checkpoint is {last}." if last else ""
+
+    # ---- reporting -----------------------------------------------------------------------------
+
+    def _bar(self, total: int, desc: str):
+        if not self.progress_bar:
+            return None
+        from tqdm.auto import tqdm
+
+        return tqdm(total=total, desc=desc, unit="batch", leave=False, dynamic_ncols=True, disable=None)
+
+    def _open_tensorboard(self) -> None:
+        if self.strategy.is_coordinator and self.run_dir is not None:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError:  # tensorboard is a dependency; a trimmed install still trains
+                log.warning("tensorboard is not installed; no TensorBoard logs will be written")
+                return
+            self.writer = SummaryWriter(log_dir=str(self.run_dir / "tensorboard"))
+
+    def _log(self, record: dict) -> None:
+        if not self.strategy.is_coordinator:
+            return
+        parts = [f"epoch {record['epoch']}", f"step {record['step']}", f"train loss {record['training']['combined']['loss']:.4f}"]
+        for name, metrics in record.get("validation", {}).items():
+            for metric, value in metrics.items():
+                if self.writer:
+                    self.writer.add_scalar(f"validation/{name}/{metric}", value, record["step"])
+            if name != "combined":
+                shown = {k: v for k, v in metrics.items() if k in ("loss", "accuracy", "roc_auc", "r2", "jaccard")}
+                parts.append(f"{name}: " + ", ".join(f"{k} {v:.4f}" for k, v in shown.items()))
+        if self.writer:
+            self.writer.add_scalar("training/loss", record["training"]["combined"]["loss"], record["step"])
+        log.info(" | ".join(parts))
