@@ -107,6 +107,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("plait: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # output piped into `head` and the like: not an error
+        sys.stderr.close()
+        return 0
 
 
 def _setup_logging(verbose: bool) -> None:

@@ -1,14 +1,22 @@
 #!/usr/bin/env bash
 # Create .venv with plait and its exact, pinned dependencies (constraints.txt).
-# Safe to run again: it only installs what is missing.
+# Safe to run again: pip only installs what is missing. pip's output goes to .venv/setup.log
+# and is shown only if a step fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
-if [ ! -x .venv/bin/python ]; then
-  "$PYTHON" -m venv .venv
-fi
-.venv/bin/python -m pip install -q --disable-pip-version-check --upgrade "pip>=24" 2>&1 | grep -v '^WARNING: Location' || true
+[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+log=.venv/setup.log
+: > "$log"
+pip_install() {
+  if ! .venv/bin/python -m pip install --disable-pip-version-check "$@" >>"$log" 2>&1; then
+    cat "$log" >&2
+    echo "setup: pip install $* failed (log above, also in $log)" >&2
+    exit 1
+  fi
+}
+pip_install --upgrade "pip>=24"
 # torch first and alone, pinned: an unpinned resolve could pull a multi-GB CUDA build.
-.venv/bin/python -m pip install -q --disable-pip-version-check -c constraints.txt "torch==2.13.0" 2>&1 | grep -v '^WARNING: Location' || true
-.venv/bin/python -m pip install -q --disable-pip-version-check -c constraints.txt -e ".[test]" 2>&1 | grep -v -e '^WARNING: Location' -e 'BuildBackendWarning' || true
-.venv/bin/python -c "import plait, torch, pyarrow; print(f'plait {plait.__version__} ready (torch {torch.__version__})')"
+pip_install -c constraints.txt "torch==2.13.0"
+pip_install -c constraints.txt -e ".[test]"
+.venv/bin/python -c "import plait, torch, pyarrow; print(f'plait {plait.__version__} ready (torch {torch.__version__}, pyarrow {pyarrow.__version__})')"

@@ -42,9 +42,15 @@ def load_config(config: str | os.PathLike | dict | PlaitConfig) -> PlaitConfig:
         return config
     data = read_yaml(config) if isinstance(config, (str, os.PathLike)) else config
     problems = check_feature_types(data)
-    if problems:
+    if problems and not isinstance(data, dict):
         raise ConfigError(problems)
     try:
-        return PlaitConfig.model_validate(data)
+        config = PlaitConfig.model_validate(data)
     except ValidationError as err:
-        raise ConfigError(format_errors(err, data, PlaitConfig)) from None
+        # Report the rest of the config's problems too, minus pydantic's view of the features
+        # already explained above.
+        flagged = tuple(problem.split(".type:")[0] + "." for problem in problems)
+        problems += [line for line in format_errors(err, data, PlaitConfig) if not line.startswith(flagged)]
+    if problems:
+        raise ConfigError(problems)
+    return config

@@ -7,7 +7,7 @@ shows ``***`` in their place.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, field_serializer, field_validator
 
@@ -98,7 +98,7 @@ class BackendConfig(StrictModel):
     cache_dir: str | None = None
     """Where preprocessed data is cached: a path or an fsspec URL (s3://bucket/prefix). Unset:
     a .plait-cache folder beside the dataset, or the user cache directory for DataFrames."""
-    cache_credentials: dict[str, str] | str | None = None
+    cache_credentials: dict[str, Any] | str | None = None
     """Storage options for cache_dir (key, secret, endpoint_url, ...), or a path to a JSON file
     holding them."""
     processor: ProcessorConfig = Field(default_factory=ProcessorConfig)

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 class StrictModel(BaseModel):
     """A config section: unknown keys are errors, assignments are validated."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, populate_by_name=True, use_attribute_docstrings=True)
 
 
 class TypedModel(StrictModel):

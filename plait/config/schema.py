@@ -16,12 +16,19 @@ from plait.config.trainer import TrainerConfig
 
 class PlaitConfig(StrictModel):
     input_features: list[InputFeature] = Field(min_length=1)
+    """The columns the model reads, each with a type (binary, number, category, text, set, vector)."""
     output_features: list[OutputFeature] = Field(min_length=1)
+    """The columns the model predicts (binary, category, number, set)."""
     preprocessing: GlobalPreprocessing = Field(default_factory=GlobalPreprocessing)
+    """The split, sampling, and per-type preprocessing defaults."""
     defaults: Defaults = Field(default_factory=Defaults)
+    """Per-type starting settings (preprocessing, encoder, decoder, loss) for every feature of that type."""
     combiner: CombinerConfig = Field(default_factory=ConcatCombiner)
+    """How the encoded inputs are combined (concat or transformer)."""
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)
+    """How the model is trained."""
     backend: BackendConfig = Field(default_factory=BackendConfig)
+    """Where and how the work runs, and where preprocessed data is cached."""
     model_type: Literal["ecd"] = "ecd"
     """Accepted for Ludwig compatibility; plait builds encoder-combiner-decoder models."""
     ludwig_version: str | None = None
@@ -35,8 +42,9 @@ class PlaitConfig(StrictModel):
         if not isinstance(data, dict):
             return data
         data = dict(data)
-        type_preprocessing = data.get("preprocessing") or {}
-        defaults = data.get("defaults") or {}
+        # Sections of the wrong type are left for validation to report.
+        type_preprocessing = data["preprocessing"] if isinstance(data.get("preprocessing"), dict) else {}
+        defaults = data["defaults"] if isinstance(data.get("defaults"), dict) else {}
         for section in ("input_features", "output_features"):
             features = data.get(section)
             if isinstance(features, list):
@@ -87,7 +95,8 @@ def check_feature_types(data: Any) -> list[str]:
     if not isinstance(data, dict):
         return ["<config>: the config must be a mapping with input_features and output_features"]
     for section, allowed in (("input_features", INPUT_TYPES), ("output_features", OUTPUT_TYPES)):
-        for i, feature in enumerate(data.get(section) or []):
+        features = data.get(section)
+        for i, feature in enumerate(features if isinstance(features, list) else []):
             ftype = feature.get("type") if isinstance(feature, dict) else None
             if section == "output_features" and ftype in INPUT_TYPES and ftype not in OUTPUT_TYPES:
                 problems.append(

@@ -117,4 +117,4 @@ def _read_directory(fs, fs_path: str, path: str) -> pa.Table:
 
 
 def _first_line(exc: BaseException) -> str:
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return str(exc).strip().splitlines()[0].rstrip(".") if str(exc).strip() else type(exc).__name__

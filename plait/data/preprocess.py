@@ -81,7 +81,7 @@ class PartitionSteps:
             codes = np.full(part.num_rows, -1, dtype=np.int8)
             columns["__stratum__"] = _column(part, self.split.column)
         table = pa.table({**columns, ROW_NUMBER: rows, SPLIT: pa.array(codes, pa.int8())})
-        return table.filter(pa.array(keep))
+        return table if keep.all() else table.filter(pa.array(keep))
 
     def stratify_stats(self, part: pa.Table) -> dict:
         return sp.stratify_stats(part["__stratum__"], part[ROW_NUMBER].to_numpy(), self.seed)

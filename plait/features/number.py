@@ -14,13 +14,23 @@ from plait.features import stats as st
 from plait.features.base import FeatureProcessor
 
 
+MISSING_WORDS = ["", "nan", "na", "n/a", "null", "none", "-"]
+
+
 class NumberProcessor(FeatureProcessor):
     type = "number"
 
     def prepare(self, column: pa.Array) -> pa.Array:
-        if pa.types.is_floating(column.type) or pa.types.is_integer(column.type) or pa.types.is_boolean(column.type):
+        if pa.types.is_floating(column.type):
+            column = column.cast(pa.float64())
+            # NaN (as Spark or numpy write it) is a missing value, like null.
+            return pc.if_else(pc.is_nan(column), pa.scalar(None, pa.float64()), column)
+        if pa.types.is_integer(column.type) or pa.types.is_boolean(column.type):
             return column.cast(pa.float64())
         strings = column.cast(pa.string())
+        # Empty cells and the usual missing-value words are missing, not "not a number".
+        blank = pc.is_in(pc.utf8_lower(pc.utf8_trim_whitespace(strings)), value_set=pa.array(MISSING_WORDS))
+        strings = pc.if_else(blank, pa.scalar(None, pa.string()), strings)
         parsed = pd.to_numeric(pd.Series(strings.to_numpy(zero_copy_only=False)), errors="coerce")
         bad = parsed.isna().to_numpy() & pc.is_valid(strings).to_numpy(zero_copy_only=False)
         if bad.any():

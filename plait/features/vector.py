@@ -19,7 +19,7 @@ class VectorProcessor(FeatureProcessor):
 
     def prepare(self, column: pa.Array) -> pa.Array:
         if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
-            column = pc.utf8_split_whitespace(column)
+            column = pc.utf8_split_whitespace(pc.utf8_trim_whitespace(column))
         if not (pa.types.is_list(column.type) or pa.types.is_large_list(column.type) or pa.types.is_fixed_size_list(column.type)):
             raise DataError(
                 f"vector feature {self.name!r}: column {self.column!r} has type {column.type}; "

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from plait.data.engines.base import PARQUET_OPTIONS, ROW_NUMBER, DataEngine
+from plait.data.engines.base import ROW_NUMBER, DataEngine, parquet_options
 from plait.utils.fs import atomic_open
 
 
@@ -40,7 +40,7 @@ class LocalEngine(DataEngine):
     def write_parquet(self, data: list[pa.Table], fs, path: str) -> int:
         table = self.to_table(data)
         with atomic_open(fs, path) as handle:
-            pq.write_table(table, handle, **PARQUET_OPTIONS)
+            pq.write_table(table, handle, **parquet_options(table.schema))
         return table.num_rows
 
     def to_table(self, data: list[pa.Table]) -> pa.Table:

@@ -1,0 +1,211 @@
+"""Shared helpers: datasets and configs in tmp_path, feature processors fitted on Arrow arrays."""
+
+from __future__ import annotations
+
+import logging
+import socket
+from functools import reduce
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+import yaml
+
+from plait.config import load_config
+from plait.features import processors_for
+
+
+# ---- datasets and configs ----------------------------------------------------------------------
+
+def write_dataset(path: Path, rows: Any) -> str:
+    """Write rows (a list of dicts, a dict of columns or a DataFrame) in the format the file name
+    says: .csv, .tsv, .parquet, .json (an array of records) or .jsonl."""
+    df = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(rows)
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
+        df.to_csv(path, index=False)
+    elif suffix == ".tsv":
+        df.to_csv(path, sep="\t", index=False)
+    elif suffix == ".parquet":
+        df.to_parquet(path, index=False)
+    elif suffix == ".json":
+        df.to_json(path, orient="records")
+    elif suffix == ".jsonl":
+        df.to_json(path, orient="records", lines=True)
+    else:
+        raise ValueError(f"no writer for {path.name}")
+    return str(path)
+
+
+@pytest.fixture
+def make_dataset(tmp_path):
+    """make_dataset(rows, name="data.csv") -> the path of a file holding ``rows`` in tmp_path."""
+
+    def make(rows: Any, name: str = "data.csv") -> str:
+        return write_dataset(tmp_path / name, rows)
+
+    return make
+
+
+@pytest.fixture
+def cache_dir(tmp_path) -> str:
+    return str(tmp_path / "cache")
+
+
+@pytest.fixture
+def make_config(cache_dir):
+    """make_config(inputs, outputs, **sections) -> a config dict whose cache is in tmp_path."""
+
+    def make(inputs: list[dict], outputs: list[dict], **sections) -> dict:
+        backend = {"cache_dir": cache_dir, **sections.pop("backend", {})}
+        return {"input_features": inputs, "output_features": outputs, "backend": backend, **sections}
+
+    return make
+
+
+@pytest.fixture
+def write_config(tmp_path):
+    """write_config(config_dict_or_yaml_text, name="config.yaml") -> the path of the YAML file."""
+
+    def write(config: dict | str, name: str = "config.yaml") -> str:
+        path = tmp_path / name
+        path.write_text(config if isinstance(config, str) else yaml.safe_dump(config, sort_keys=False))
+        return str(path)
+
+    return write
+
+
+# ---- feature processors ----------------------------------------------------------------------
+
+def _processor(ftype: str, preprocessing: dict | None = None, output: bool = False, **feature):
+    spec = {"name": "f", "type": ftype, **feature}
+    if preprocessing is not None:
+        spec["preprocessing"] = preprocessing
+    other = {"name": "other", "type": "binary"}
+    config = load_config({"input_features": [other if output else spec], "output_features": [spec if output else other]})
+    processors = processors_for(config)
+    return processors[-1] if output else processors[0]
+
+
+def _as_array(values) -> pa.Array:
+    return values if isinstance(values, (pa.Array, pa.ChunkedArray)) else pa.array(values)
+
+
+def _fit(processor, *partitions) -> dict:
+    """Metadata fitted the way an engine does it: prepare and partial_stats per partition,
+    merge_stats across them, finalize once."""
+    stats = [processor.partial_stats(processor.prepare(_as_array(p))) for p in partitions]
+    return processor.finalize(reduce(processor.merge_stats, stats))
+
+
+def _transform(processor, values, metadata: dict) -> list:
+    return processor.transform(processor.prepare(_as_array(values)), metadata).to_pylist()
+
+
+@pytest.fixture
+def make_processor():
+    """make_processor(type, preprocessing=None, output=False, **feature) -> a FeatureProcessor
+    for feature ``f`` built through load_config, so config defaults apply."""
+    return _processor
+
+
+@pytest.fixture
+def fit():
+    """fit(processor, *partitions) -> finalized metadata."""
+    return _fit
+
+
+@pytest.fixture
+def fit_transform():
+    """fit_transform(processor, training_values, values=None) -> (metadata, transformed list);
+    ``values`` defaults to the training values."""
+
+    def run(processor, training, values=None):
+        metadata = _fit(processor, training)
+        return metadata, _transform(processor, training if values is None else values, metadata)
+
+    return run
+
+
+@pytest.fixture
+def transform():
+    """transform(processor, values, metadata) -> the transformed values as a list."""
+    return _transform
+
+
+@pytest.fixture
+def no_network(monkeypatch):
+    """Any attempt to open a network connection fails the test."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"network access attempted: {args}")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+
+
+@pytest.fixture(autouse=True)
+def _restore_plait_logger():
+    """plait.cli.main configures the 'plait' logger (own handler, no propagation); undo it so
+    caplog sees records in later tests."""
+    logger = logging.getLogger("plait")
+    saved = (list(logger.handlers), logger.level, logger.propagate)
+    yield
+    logger.handlers[:], logger.level, logger.propagate = saved[0], saved[1], saved[2]
+
+
+# ---- a dataset with every feature type -------------------------------------------------------
+
+EVERY_TYPE_INPUTS = [
+    {"name": "num", "type": "number", "preprocessing": {"normalization": "iq"}},
+    {"name": "num_mean", "column": "num", "type": "number", "preprocessing": {"missing_value_strategy": "fill_with_mean"}},
+    {"name": "cat", "type": "category", "preprocessing": {"most_common": 5}},
+    {"name": "txt", "type": "text"},
+    {"name": "txt_bpe", "column": "txt", "type": "text", "preprocessing": {"tokenizer": "bpe", "most_common": 40}},
+    {"name": "flag", "type": "binary"},
+    {"name": "tags", "type": "set"},
+    {"name": "vec", "type": "vector", "preprocessing": {"missing_value_strategy": "fill_with_mean"}},
+]
+EVERY_TYPE_OUTPUTS = [{"name": "label", "type": "category"}, {"name": "score", "type": "number"}]
+
+
+def every_type_frame(n: int = 400, seed: int = 0) -> pd.DataFrame:
+    """Random rows for EVERY_TYPE_INPUTS/OUTPUTS, with missing values in several columns."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    words = ["the", "cat", "sat", "on", "mat", "dog!", "Hello,", "lowest", "newer"]
+    df = pd.DataFrame({
+        "num": rng.normal(10, 3, n).round(4),
+        "cat": rng.choice(list("abcdefgh"), n),
+        "txt": [" ".join(rng.choice(words, rng.integers(1, 9))) for _ in range(n)],
+        "flag": rng.choice(["yes", "no"], n),
+        "tags": [" ".join(rng.choice(list("wxyz"), rng.integers(0, 4), replace=False)) for _ in range(n)],
+        "vec": [" ".join(f"{v:.3f}" for v in rng.normal(size=3)) for _ in range(n)],
+        "label": rng.choice(["p", "q", "r"], n),
+        "score": rng.normal(size=n),
+    })
+    df.loc[::17, "num"] = None
+    df.loc[::13, "cat"] = None
+    df.loc[::11, "txt"] = None
+    df.loc[::19, "vec"] = None
+    df.loc[::23, "label"] = None
+    return df
+
+
+@pytest.fixture
+def every_type_config(make_config):
+    """every_type_config(**sections) -> a config dict for every_type_frame's columns."""
+
+    def make(**sections) -> dict:
+        return make_config([dict(f) for f in EVERY_TYPE_INPUTS], [dict(f) for f in EVERY_TYPE_OUTPUTS], **sections)
+
+    return make
+
+
+@pytest.fixture
+def every_type_data():
+    """every_type_data(n=400, seed=0) -> a DataFrame with a column for every feature type."""
+    return every_type_frame

@@ -1,0 +1,188 @@
+"""The preprocessed-data cache: hits, what invalidates it, and that no broken entry is ever used."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from plait.config import load_config
+from plait.data.engines.local import LocalEngine
+from plait.data.preprocess import preprocess
+from plait.features.number import NumberProcessor
+
+ROWS = {"x": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0], "c": list("abcabc"), "y": ["yes", "no"] * 3}
+INPUTS = [{"name": "x", "type": "number"}, {"name": "c", "type": "category"}]
+OUTPUTS = [{"name": "y", "type": "binary"}]
+
+
+@pytest.fixture
+def dataset(make_dataset) -> str:
+    return make_dataset(ROWS)
+
+
+@pytest.fixture
+def run(make_config):
+    """run(dataset, **config sections, seed=42, engine=None) -> PreprocessedData."""
+
+    def go(dataset, seed=42, engine=None, inputs=None, **sections):
+        config = load_config(make_config(inputs or INPUTS, OUTPUTS, **sections))
+        return preprocess(config, dataset, seed=seed, engine=engine)
+
+    return go
+
+
+def entries(cache_dir: str) -> list[str]:
+    return sorted(os.listdir(cache_dir)) if os.path.isdir(cache_dir) else []
+
+
+def test_second_run_uses_the_cache(run, dataset, caplog):
+    first = run(dataset)
+    assert not first.from_cache
+    with caplog.at_level(logging.INFO, logger="plait"):
+        second = run(dataset)
+    assert second.from_cache
+    assert second.location == first.location
+    assert second.metadata == first.metadata
+    assert any(r.getMessage().startswith("Using cached preprocessed data") for r in caplog.records)
+
+
+def test_cache_entry_holds_a_parquet_file_per_split_and_metadata(run, dataset, cache_dir):
+    data = run(dataset)
+    assert entries(cache_dir) == [Path(data.location).name]
+    assert Path(data.location).name.startswith("data-")
+    assert sorted(os.listdir(data.location)) == ["metadata.json", "test.parquet", "training.parquet", "validation.parquet"]
+    assert json.loads((Path(data.location) / "metadata.json").read_text()) == data.metadata
+
+
+def test_training_settings_do_not_invalidate_the_cache(run, dataset):
+    first = run(dataset)
+    assert run(dataset, trainer={"epochs": 3, "learning_rate": 0.1}, combiner={"type": "transformer"}).location == first.location
+
+
+def test_changed_feature_preprocessing_rebuilds(run, dataset):
+    first = run(dataset)
+    inputs = [{"name": "x", "type": "number", "preprocessing": {"normalization": "minmax"}}, INPUTS[1]]
+    second = run(dataset, inputs=inputs)
+    assert not second.from_cache
+    assert second.location != first.location
+    assert second.metadata["features"]["x"]["normalization"] == "minmax"
+
+
+def test_changed_type_level_preprocessing_rebuilds(run, dataset):
+    first = run(dataset)
+    second = run(dataset, preprocessing={"category": {"most_common": 1}})
+    assert not second.from_cache and second.location != first.location
+
+
+def test_changed_split_rebuilds(run, dataset):
+    first = run(dataset)
+    second = run(dataset, preprocessing={"split": {"probabilities": [0.5, 0.25, 0.25]}})
+    assert not second.from_cache and second.location != first.location
+
+
+def test_changed_seed_rebuilds(run, dataset):
+    first = run(dataset, seed=1)
+    second = run(dataset, seed=2)
+    assert not second.from_cache and second.location != first.location
+
+
+def test_changed_data_file_rebuilds(run, dataset, make_dataset):
+    first = run(dataset)
+    make_dataset({**ROWS, "x": [1.0, 2.0, 3.0, 4.0, 5.0, 600.0]})  # same path, different size
+    second = run(dataset)
+    assert not second.from_cache and second.location != first.location
+    assert second.metadata["features"]["x"]["mean"] != first.metadata["features"]["x"]["mean"]
+
+
+def test_touched_data_file_of_the_same_size_rebuilds(run, dataset):
+    first = run(dataset)
+    stat = os.stat(dataset)
+    os.utime(dataset, ns=(stat.st_atime_ns, stat.st_mtime_ns + 5_000_000_000))
+    assert not run(dataset).from_cache
+
+
+def test_same_dataframe_content_uses_the_cache_and_changed_content_rebuilds(run):
+    first = run(pd.DataFrame(ROWS))
+    assert Path(first.location).name.startswith("dataframe-")
+    assert run(pd.DataFrame(ROWS)).from_cache
+    assert not run(pd.DataFrame({**ROWS, "c": list("abcabd")})).from_cache
+
+
+def test_cache_defaults_to_a_folder_beside_the_dataset(make_dataset, tmp_path):
+    path = make_dataset(ROWS)
+    config = load_config({"input_features": INPUTS, "output_features": OUTPUTS})
+    data = preprocess(config, path)
+    assert Path(data.location).parent == tmp_path / ".plait-cache"
+
+
+# ---- atomicity ------------------------------------------------------------------------------
+
+def test_entry_without_metadata_is_not_trusted_and_is_rebuilt(run, dataset):
+    first = run(dataset)
+    (Path(first.location) / "metadata.json").unlink()
+    second = run(dataset)
+    assert not second.from_cache
+    assert second.location == first.location
+    assert (Path(second.location) / "metadata.json").is_file()
+    assert run(dataset).from_cache
+
+
+def test_entry_whose_parquet_size_differs_from_metadata_is_rebuilt(run, dataset):
+    first = run(dataset)
+    training = Path(first.split_path("training"))
+    good = training.read_bytes()
+    training.write_bytes(good[: len(good) // 2])
+    second = run(dataset)
+    assert not second.from_cache
+    assert training.read_bytes() == good
+    assert second.read_split("training").num_rows == first.rows("training")
+
+
+def test_entry_with_unreadable_metadata_is_rebuilt(run, dataset):
+    first = run(dataset)
+    (Path(first.location) / "metadata.json").write_text('{"cache_key": ')
+    assert not run(dataset).from_cache
+
+
+def test_failure_during_the_build_leaves_no_entry_and_no_temporary_files(run, dataset, cache_dir, monkeypatch):
+    calls = []
+    original = NumberProcessor.transform
+
+    def fail_on_second_partition(self, column, metadata):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("disk on fire")
+        return original(self, column, metadata)
+
+    monkeypatch.setattr(NumberProcessor, "transform", fail_on_second_partition)
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        run(dataset, engine=LocalEngine(num_partitions=3, threads=1))
+    assert len(calls) == 2
+    assert entries(cache_dir) == []
+
+    monkeypatch.setattr(NumberProcessor, "transform", original)
+    data = run(dataset)
+    assert not data.from_cache
+    assert entries(cache_dir) == [Path(data.location).name]
+
+
+def test_failed_rebuild_of_a_broken_entry_leaves_nothing_behind(run, dataset, cache_dir, monkeypatch):
+    first = run(dataset)
+    (Path(first.location) / "metadata.json").unlink()
+
+    def fail(self, column, metadata):
+        raise RuntimeError("interrupted")
+
+    monkeypatch.setattr(NumberProcessor, "transform", fail)
+    with pytest.raises(RuntimeError):
+        run(dataset)
+    # The broken entry may stay (it is never trusted), but nothing temporary does.
+    assert all(".tmp-" not in name for name in entries(cache_dir))
+    monkeypatch.undo()
+    assert not run(dataset).from_cache
+    assert run(dataset).from_cache

@@ -1,0 +1,126 @@
+"""Number features: normalization fitted on training values, missing-value fills, bad data."""
+
+from __future__ import annotations
+
+import statistics
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from plait.errors import DataError
+
+TRAIN = [1.0, 2.0, 3.0, 4.0]
+
+
+def number(make_processor, **preprocessing):
+    return make_processor("number", preprocessing)
+
+
+def test_zscore_uses_training_mean_and_standard_deviation(make_processor, fit_transform):
+    meta, out = fit_transform(number(make_processor, normalization="zscore"), TRAIN)
+    mean, std = statistics.fmean(TRAIN), statistics.pstdev(TRAIN)
+    assert meta["mean"] == pytest.approx(2.5) and meta["std"] == pytest.approx(std)
+    assert out == pytest.approx([(x - mean) / std for x in TRAIN], rel=1e-6)
+
+
+def test_zscore_is_the_default(make_processor, fit):
+    assert fit(number(make_processor), TRAIN)["normalization"] == "zscore"
+
+
+def test_minmax_maps_training_range_onto_zero_one(make_processor, fit_transform):
+    meta, out = fit_transform(number(make_processor, normalization="minmax"), [2.0, 4.0, 10.0], [2.0, 4.0, 10.0, 14.0])
+    assert (meta["min"], meta["max"]) == (2.0, 10.0)
+    assert out == pytest.approx([0.0, 0.25, 1.0, 1.5])
+
+
+def test_iq_centres_on_the_median_and_scales_by_the_interquartile_range(make_processor, fit_transform):
+    values = [float(v) for v in range(1, 102)]  # median 51; quartiles 26 and 76 (nearest rank)
+    meta, out = fit_transform(number(make_processor, normalization="iq"), values, [51.0, 101.0])
+    assert meta["median"] == pytest.approx(51, rel=0.01)
+    assert meta["q1"] == pytest.approx(26, rel=0.01)
+    assert meta["q3"] == pytest.approx(76, rel=0.01)
+    assert out == pytest.approx([0.0, 1.0], abs=0.02)
+
+
+@pytest.mark.parametrize("normalization", ["none", None])
+def test_no_normalization_keeps_raw_values(make_processor, fit_transform, normalization):
+    meta, out = fit_transform(number(make_processor, normalization=normalization), [1.5, -2.0, 1e6])
+    assert meta["normalization"] == "none"
+    assert out == [1.5, -2.0, 1e6]
+
+
+@pytest.mark.parametrize("normalization", ["zscore", "minmax", "iq"])
+def test_constant_column_does_not_divide_by_zero(make_processor, fit_transform, normalization):
+    _, out = fit_transform(number(make_processor, normalization=normalization), [5.0, 5.0, 5.0])
+    assert np.isfinite(out).all()
+    assert out == pytest.approx([0.0, 0.0, 0.0], abs=0.05)
+
+
+def test_output_is_float32(make_processor, fit):
+    processor = number(make_processor)
+    meta = fit(processor, TRAIN)
+    assert processor.transform(processor.prepare(pa.array(TRAIN)), meta).type == pa.float32()
+
+
+def test_missing_values_are_filled_with_the_constant_before_normalizing(make_processor, fit_transform):
+    meta, out = fit_transform(number(make_processor, normalization="minmax", fill_value=7), [1.0, None, 3.0])
+    assert meta["min"] == 1.0 and meta["max"] == 3.0  # the fill is not part of the statistics
+    assert out == pytest.approx([0.0, 3.0, 1.0])
+
+
+def test_missing_values_default_to_zero(make_processor, fit_transform):
+    _, out = fit_transform(number(make_processor, normalization="none"), [1.0, None])
+    assert out == [1.0, 0.0]
+
+
+def test_fill_with_mean_uses_the_training_mean(make_processor, fit_transform):
+    processor = number(make_processor, normalization="none", missing_value_strategy="fill_with_mean")
+    _, out = fit_transform(processor, [1.0, 2.0, 6.0, None], [None, 10.0])
+    assert out == [3.0, 10.0]
+
+
+def test_fill_with_mode_uses_the_most_frequent_training_value(make_processor, fit_transform):
+    processor = number(make_processor, normalization="none", missing_value_strategy="fill_with_mode")
+    _, out = fit_transform(processor, [1.0, 2.0, 2.0, 7.0, None])
+    assert out == [1.0, 2.0, 2.0, 7.0, 2.0]
+
+
+def test_nan_counts_as_missing(make_processor, fit_transform):
+    processor = number(make_processor, normalization="none", fill_value=-1)
+    meta, out = fit_transform(processor, pa.array([1.0, float("nan"), 3.0]))
+    assert meta["mean"] == 2.0
+    assert out == [1.0, -1.0, 3.0]
+
+
+def test_numbers_written_as_text_are_parsed(make_processor, fit_transform):
+    _, out = fit_transform(number(make_processor, normalization="none"), ["1", " 2.5", "-3e2", None])
+    assert out == [1.0, 2.5, -300.0, 0.0]
+
+
+def test_integers_and_booleans_are_numbers(make_processor, fit_transform):
+    assert fit_transform(number(make_processor, normalization="none"), [1, 2, 3])[1] == [1.0, 2.0, 3.0]
+    assert fit_transform(number(make_processor, normalization="none"), [True, False])[1] == [1.0, 0.0]
+
+
+@pytest.mark.filterwarnings("error")
+def test_text_in_a_number_column_names_the_feature_and_the_values(make_processor):
+    processor = number(make_processor)
+    with pytest.raises(DataError) as info:
+        processor.prepare(pa.array(["1", "abc", "x", "abc", "2", "zz", "q"]))
+    message = str(info.value)
+    assert message.startswith("number feature 'f': column 'f' holds values that are not numbers")
+    assert "'abc', 'x', 'zz'" in message  # the first three distinct bad values
+    assert "5 rows" in message
+    assert "category or text" in message
+
+
+def test_statistics_do_not_depend_on_partitioning(make_processor, fit):
+    rng = np.random.default_rng(0)
+    values = rng.normal(3, 7, 1000).tolist()
+    values[::9] = [None] * len(values[::9])
+    for normalization in ("zscore", "minmax", "iq"):
+        processor = number(make_processor, normalization=normalization, missing_value_strategy="fill_with_mean")
+        whole = fit(processor, values)
+        assert fit(processor, values[:1], values[1:400], [], values[400:]) == whole
+        assert fit(processor, *[values[i::7] for i in range(7)]) == whole

@@ -1,0 +1,162 @@
+"""Text features: tokenizers, vocabulary, padding and truncation, BPE trained on the data."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+PAD, UNK = 0, 1
+
+
+def text(make_processor, **preprocessing):
+    return make_processor("text", preprocessing or None)
+
+
+def words(meta: dict, row: list[int]) -> list[str]:
+    return [meta["vocabulary"][i] for i in row if i != PAD]
+
+
+def test_space_tokenizer_splits_on_whitespace_only(make_processor, fit_transform):
+    meta, out = fit_transform(text(make_processor, tokenizer="space"), ["Hello  world", "hello, World!"])
+    assert meta["vocabulary"] == ["<PAD>", "<UNK>", "hello", "hello,", "world", "world!"]
+    assert [words(meta, row) for row in out] == [["hello", "world"], ["hello,", "world!"]]
+
+
+def test_space_punct_tokenizer_makes_punctuation_its_own_token(make_processor, fit_transform):
+    meta, out = fit_transform(text(make_processor, tokenizer="space_punct"), ["Hello, world!", "don't"])
+    assert [words(meta, row) for row in out] == [["hello", ",", "world", "!"], ["don", "'", "t"]]
+
+
+def test_space_punct_is_the_default_tokenizer(make_processor):
+    assert text(make_processor).preprocessing.tokenizer == "space_punct"
+
+
+def test_text_is_lowercased_by_default(make_processor, fit):
+    assert fit(text(make_processor, tokenizer="space"), ["Cat cat CAT"])["vocabulary"] == ["<PAD>", "<UNK>", "cat"]
+
+
+def test_lowercase_can_be_turned_off(make_processor, fit):
+    meta = fit(text(make_processor, tokenizer="space", lowercase=False), ["Cat cat cat"])
+    assert meta["vocabulary"] == ["<PAD>", "<UNK>", "cat", "Cat"]
+
+
+def test_vocabulary_is_padding_unknown_then_words_by_frequency(make_processor, fit):
+    meta = fit(text(make_processor, tokenizer="space"), ["b a c", "a b", "a"])
+    assert meta["vocabulary"] == ["<PAD>", "<UNK>", "a", "b", "c"]
+
+
+def test_custom_padding_and_unknown_symbols(make_processor, fit):
+    meta = fit(text(make_processor, tokenizer="space", padding_symbol="[PAD]", unknown_symbol="[UNK]"), ["a"])
+    assert meta["vocabulary"] == ["[PAD]", "[UNK]", "a"]
+
+
+def test_unseen_words_map_to_unknown(make_processor, fit_transform):
+    _, out = fit_transform(text(make_processor, tokenizer="space"), ["a b c"], ["a zebra b"])
+    assert out == [[2, UNK, 3]]
+
+
+def test_most_common_caps_the_vocabulary(make_processor, fit_transform):
+    meta, out = fit_transform(text(make_processor, tokenizer="space", most_common=2), ["a a a b b c"], ["c b a"])
+    assert meta["vocabulary"] == ["<PAD>", "<UNK>", "a", "b"]
+    assert out == [[UNK, 3, 2, PAD, PAD, PAD]]
+
+
+def test_sequences_are_padded_on_the_right_to_the_longest_training_text(make_processor, fit_transform):
+    meta, out = fit_transform(text(make_processor, tokenizer="space"), ["a b c", "a", ""])
+    assert meta["sequence_length"] == 3
+    assert out == [[2, 3, 4], [2, PAD, PAD], [PAD, PAD, PAD]]
+
+
+def test_left_padding(make_processor, fit_transform):
+    _, out = fit_transform(text(make_processor, tokenizer="space", padding="left"), ["a b c", "a"])
+    assert out == [[2, 3, 4], [PAD, PAD, 2]]
+
+
+def test_max_sequence_length_truncates_the_end(make_processor, fit_transform):
+    meta, out = fit_transform(text(make_processor, tokenizer="space", max_sequence_length=2), ["a b c", "c"])
+    assert meta["sequence_length"] == 2
+    assert [words(meta, row) for row in out] == [["a", "b"], ["c"]]
+    assert out[1][1] == PAD
+
+
+def test_max_sequence_length_truncates_with_left_padding_too(make_processor, fit_transform):
+    meta, out = fit_transform(text(make_processor, tokenizer="space", max_sequence_length=2, padding="left"), ["a b c", "c"])
+    assert [words(meta, row) for row in out] == [["a", "b"], ["c"]]
+    assert out[1][0] == PAD
+
+
+def test_texts_longer_than_any_training_text_are_truncated(make_processor, fit_transform):
+    _, out = fit_transform(text(make_processor, tokenizer="space"), ["a b"], ["a b a b a"])
+    assert out == [[2, 3]]
+
+
+def test_missing_text_is_all_padding_by_default(make_processor, fit_transform):
+    _, out = fit_transform(text(make_processor, tokenizer="space"), ["a b", None])
+    assert out == [[2, 3], [PAD, PAD]]
+
+
+def test_fill_with_const_text(make_processor, fit_transform):
+    _, out = fit_transform(text(make_processor, tokenizer="space", fill_value="b"), ["a b", None])
+    assert out == [[2, 3], [3, PAD]]
+
+
+def test_fill_with_mode_uses_the_most_frequent_training_text(make_processor, fit_transform):
+    processor = text(make_processor, tokenizer="space", missing_value_strategy="fill_with_mode")
+    meta, out = fit_transform(processor, ["a b", "c", "a b", None])
+    assert meta["fill_value"] == "a b"
+    assert out[3] == out[0]
+
+
+def test_output_is_fixed_size_lists_of_int32(make_processor, fit):
+    processor = text(make_processor, tokenizer="space")
+    meta = fit(processor, ["a b c"])
+    out = processor.transform(processor.prepare(pa.array(["a"])), meta)
+    assert out.type == pa.list_(pa.int32(), 3)
+
+
+def test_statistics_do_not_depend_on_partitioning(make_processor, fit):
+    rows = ["the cat sat", "on the mat", None, "The dog!", "a cat, a dog", ""]
+    for tokenizer in ("space", "space_punct", "bpe"):
+        processor = text(make_processor, tokenizer=tokenizer, most_common=20)
+        assert fit(processor, rows) == fit(processor, rows[:1], rows[1:4], [], rows[4:]), tokenizer
+
+
+# ---- BPE ------------------------------------------------------------------------------------
+
+CORPUS = ["lower lowest newer newest", "widest wider low new", "slower slowest"] * 4
+
+
+@pytest.fixture
+def bpe(make_processor, fit, no_network):
+    processor = text(make_processor, tokenizer="bpe", most_common=40)
+    return processor, fit(processor, CORPUS)
+
+
+def test_bpe_is_trained_on_the_data_without_downloading_anything(bpe):
+    _, meta = bpe
+    vocab = meta["vocabulary"]
+    assert vocab[:2] == ["<PAD>", "<UNK>"]
+    assert "bpe" in meta  # the trained tokenizer travels in the metadata
+    assert set("lowerstnid") <= set(vocab)  # every character of the corpus
+    assert any(len(token) > 2 and token in "lowest newest widest" for token in vocab)  # learned merges
+    assert len(vocab) <= 40 + 2
+
+
+def test_bpe_tokens_spell_the_words(bpe, transform):
+    processor, meta = bpe
+    [row] = transform(processor, ["lowest wider"], meta)
+    assert "".join(words(meta, row)) == "lowestwider"
+    assert len(row) == meta["sequence_length"]
+
+
+def test_bpe_lowercases_and_maps_unseen_characters_to_unknown(bpe, transform):
+    processor, meta = bpe
+    upper, lower, unseen = transform(processor, ["LOWEST", "lowest", "zq"], meta)
+    assert upper == lower
+    assert [i for i in unseen if i != PAD] == [UNK, UNK]
+
+
+def test_bpe_most_common_is_the_subword_vocabulary_size(make_processor, fit):
+    small = fit(text(make_processor, tokenizer="bpe", most_common=12), CORPUS)
+    large = fit(text(make_processor, tokenizer="bpe", most_common=40), CORPUS)
+    assert len(small["vocabulary"]) <= 14 < len(large["vocabulary"])
