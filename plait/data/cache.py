@@ -86,8 +86,9 @@ class Cache:
             if metadata.get("cache_key") != key:
                 return None
             for split in metadata["splits"].values():
-                if self.fs.info(f"{entry}/{split['file']}")["size"] != split["bytes"]:
-                    return None
+                for file in split["files"]:
+                    if self.fs.info(f"{entry}/{file['file']}")["size"] != file["bytes"]:
+                        return None
         except (FileNotFoundError, KeyError, json.JSONDecodeError):
             return None
         except PermissionError as exc:

@@ -17,30 +17,31 @@ import pyarrow.compute as pc
 
 import plait
 from plait.config import PlaitConfig
+from plait.data import layout
 from plait.data import split as sp
 from plait.data.cache import Cache, cache_key, dataset_identity, default_cache_dir, entry_name
-from plait.data.engines import ROW_NUMBER, DataEngine, get_engine
-from plait.data.io import read_table
+from plait.data.engines import ROW_NUMBER, DataEngine, Source, get_engine
+from plait.data.layout import SPLIT_COLUMN
 from plait.errors import DataError
 from plait.features import FeatureProcessor, processors_for
 from plait.utils import fs as fsu
 
 log = logging.getLogger("plait")
 
-SPLIT = "__plait_split__"
+SPLIT = SPLIT_COLUMN
 
 
 @dataclass
 class PreprocessedData:
-    """A cache entry: metadata plus one Parquet file per split."""
+    """A cache entry: metadata plus a folder of Parquet files per split."""
 
     metadata: dict
     location: str
     fs: Any = field(repr=False)
     from_cache: bool = False
 
-    def split_path(self, split: str) -> str:
-        return f"{self.location}/{self.metadata['splits'][split]['file']}"
+    def split_files(self, split: str) -> list[str]:
+        return [f"{self.location}/{f['file']}" for f in self.metadata["splits"][split]["files"]]
 
     def rows(self, split: str) -> int:
         return self.metadata["splits"][split]["rows"]
@@ -48,7 +49,7 @@ class PreprocessedData:
     def read_split(self, split: str) -> pa.Table:
         import pyarrow.parquet as pq
 
-        return pq.read_table(self.split_path(split), filesystem=self.fs)
+        return pa.concat_tables([pq.read_table(f, filesystem=self.fs) for f in self.split_files(split)])
 
 
 class PartitionSteps:
@@ -91,15 +92,22 @@ class PartitionSteps:
         part = part.drop_columns(["__stratum__"])
         return part.set_column(part.schema.get_field_index(SPLIT), SPLIT, pa.array(codes, pa.int8()))
 
+    @staticmethod
+    def split_counts(part: pa.Table) -> np.ndarray:
+        return np.bincount(part[SPLIT].to_numpy(), minlength=3)
+
     def partial_stats(self, part: pa.Table) -> dict:
-        counts = np.bincount(part[SPLIT].to_numpy(), minlength=3)
         training = part.filter(pc.equal(part[SPLIT], sp.TRAINING))
-        stats = {p.name: p.partial_stats(training[p.name]) for p in self.processors}
-        return {"split_rows": counts, "features": stats}
+        return {p.name: p.partial_stats(training[p.name]) for p in self.processors}
 
     def merge_stats(self, a: dict, b: dict) -> dict:
-        merged = {p.name: p.merge_stats(a["features"][p.name], b["features"][p.name]) for p in self.processors}
-        return {"split_rows": a["split_rows"] + b["split_rows"], "features": merged}
+        return {p.name: p.merge_stats(a[p.name], b[p.name]) for p in self.processors}
+
+    def output_schema(self, metadata: dict) -> pa.Schema:
+        """The schema of transformed rows (for writing a split that has no rows)."""
+        empty = pa.table({p.name: pa.array([], p.prepare(pa.array([], pa.string())).type) for p in self.processors})
+        empty = empty.append_column(SPLIT, pa.array([], pa.int8()))
+        return self.transform(empty, metadata).drop_columns([SPLIT]).schema
 
     def transform(self, part: pa.Table, metadata: dict) -> pa.Table:
         columns = {p.name: p.transform(part[p.name], metadata[p.name]) for p in self.processors}
@@ -142,42 +150,51 @@ def preprocess(
 
     engine = engine or get_engine("local")
     started = time.perf_counter()
-    table = _read_sources(sources, config, processors, options)
+    splits_given = "dataset" not in sources
+    data, columns = engine.read(
+        [Source(src, None if name == "dataset" else sp.SPLIT_NAMES.index(name)) for name, src in sources.items()],
+        options,
+    )
+    check_columns(columns, processors, first, None if splits_given else config)
     steps = PartitionSteps(processors, config, seed)
 
     def write(fs, directory: str) -> dict:
-        return _run(engine, steps, table, fs, directory, key, seed)
+        return _run(engine, steps, data, splits_given, fs, directory, key, seed)
 
     metadata = cache.build(name, write)
-    log.info(
-        "Preprocessed %d rows in %.1fs into %s.", table.num_rows, time.perf_counter() - started, cache.path(name)
-    )
+    rows = sum(s["rows"] for s in metadata["splits"].values())
+    log.info("Preprocessed %d rows in %.1fs into %s.", rows, time.perf_counter() - started, cache.path(name))
     return PreprocessedData(metadata, cache.path(name), cache.fs)
 
 
-def _run(engine: DataEngine, steps: PartitionSteps, table: pa.Table, fs, directory: str, key: str, seed: int) -> dict:
-    data = engine.map(engine.from_table(table), steps.clean)
-    if steps.split.type == "stratify" and SPLIT not in table.column_names:
+def _run(engine: DataEngine, steps: PartitionSteps, data, splits_given: bool, fs, directory: str, key: str, seed: int) -> dict:
+    data = engine.persist(engine.map(data, steps.clean))
+    if steps.split.type == "stratify" and not splits_given:
         thresholds = sp.stratify_thresholds(
             engine.reduce(data, steps.stratify_stats, sp.merge_stratify_stats), steps.split.probabilities
         )
-        data = engine.map(data, lambda part: steps.assign_strata(part, thresholds))
-    stats = engine.reduce(data, steps.partial_stats, steps.merge_stats)
-    split_rows = stats["split_rows"]
+        data = engine.persist(engine.map(data, lambda part: steps.assign_strata(part, thresholds)))
+    counts = engine.collect(data, steps.split_counts)
+    split_rows = np.sum(counts, axis=0) if counts else np.zeros(3, dtype=np.int64)
     if split_rows[sp.TRAINING] == 0:
         raise DataError(
             f"the training split is empty ({int(split_rows.sum())} rows after dropping rows with "
             f"missing values and sampling; split {int(split_rows[0])}/{int(split_rows[1])}/"
             f"{int(split_rows[2])}). Check preprocessing.split and missing_value_strategy."
         )
-    features = {p.name: {"type": p.type, "column": p.column, "output": p.is_output, **p.finalize(stats["features"][p.name])} for p in steps.processors}
+    stats = engine.reduce(data, steps.partial_stats, steps.merge_stats)
+    features = {
+        p.name: {"type": p.type, "column": p.column, "output": p.is_output, **p.finalize(stats[p.name])}
+        for p in steps.processors
+    }
     transformed = engine.map(data, lambda part: steps.transform(part, features))
-    splits = {}
-    for code, split in enumerate(sp.SPLIT_NAMES):
-        only = engine.map(transformed, lambda part, code=code: part.filter(pc.equal(part[SPLIT], code)).drop_columns([SPLIT]))
-        path = f"{directory}/{split}.parquet"
-        rows = engine.write_parquet(only, fs, path)
-        splits[split] = {"file": f"{split}.parquet", "rows": rows, "bytes": fs.info(path)["size"]}
+    schema = steps.output_schema(features)
+    tasks = [t for code, split in enumerate(sp.SPLIT_NAMES) for t in layout.plan(counts, code, f"{directory}/{split}", layout.ROWS_PER_FILE)]
+    sizes = engine.write(transformed, tasks, fs, schema)
+    splits = {split: {"rows": int(split_rows[code]), "files": []} for code, split in enumerate(sp.SPLIT_NAMES)}
+    for task, size in zip(tasks, sizes):
+        relative = task.path[len(directory) + 1 :]
+        splits[sp.SPLIT_NAMES[task.split]]["files"].append({"file": relative, "rows": task.rows, "bytes": size})
     return {
         "format_version": 1,
         "plait_version": plait.__version__,
@@ -203,33 +220,9 @@ def _is_url(source: Any) -> bool:
     return isinstance(source, str) and "://" in source
 
 
-def _read_sources(sources: dict, config: PlaitConfig, processors, options: dict) -> pa.Table:
-    tables = []
-    for name, source in sources.items():
-        table = read_table(source, options if _is_url(source) else None)
-        check_columns(table, processors, source, config if name == "dataset" else None)
-        if name != "dataset":
-            code = sp.SPLIT_NAMES.index(name)
-            table = table.append_column(SPLIT, pa.array(np.full(table.num_rows, code, dtype=np.int8)))
-        tables.append(table.select([c for c in table.column_names if c in _needed(processors, config)]))
-    if len(tables) == 1:
-        return tables[0]
-    try:
-        return pa.concat_tables(tables, promote_options="permissive")
-    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-        raise DataError(f"the training, validation and test sets do not share column types: {exc}") from None
-
-
-def _needed(processors, config) -> set[str]:
-    needed = {p.column for p in processors} | {SPLIT}
-    if config.preprocessing.split.type in ("fixed", "stratify"):
-        needed.add(config.preprocessing.split.column)
-    return needed
-
-
-def check_columns(table: pa.Table, processors, source: Any, config: PlaitConfig | None) -> None:
+def check_columns(columns: list[str], processors, source: Any, config: PlaitConfig | None) -> None:
     """Every column the config names must be in the data; say which ones are."""
-    present = set(table.column_names)
+    present = set(columns)
     wanted = [(p.column, f"{'output' if p.is_output else 'input'} feature {p.name!r}") for p in processors]
     if config is not None and config.preprocessing.split.type in ("fixed", "stratify"):
         wanted.append((config.preprocessing.split.column, "preprocessing.split.column"))
@@ -238,5 +231,5 @@ def check_columns(table: pa.Table, processors, source: Any, config: PlaitConfig 
         described = "; ".join(f"{column!r} (for {who})" for column, who in missing)
         label = source if isinstance(source, str) else "the dataset"
         raise DataError(
-            f"{label} has no column {described}. Its columns are: {', '.join(table.column_names)}"
+            f"{label} has no column {described}. Its columns are: {', '.join(columns)}"
         )

@@ -51,11 +51,12 @@ def test_second_run_uses_the_cache(run, dataset, caplog):
     assert any(r.getMessage().startswith("Using cached preprocessed data") for r in caplog.records)
 
 
-def test_cache_entry_holds_a_parquet_file_per_split_and_metadata(run, dataset, cache_dir):
+def test_cache_entry_holds_a_parquet_folder_per_split_and_metadata(run, dataset, cache_dir):
     data = run(dataset)
     assert entries(cache_dir) == [Path(data.location).name]
     assert Path(data.location).name.startswith("data-")
-    assert sorted(os.listdir(data.location)) == ["metadata.json", "test.parquet", "training.parquet", "validation.parquet"]
+    assert sorted(os.listdir(data.location)) == ["metadata.json", "test", "training", "validation"]
+    assert [os.listdir(Path(data.location) / split) for split in ("training", "validation", "test")] == [["part-00000.parquet"]] * 3
     assert json.loads((Path(data.location) / "metadata.json").read_text()) == data.metadata
 
 
@@ -134,7 +135,7 @@ def test_entry_without_metadata_is_not_trusted_and_is_rebuilt(run, dataset):
 
 def test_entry_whose_parquet_size_differs_from_metadata_is_rebuilt(run, dataset):
     first = run(dataset)
-    training = Path(first.split_path("training"))
+    training = Path(first.split_files("training")[0])
     good = training.read_bytes()
     training.write_bytes(good[: len(good) // 2])
     second = run(dataset)

@@ -63,7 +63,7 @@ def test_partitioning_does_not_change_a_single_byte(tmp_path, make_dataset, ever
     for parts in (1, 20):
         config = load_config(every_type_config(preprocessing=preprocessing, backend={"cache_dir": str(tmp_path / f"cache{parts}")}))
         data = preprocess(config, path, engine=LocalEngine(num_partitions=parts), use_cache=False)
-        files = {split: Path(data.split_path(split)).read_bytes() for split in SPLITS}
+        files = {split: [Path(f).read_bytes() for f in data.split_files(split)] for split in SPLITS}
         results.append((files, (Path(data.location) / "metadata.json").read_text()))
     assert results[0][1] == results[1][1]
     for split in SPLITS:
@@ -83,7 +83,7 @@ def test_more_partitions_than_rows_gives_the_same_bytes(tmp_path, every_type_con
     for parts in (1, 7, 50):
         config["backend"]["cache_dir"] = str(tmp_path / f"cache{parts}")
         data = preprocess(load_config(config), df, engine=LocalEngine(num_partitions=parts))
-        results.append([Path(data.split_path(split)).read_bytes() for split in SPLITS] + [data.metadata])
+        results.append([[Path(f).read_bytes() for f in data.split_files(split)] for split in SPLITS] + [data.metadata])
     assert results[0] == results[1] == results[2]
 
 

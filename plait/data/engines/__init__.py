@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import importlib
 
-from plait.data.engines.base import ROW_NUMBER, DataEngine
+from plait.data.engines.base import ROW_NUMBER, DataEngine, Source
 from plait.errors import ConfigError
 
 ENGINES = {
     "local": ("plait.data.engines.local", "LocalEngine", None),
+    "dask": ("plait.data.engines.dask", "DaskEngine", "ray"),
+    "modin": ("plait.data.engines.modin", "ModinEngine", "modin"),
 }
 
 
@@ -23,4 +25,4 @@ def get_engine(name: str, **options) -> DataEngine:
         raise ConfigError(f"the {name} engine needs `pip install plait[{extra}]` ({exc.name} is missing)") from None
 
 
-__all__ = ["DataEngine", "ROW_NUMBER", "ENGINES", "get_engine"]
+__all__ = ["DataEngine", "Source", "ROW_NUMBER", "ENGINES", "get_engine"]

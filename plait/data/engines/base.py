@@ -8,22 +8,33 @@ pandas, Dask, Modin and Ray Data run exactly the same feature code.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
 
 import pyarrow as pa
 
 S = TypeVar("S")
 ROW_NUMBER = "__plait_row__"
-"""Column holding each row's position in the input, added by ``from_table``; it keys the
-seeded row hashes used for sampling and splitting."""
+"""Column holding each row's position in the input, added by ``read``; it keys the seeded row
+hashes used for sampling and splitting."""
+
+
+@dataclass(frozen=True)
+class Source:
+    """One input: a path, URL, DataFrame or (on Ray) a Dask DataFrame or Ray Dataset; ``split``
+    is the split code when the data comes pre-split (training, validation, test sets)."""
+
+    data: Any
+    split: int | None = None
 
 
 class DataEngine(ABC):
     name: str
 
     @abstractmethod
-    def from_table(self, table: pa.Table) -> Any:
-        """Partition a table and add the ``ROW_NUMBER`` column."""
+    def read(self, sources: list[Source], storage_options: dict | None = None) -> tuple[Any, list[str]]:
+        """Read the sources into partitions numbered with ``ROW_NUMBER`` (and the split column
+        for pre-split sources); returns the dataset and the columns every source has."""
 
     @abstractmethod
     def map(self, data: Any, fn: Callable[[pa.Table], pa.Table]) -> Any:
@@ -34,13 +45,17 @@ class DataEngine(ABC):
         """``fn`` on every partition, results combined with ``merge`` (associative, commutative)."""
 
     @abstractmethod
-    def write_parquet(self, data: Any, fs, path: str) -> int:
-        """Write the dataset as one Parquet file at ``path`` on fsspec filesystem ``fs``; returns
-        the number of rows written. Output bytes must not depend on the partitioning."""
+    def collect(self, data: Any, fn: Callable[[pa.Table], S]) -> list[S]:
+        """``fn`` of every partition, brought to the driver in partition order (small results)."""
 
     @abstractmethod
-    def to_table(self, data: Any) -> pa.Table:
-        """Gather the whole dataset into one table (for small data and tests)."""
+    def persist(self, data: Any) -> Any:
+        """Materialize the partitions so later passes do not recompute them (or not, by setting)."""
+
+    @abstractmethod
+    def write(self, data: Any, tasks: list, fs, schema: pa.Schema) -> list[int]:
+        """Write each :class:`~plait.data.layout.FileTask` (in parallel where the engine can);
+        returns each file's size in bytes."""
 
 
 PARQUET_OPTIONS = dict(row_group_size=256 * 1024, compression="zstd", write_statistics=True)

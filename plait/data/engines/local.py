@@ -11,10 +11,11 @@ from functools import reduce as fold
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from plait.data.engines.base import ROW_NUMBER, DataEngine, parquet_options
-from plait.utils.fs import atomic_open
+from plait.data.engines.base import ROW_NUMBER, DataEngine, Source
+from plait.data.io import read_table
+from plait.data.layout import SPLIT_COLUMN, split_slice, write_file
+from plait.errors import DataError
 
 
 class LocalEngine(DataEngine):
@@ -24,6 +25,21 @@ class LocalEngine(DataEngine):
         self.num_partitions = num_partitions
         self.rows_per_partition = rows_per_partition
         self.threads = threads or min(4, os.cpu_count() or 1)
+
+    def read(self, sources: list[Source], storage_options: dict | None = None) -> tuple[list[pa.Table], list[str]]:
+        tables = []
+        for source in sources:
+            table = read_table(source.data, storage_options if _is_url(source.data) else None)
+            if source.split is not None:
+                table = table.append_column(SPLIT_COLUMN, pa.array(np.full(table.num_rows, source.split, dtype=np.int8)))
+            tables.append(table)
+        columns = [c for c in tables[0].column_names if all(c in t.column_names for t in tables)]
+        if len(tables) > 1:
+            try:
+                tables = [pa.concat_tables([t.select(columns) for t in tables], promote_options="permissive")]
+            except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+                raise DataError(f"the training, validation and test sets do not share column types: {exc}") from None
+        return self.from_table(tables[0]), columns
 
     def from_table(self, table: pa.Table) -> list[pa.Table]:
         table = table.append_column(ROW_NUMBER, pa.array(np.arange(table.num_rows, dtype=np.int64)))
@@ -37,17 +53,25 @@ class LocalEngine(DataEngine):
     def reduce(self, data: list[pa.Table], fn, merge):
         return fold(merge, self._run(fn, data))
 
-    def write_parquet(self, data: list[pa.Table], fs, path: str) -> int:
-        table = self.to_table(data)
-        with atomic_open(fs, path) as handle:
-            pq.write_table(table, handle, **parquet_options(table.schema))
-        return table.num_rows
+    def collect(self, data: list[pa.Table], fn) -> list:
+        return self._run(fn, data)
 
-    def to_table(self, data: list[pa.Table]) -> pa.Table:
-        return pa.concat_tables(data).combine_chunks()
+    def persist(self, data: list[pa.Table]) -> list[pa.Table]:
+        return data  # already in memory
+
+    def write(self, data: list[pa.Table], tasks, fs, schema: pa.Schema) -> list[int]:
+        def write_one(task):
+            pieces = [split_slice(data[i], task.split, a, b) for i, a, b in task.slices]
+            return write_file(fs, task.path, pieces, schema)
+
+        return self._run(write_one, tasks)
 
     def _run(self, fn, parts: list):
         if len(parts) == 1 or self.threads == 1:
             return [fn(p) for p in parts]
         with ThreadPoolExecutor(self.threads) as pool:
             return list(pool.map(fn, parts))
+
+
+def _is_url(source) -> bool:
+    return isinstance(source, str) and "://" in source
