@@ -42,6 +42,10 @@ class CacheError(PlaitError):
     """The preprocessing cache cannot be read or written."""
 
 
+class BackendError(PlaitError):
+    """A backend cannot start or be reached (an unreachable Ray cluster, a missing package)."""
+
+
 class ModelError(PlaitError):
     """A saved model is missing, not a plait model, or of an incompatible format."""
 

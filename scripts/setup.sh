@@ -18,5 +18,5 @@ pip_install() {
 pip_install --upgrade "pip>=24"
 # torch first and alone, pinned: an unpinned resolve could pull a multi-GB CUDA build.
 pip_install -c constraints.txt "torch==2.13.0"
-pip_install -c constraints.txt -e ".[test]"
+pip_install -c constraints.txt -e ".[ray,modin,s3,test]"
 .venv/bin/python -c "import plait, torch, pyarrow; print(f'plait {plait.__version__} ready (torch {torch.__version__}, pyarrow {pyarrow.__version__})')"

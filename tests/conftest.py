@@ -209,3 +209,46 @@ def every_type_config(make_config):
 def every_type_data():
     """every_type_data(n=400, seed=0) -> a DataFrame with a column for every feature type."""
     return every_type_frame
+
+
+# ---- real engines: one local Ray cluster and one S3 server per test session --------------------
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """A real local Ray instance shared by every test that needs one, shut down at the end.
+
+    Four logical CPUs on this 2-core machine: Ray's CPU count is a scheduling token, and tasks
+    that wait on other tasks (Dask-on-Ray reductions, Ray Data reads beside training workers)
+    must not starve each other of tokens.
+    """
+    import os
+
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=4, object_store_memory=1 << 30, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """A real S3-compatible server (moto in server mode) on loopback; yields its endpoint URL."""
+    server_module = pytest.importorskip("moto.server")
+    server = server_module.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    yield f"http://127.0.0.1:{server._server.server_port}"
+    server.stop()
+
+
+@pytest.fixture
+def s3_bucket(s3_server):
+    """A fresh bucket on the loopback S3 server; yields (bucket name, credentials dict)."""
+    import uuid
+
+    import boto3
+
+    credentials = {"key": "plait-test-key", "secret": "plait-test-secret-value", "endpoint_url": s3_server}
+    name = f"plait-{uuid.uuid4().hex[:10]}"
+    boto3.client("s3", endpoint_url=s3_server, aws_access_key_id=credentials["key"],
+                 aws_secret_access_key=credentials["secret"], region_name="us-east-1").create_bucket(Bucket=name)
+    return name, credentials

@@ -34,6 +34,17 @@ def dataset_identity(source: Any, options: dict) -> dict:
         digest.update(json.dumps([str(c) for c in source.columns]).encode())
         digest.update(json.dumps([str(t) for t in source.dtypes]).encode())
         return {"dataframe_sha256": digest.hexdigest(), "rows": len(source)}
+    module = type(source).__module__.split(".")[0]
+    if module == "dask":
+        from dask.base import tokenize
+
+        return {"dask_token": tokenize(source)}  # deterministic: hashes the graph and its data
+    if not isinstance(source, (str, os.PathLike)):
+        # A Ray Dataset (or other lazy input) has no cheap content identity: never reuse its cache.
+        import uuid
+
+        log.info("A %s input has no stable identity: its preprocessing is not cached.", type(source).__name__)
+        return {"uncacheable": uuid.uuid4().hex}
     fs, path = fsu.resolve(os.fspath(source), options)
     if not fs.exists(path):
         return {"path": os.fspath(source)}  # reading will report the missing file
@@ -95,19 +106,44 @@ class Cache:
             raise CacheError(f"cannot read the cache at {self.url!r}: {exc}") from None
         return metadata
 
+    def _publish(self, tmp: str, final: str) -> None:
+        """Move a finished entry into place. A local rename is atomic; object stores have no
+        rename, so files are copied with metadata.json last: until it lands, lookups ignore
+        the entry."""
+        if fsu.is_local(self.fs):
+            self.fs.mv(tmp, final, recursive=True)
+            return
+        files = sorted(self.fs.find(tmp), key=lambda f: f.endswith(METADATA_FILE))
+        for file in files:
+            self.fs.copy(file, final + file[len(tmp):])
+
     def build(self, name: str, write: Callable[[Any, str], dict]) -> dict:
         """Build an entry: ``write(fs, tmp_dir)`` writes the files and returns the metadata."""
         final, tmp = self.path(name), fsu.temporary_name(self.path(name))
         try:
-            self.fs.makedirs(tmp, exist_ok=True)
+            fsu.ensure_dir(self.fs, tmp)
             metadata = write(self.fs, tmp)
             fsu.write_json_atomic(self.fs, f"{tmp}/{METADATA_FILE}", metadata)
             if self.fs.exists(final):
                 self.fs.rm(final, recursive=True)  # an incomplete or stale entry under our key
-            self.fs.mv(tmp, final, recursive=True)
+            self._publish(tmp, final)
         except PermissionError as exc:
-            raise CacheError(f"cannot write the cache at {self.url!r}: {exc}. Set backend.cache_dir to a writable place.") from None
+            raise CacheError(
+                f"cannot write the cache at {self.url!r}: access denied ({_reason(exc)}). Check "
+                f"backend.cache_credentials, or set backend.cache_dir to a writable place."
+            ) from None
+        except FileNotFoundError as exc:
+            raise CacheError(
+                f"cannot write the cache at {self.url!r}: {_reason(exc)}. Create the bucket or folder, "
+                f"or set backend.cache_dir elsewhere."
+            ) from None
         finally:
             if self.fs.exists(tmp):
                 self.fs.rm(tmp, recursive=True)
         return metadata
+
+
+def _reason(exc: BaseException) -> str:
+    """The storage's own words, without the path (the caller names it) or anything else."""
+    text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    return text.strip().splitlines()[0].rstrip(".")

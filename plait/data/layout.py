@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from plait.data.engines.base import parquet_options
-from plait.utils.fs import atomic_open
+from plait.utils.fs import atomic_open, ensure_dir
 
 ROWS_PER_FILE = 500_000
 SPLIT_COLUMN = "__plait_split__"
@@ -61,7 +61,7 @@ def split_slice(part: pa.Table, split: int, start: int, stop: int) -> pa.Table:
 def write_file(fs, path: str, pieces: list[pa.Table], schema: pa.Schema) -> int:
     """Write one file of the layout atomically; returns its size in bytes."""
     table = pa.concat_tables(pieces).combine_chunks() if pieces else schema.empty_table()
-    fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+    ensure_dir(fs, path.rsplit("/", 1)[0])
     with atomic_open(fs, path) as handle:
         pq.write_table(table, handle, **parquet_options(table.schema))
     return fs.info(path)["size"]

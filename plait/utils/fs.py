@@ -53,6 +53,18 @@ def resolve(url: str, options: dict | None = None):
         raise CacheError(f"{url!r} needs an fsspec filesystem package that is not installed: {exc}") from None
 
 
+def is_local(fs) -> bool:
+    protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+    return protocol in ("file", "local")
+
+
+def ensure_dir(fs, path: str) -> None:
+    """Create a folder on a local filesystem. Object stores have no folders, and creating one
+    there can create a bucket, which plait never does behind a user's back."""
+    if is_local(fs):
+        fs.makedirs(path, exist_ok=True)
+
+
 def temporary_name(path: str) -> str:
     head, tail = os.path.split(path.rstrip("/"))
     return f"{head}/.{tail}.tmp-{uuid.uuid4().hex[:12]}" if head else f".{tail}.tmp-{uuid.uuid4().hex[:12]}"

@@ -1,0 +1,92 @@
+"""The Ray backend: joins a running Ray cluster or starts a local one, and preprocesses on it
+with Dask-on-Ray (default) or Modin.
+
+This module is the one place that reads Ray's environment (``RAY_ADDRESS``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from pathlib import Path
+
+from plait.backends.base import Backend
+from plait.data.engines import get_engine
+from plait.errors import BackendError
+
+log = logging.getLogger("plait")
+
+# Where `ray start --head` records the running cluster's address (Ray's default temp dir).
+CLUSTER_FILE = Path(os.environ.get("RAY_TMPDIR", "/tmp")) / "ray" / "ray_current_cluster"
+
+
+def running_cluster_address() -> str | None:
+    """The address of a Ray cluster this process can join, without importing ray."""
+    if os.environ.get("RAY_ADDRESS"):
+        return os.environ["RAY_ADDRESS"]
+    if CLUSTER_FILE.is_file():
+        return CLUSTER_FILE.read_text().strip() or None
+    return None
+
+
+def check_reachable(address: str, timeout: float = 3.0) -> None:
+    """Fail fast on an address nothing listens on (ray.init would retry for minutes)."""
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if address == "auto" or address.startswith(("http://", "https://")) or not sep or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout).close()
+    except OSError as exc:
+        raise BackendError(
+            f"cannot reach the Ray cluster at {address} ({exc.strerror or exc}). Start it with "
+            f"`ray start --head`, fix RAY_ADDRESS, or run with --backend local."
+        ) from None
+
+
+def _object_store_bytes() -> int:
+    """A quarter of physical memory, between 512 MiB and 4 GiB: room for the tasks beside it."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        total = 8 << 30
+    return int(min(4 << 30, max(512 << 20, total // 4)))
+
+
+def connect() -> bool:
+    """Join a running cluster or start a local Ray; True when this call started Ray."""
+    try:
+        import ray
+    except ModuleNotFoundError:
+        raise BackendError("the ray backend needs `pip install plait[ray]` (ray is not installed)") from None
+    if ray.is_initialized():
+        return False
+    address = running_cluster_address()
+    if address:
+        check_reachable(address)
+        ray.init(address=address, log_to_driver=False)
+        log.info("Joined the Ray cluster at %s.", address)
+        return False
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # quiets a start-up banner
+    ray.init(num_cpus=os.cpu_count(), object_store_memory=_object_store_bytes(), include_dashboard=False,
+             log_to_driver=False)
+    log.info("Started a local Ray instance (%d CPUs).", os.cpu_count())
+    return True
+
+
+class RayBackend(Backend):
+    name = "ray"
+
+    def __init__(self, config):
+        self.config = config
+        self.started = connect()
+
+    def data_engine(self):
+        processor = self.config.backend.processor
+        return get_engine(processor.type, parallelism=processor.parallelism, persist=processor.persist)
+
+    def shutdown(self) -> None:
+        if self.started:
+            import ray
+
+            ray.shutdown()

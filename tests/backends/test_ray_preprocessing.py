@@ -1,0 +1,218 @@
+"""Preprocessing on the Ray backend (Dask-on-Ray and Modin) against the local backend, on a real
+local Ray cluster shared by the test session."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from plait.backends import get_backend, resolve_type
+from plait.config import load_config
+from plait.data.engines import get_engine
+from plait.data.preprocess import preprocess
+
+pytestmark = pytest.mark.usefixtures("ray_cluster")
+
+SPLITS = ("training", "validation", "test")
+
+
+def outputs(data) -> tuple[dict, str]:
+    files = {s: [Path(f).read_bytes() for f in data.split_files(s)] for s in SPLITS}
+    return files, (Path(data.location) / "metadata.json").read_text()
+
+
+def without_key(result: tuple[dict, str]) -> tuple[dict, dict]:
+    """Outputs of inputs that differ only in kind (a DataFrame and a Dask DataFrame of the same
+    rows): the cache key differs with the input's identity, nothing else may."""
+    files, metadata = result
+    metadata = json.loads(metadata)
+    metadata.pop("cache_key")
+    return files, metadata
+
+
+def run(config: dict, source, engine, cache: Path):
+    config = {**config, "backend": {**config.get("backend", {}), "cache_dir": str(cache)}}
+    return preprocess(load_config(config), source, engine=engine, use_cache=False)
+
+
+@pytest.mark.parametrize("fmt", ["data.parquet", "data.csv", "dataframe"])
+@pytest.mark.parametrize("split", [{"type": "random"}, {"type": "stratify", "column": "label"}])
+def test_dask_and_modin_write_the_same_bytes_as_local_for_every_feature_type(tmp_path, make_dataset, every_type_config, every_type_data, fmt, split):
+    frame = every_type_data(600)
+    source = frame if fmt == "dataframe" else make_dataset(frame, fmt)
+    config = every_type_config(preprocessing={"split": split})
+    local = outputs(run(config, source, get_engine("local", num_partitions=3), tmp_path / "local"))
+    engines = {
+        "dask": get_engine("dask", parallelism=4),
+        "dask-streaming": get_engine("dask", parallelism=5, persist=False),
+        "modin": get_engine("modin"),
+    }
+    for name, engine in engines.items():
+        assert outputs(run(config, source, engine, tmp_path / name)) == local, f"{name} differs from local"
+
+
+def test_a_text_bpe_feature_is_identical_on_ray(tmp_path, make_dataset, make_config, every_type_data):
+    path = make_dataset(every_type_data(300), "data.parquet")
+    config = make_config([{"name": "txt", "type": "text", "preprocessing": {"tokenizer": "bpe", "most_common": 40}}],
+                         [{"name": "label", "type": "category"}])
+    local = outputs(run(config, path, get_engine("local"), tmp_path / "local"))
+    assert outputs(run(config, path, get_engine("dask", parallelism=3), tmp_path / "dask")) == local
+
+
+def test_directories_of_parquet_files_are_read_in_parallel(tmp_path, every_type_config, every_type_data):
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    frame = every_type_data(500)
+    for i, start in enumerate(range(0, 500, 100)):
+        frame.iloc[start : start + 100].to_parquet(folder / f"part-{i}.parquet", index=False)
+    config = every_type_config()
+    local = outputs(run(config, str(folder), get_engine("local"), tmp_path / "local"))
+    assert outputs(run(config, str(folder), get_engine("dask"), tmp_path / "dask")) == local
+
+
+def test_dask_dataframes_are_accepted_as_input(tmp_path, every_type_config, every_type_data):
+    import dask.dataframe as dd
+
+    frame = every_type_data(300)
+    config = every_type_config()
+    local = without_key(outputs(run(config, frame, get_engine("local"), tmp_path / "local")))
+    ddf = dd.from_pandas(frame, npartitions=3, sort=False)
+    assert without_key(outputs(run(config, ddf, get_engine("dask"), tmp_path / "dask"))) == local
+
+
+def test_an_empty_partition_is_handled(tmp_path, every_type_config, every_type_data):
+    import dask.dataframe as dd
+    import pandas as pd
+
+    frame = every_type_data(200)
+    parts = [dd.from_pandas(frame.iloc[:100], npartitions=1), dd.from_pandas(frame.iloc[:0], npartitions=1),
+             dd.from_pandas(frame.iloc[100:], npartitions=1)]
+    config = every_type_config()
+    local = without_key(outputs(run(config, frame, get_engine("local"), tmp_path / "local")))
+    assert without_key(outputs(run(config, dd.concat(parts), get_engine("dask"), tmp_path / "dask"))) == local
+    assert isinstance(frame, pd.DataFrame)
+
+
+# ---- choosing the backend --------------------------------------------------------------------------
+
+def test_a_running_ray_is_detected_when_no_backend_is_named(every_type_config, caplog):
+    caplog.set_level("INFO", logger="plait")
+    assert resolve_type(load_config(every_type_config())) == "ray"
+    assert "using the ray backend" in caplog.text
+
+
+def test_an_explicit_local_backend_wins_over_a_running_cluster(every_type_config):
+    config = load_config(every_type_config(backend={"type": "local"}))
+    assert get_backend(config).name == "local"
+
+
+def test_the_ray_backend_uses_the_configured_processor(every_type_config):
+    config = load_config(every_type_config(backend={"type": "ray", "processor": {"type": "modin"}}))
+    backend = get_backend(config)
+    assert backend.data_engine().name == "modin"
+    backend.shutdown()  # joined, not started, by this backend: the session cluster keeps running
+    import ray
+
+    assert ray.is_initialized()
+
+
+def test_cli_preprocess_on_ray_matches_local(tmp_path, make_dataset, every_type_config, every_type_data, write_config):
+    from plait.cli import main
+
+    path = make_dataset(every_type_data(300), "data.parquet")
+    config = write_config(every_type_config())
+    results = []
+    for backend in ("local", "ray"):
+        assert main(["preprocess", "--config", config, "--dataset", path, "--backend", backend,
+                     "--cache-dir", str(tmp_path / backend)]) == 0
+    local, ray_ = (next((tmp_path / b).iterdir()) for b in ("local", "ray"))
+    for entry in (local, ray_):
+        results.append(sorted((p.relative_to(entry).as_posix(), p.read_bytes()) for p in entry.rglob("*") if p.is_file()))
+    assert results[0] == results[1]
+
+
+def test_an_unreachable_ray_address_fails_fast_with_the_address(tmp_path, make_dataset, every_type_config, every_type_data, write_config):
+    path = make_dataset(every_type_data(50), "data.csv")
+    config = write_config(every_type_config())
+    env = {"RAY_ADDRESS": "127.0.0.1:9", "PATH": "/usr/bin:/bin"}
+    result = subprocess.run([sys.executable, "-m", "plait", "preprocess", "--config", config, "--dataset", path],
+                            capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 2
+    assert "127.0.0.1:9" in result.stderr and "--backend local" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+# ---- the cache on S3 (a real S3 server on loopback) --------------------------------------------------
+
+@pytest.mark.parametrize("engine", ["local", "dask"])
+def test_the_cache_on_s3_with_credentials_from_a_dict(s3_bucket, every_type_config, every_type_data, engine, caplog):
+    bucket, credentials = s3_bucket
+    config = load_config(every_type_config(backend={"cache_dir": f"s3://{bucket}/cache", "cache_credentials": credentials}))
+    frame = every_type_data(200)
+    first = preprocess(config, frame, engine=get_engine(engine))
+    assert first.location.startswith(f"{bucket}/cache/") and not first.from_cache
+    assert first.read_split("training").num_rows == first.rows("training")
+    caplog.set_level("INFO", logger="plait")
+    assert preprocess(config, frame, engine=get_engine(engine)).from_cache
+    for secret in (credentials["secret"], credentials["key"]):
+        assert secret not in caplog.text
+
+
+def test_the_cache_on_s3_with_credentials_from_a_json_file(tmp_path, s3_bucket, every_type_config, every_type_data):
+    bucket, credentials = s3_bucket
+    path = tmp_path / "creds.json"
+    path.write_text(json.dumps(credentials))
+    config = load_config(every_type_config(backend={"cache_dir": f"s3://{bucket}/c", "cache_credentials": str(path)}))
+    data = preprocess(config, every_type_data(100), engine=get_engine("dask"))
+    assert data.rows("training") > 0 and data.fs.exists(f"{data.location}/metadata.json")
+
+
+def test_a_missing_bucket_names_the_bucket_not_the_secret(s3_bucket, every_type_config, every_type_data):
+    from plait.errors import CacheError
+
+    _, credentials = s3_bucket
+    config = load_config(every_type_config(backend={"cache_dir": "s3://no-such-bucket/x", "cache_credentials": credentials}))
+    with pytest.raises(CacheError) as info:
+        preprocess(config, every_type_data(50))
+    assert "no-such-bucket" in str(info.value)
+    assert credentials["secret"] not in str(info.value)
+
+
+# ---- failures ---------------------------------------------------------------------------------
+
+class KillWorkerOnce:
+    """Wraps a per-partition function; the first call anywhere kills its Ray worker process."""
+
+    def __init__(self, fn, marker: str):
+        self.fn, self.marker = fn, marker
+
+    def __call__(self, part):
+        import os
+
+        if not os.path.exists(self.marker):
+            open(self.marker, "w").close()
+            os._exit(1)  # a crash, not an exception: the worker process dies
+        return self.fn(part)
+
+
+def test_a_worker_dying_mid_preprocessing_is_retried_and_the_cache_is_complete(tmp_path, every_type_config, every_type_data):
+    from ray import cloudpickle
+
+    from plait.data.engines.dask import DaskEngine
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Ray workers cannot import tests/
+    marker = str(tmp_path / "killed")
+
+    class DyingEngine(DaskEngine):
+        def map(self, data, fn):
+            return super().map(data, KillWorkerOnce(fn, marker))
+
+    frame = every_type_data(300)
+    config = every_type_config()
+    local = outputs(run(config, frame, get_engine("local"), tmp_path / "local"))
+    assert outputs(run(config, frame, DyingEngine(parallelism=3), tmp_path / "dask")) == local
+    assert Path(marker).exists()
