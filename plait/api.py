@@ -67,8 +67,11 @@ class Model:
         self.config = load_config(config)
         if backend is not None:
             self.config = self.config.model_copy(update={"backend": self.config.backend.model_copy(update={"type": backend})})
-        if self.config.backend.type not in ("auto", "local"):
-            raise ConfigError(f"backend.type: the {self.config.backend.type} backend is not available in this version of plait yet; use local")
+        if self.config.backend.type in ("horovod", "deepspeed"):
+            raise ConfigError(
+                f"backend.type: the {self.config.backend.type} backend is not available in this version of plait yet; use local or ray"
+            )
+        self._backend = None
         self.metadata: dict | None = None
         self.module: ECD | None = None
 
@@ -77,7 +80,24 @@ class Model:
     def preprocess(self, dataset: Any = None, *, training_set=None, validation_set=None, test_set=None,
                    random_seed: int = 42) -> PreprocessedData:
         return preprocess(self.config, dataset, training_set=training_set, validation_set=validation_set,
-                          test_set=test_set, seed=random_seed)
+                          test_set=test_set, seed=random_seed, engine=self.backend.data_engine())
+
+    @property
+    def backend(self):
+        """The backend this model runs on, chosen (and started) on first use."""
+        if self._backend is None:
+            from plait.backends import get_backend
+
+            self._backend = get_backend(self.config)
+            if self._backend.name != "local":
+                log.info("Preprocessing runs on %s; training and prediction run in this process.", self._backend.name)
+        return self._backend
+
+    def close(self) -> None:
+        """Release what the backend started (a local Ray instance, for example)."""
+        if self._backend is not None:
+            self._backend.shutdown()
+            self._backend = None
 
     def train(self, dataset: Any = None, *, training_set=None, validation_set=None, test_set=None,
               random_seed: int = 42, run_dir: str | os.PathLike | None = None, resume: bool = False,

@@ -6,7 +6,7 @@ import json
 import logging
 import sys
 
-from plait.errors import ConfigError
+from plait.errors import ConfigError, ModelError
 
 log = logging.getLogger("plait")
 
@@ -26,10 +26,10 @@ def _config(args):
 
 
 def _check_backend(config) -> None:
-    if config.backend.type in ("ray", "horovod", "deepspeed"):
+    if config.backend.type in ("horovod", "deepspeed"):
         raise ConfigError(
             f"backend.type: the {config.backend.type} backend is not available in this version of "
-            f"plait yet; use --backend local (or backend.type: local)"
+            f"plait yet; use --backend local or --backend ray"
         )
 
 
@@ -46,12 +46,18 @@ def validate(args) -> int:
 def preprocess(args) -> int:
     from plait.data.preprocess import preprocess as run
 
+    from plait.backends import get_backend
+
     config = _config(args)
     _check_backend(config)
-    data = run(
-        config, args.dataset, training_set=args.training_set, validation_set=args.validation_set,
-        test_set=args.test_set, seed=args.random_seed,
-    )
+    backend = get_backend(config)
+    try:
+        data = run(
+            config, args.dataset, training_set=args.training_set, validation_set=args.validation_set,
+            test_set=args.test_set, seed=args.random_seed, engine=backend.data_engine(),
+        )
+    finally:
+        backend.shutdown()
     summary = {split: info["rows"] for split, info in data.metadata["splits"].items()}
     print(json.dumps({"cache": data.location, "from_cache": data.from_cache, "rows": summary}))
     return 0
@@ -76,7 +82,7 @@ def _start_run(args, with_test: bool):
         run_dir = Path(args.resume)
         description = run_dir / "description.json"
         if not description.is_file():
-            raise ConfigError(f"--resume {args.resume!r}: not a plait run directory (no description.json)")
+            raise ModelError(f"--resume {args.resume!r}: not a plait run directory (no description.json)")
         saved = json.loads(description.read_text())
         args.config = args.config or str(run_dir / "config.yaml")
         data = {k: v for k, v in saved["data"].items()}
@@ -101,7 +107,10 @@ def _train(args):
     config, data, seed, run_dir = _start_run(args, with_test=False)
     model = Model(config)
     log.info("Run directory: %s", run_dir)
-    result = model.train(**data, random_seed=seed, run_dir=run_dir, resume=bool(args.resume))
+    try:
+        result = model.train(**data, random_seed=seed, run_dir=run_dir, resume=bool(args.resume))
+    finally:
+        model.close()
     if not args.skip_save_model:
         model.save(run_dir / "model")
     if not args.skip_save_training_statistics:
@@ -111,7 +120,7 @@ def _train(args):
 
 def train(args) -> int:
     model, result, run_dir = _train(args)
-    _print_summary(run_dir, result, None)
+    _print_summary(run_dir, result, None, model_saved=not args.skip_save_model)
     return 0
 
 
@@ -129,17 +138,18 @@ def experiment(args) -> int:
             _write_table(predict_preprocessed(model, result.preprocessed, "test"), run_dir / "predictions.parquet", "parquet")
     else:
         log.info("The test split is empty: no test statistics.")
-    _print_summary(run_dir, result, test_stats)
+    _print_summary(run_dir, result, test_stats, model_saved=not args.skip_save_model)
     return 0
 
 
-def _print_summary(run_dir, result, test_stats) -> None:
+def _print_summary(run_dir, result, test_stats, model_saved: bool = True) -> None:
     history = result.training_statistics
     best = None
     if history:
         best = max((h for h in history if "validation" in h), key=lambda h: h["step"], default=history[-1])
     print(f"\nRun: {run_dir}")
-    print(f"Trained {history[-1]['epoch'] if history else 0} epochs, {history[-1]['step'] if history else 0} steps; model in {run_dir / 'model'}")
+    where = f"model in {run_dir / 'model'}" if model_saved else "model not saved (--skip-save-model)"
+    print(f"Trained {history[-1]['epoch'] if history else 0} epochs, {history[-1]['step'] if history else 0} steps; {where}")
     shown = test_stats if test_stats is not None else (best or {}).get("validation")
     if shown:
         print("Test metrics:" if test_stats is not None else "Last validation metrics:")
@@ -176,9 +186,26 @@ def predict(args) -> int:
     out = Path(args.output_directory)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"predictions.{args.output_format}"
-    rows = _write_chunks(model.predict_chunks(args.dataset), path, args.output_format)
+    chunks = model.predict_chunks(args.dataset)
+    if args.output_format == "csv":
+        chunks = (_lists_as_text(table, model.config) for table in chunks)
+    rows = _write_chunks(chunks, path, args.output_format)
     print(json.dumps({"predictions": str(path), "rows": rows}))
     return 0
+
+
+def _lists_as_text(table, config):
+    """CSV has no list type: set predictions become their elements joined as the set feature's
+    tokenizer splits them (space, or comma)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    separators = {f"{f.name}_predictions": "," if f.preprocessing.tokenizer == "comma" else " "
+                  for f in config.output_features if f.type == "set"}
+    for i, name in enumerate(table.column_names):
+        if pa.types.is_list(table.schema.field(i).type):
+            table = table.set_column(i, name, pc.binary_join(table[name], separators.get(name, " ")))
+    return table
 
 
 def _write_table(table, path, fmt: str) -> int:

@@ -56,10 +56,13 @@ def cache_dir(tmp_path) -> str:
 
 @pytest.fixture
 def make_config(cache_dir):
-    """make_config(inputs, outputs, **sections) -> a config dict whose cache is in tmp_path."""
+    """make_config(inputs, outputs, **sections) -> a config dict whose cache is in tmp_path.
+
+    The backend is local unless a test says otherwise: the session's Ray cluster (started by
+    the Ray tests) would otherwise be detected and used by every later test."""
 
     def make(inputs: list[dict], outputs: list[dict], **sections) -> dict:
-        backend = {"cache_dir": cache_dir, **sections.pop("backend", {})}
+        backend = {"type": "local", "cache_dir": cache_dir, **sections.pop("backend", {})}
         return {"input_features": inputs, "output_features": outputs, "backend": backend, **sections}
 
     return make

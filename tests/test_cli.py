@@ -34,7 +34,7 @@ def cli(capsys):
 
 @pytest.fixture
 def config_path(write_config, cache_dir) -> str:
-    return write_config({**CONFIG, "backend": {"cache_dir": cache_dir}})
+    return write_config({**CONFIG, "backend": {"type": "local", "cache_dir": cache_dir}})
 
 
 @pytest.fixture
@@ -162,7 +162,7 @@ def test_dataset_with_only_a_header(cli, config_path, tmp_path):
 
 
 def test_split_that_leaves_training_empty(cli, write_config, make_dataset, cache_dir):
-    path = write_config({**CONFIG, "preprocessing": {"split": {"type": "fixed"}}, "backend": {"cache_dir": cache_dir}})
+    path = write_config({**CONFIG, "preprocessing": {"split": {"type": "fixed"}}, "backend": {"type": "local", "cache_dir": cache_dir}})
     data = make_dataset({**ROWS, "split": [1, 1, 2, 2, 1, 2]})
     assert_one_clean_error(cli("preprocess", "--config", path, "--dataset", data), "the training split is empty", "split 0/3/3")
 
@@ -200,8 +200,8 @@ def test_several_config_problems_are_listed_in_one_message(cli, write_config):
 
 
 def test_backend_that_is_not_available_yet(cli, config_path, dataset):
-    assert_one_clean_error(cli("preprocess", "--config", config_path, "--dataset", dataset, "--backend", "ray"),
-                           "the ray backend is not available")
+    assert_one_clean_error(cli("preprocess", "--config", config_path, "--dataset", dataset, "--backend", "horovod"),
+                           "the horovod backend is not available")
 
 
 def test_real_command_exits_2_without_a_traceback(config_path, tmp_path):

@@ -6,6 +6,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from plait.errors import ConfigError
 from plait.models.layers import fc_stack
 
 
@@ -48,7 +49,7 @@ class CategoryHead(OutputHead):
     def __init__(self, feature, metadata, input_size):
         self.logits_size = max(1, len(metadata["vocabulary"]))
         super().__init__(feature, metadata, input_size)
-        self.register_buffer("class_weights", _class_weights(feature.loss.class_weights, metadata["vocabulary"]), persistent=False)
+        self.register_buffer("class_weights", _class_weights(feature, metadata["vocabulary"]), persistent=False)
 
     def loss(self, logits, target):
         return F.cross_entropy(logits.float(), target.long(), weight=self.class_weights, ignore_index=-1)
@@ -90,11 +91,20 @@ class SetHead(OutputHead):
         return {"probabilities": probabilities, "prediction": probabilities >= self.feature.threshold}
 
 
-def _class_weights(weights, vocabulary: list[str]) -> torch.Tensor | None:
+def _class_weights(feature, vocabulary: list[str]) -> torch.Tensor | None:
+    weights = feature.loss.class_weights
     if weights is None:
         return None
     if isinstance(weights, dict):
         weights = [weights.get(label, 1.0) for label in vocabulary]
+    elif len(weights) != len(vocabulary):
+        # The vocabulary is known only after preprocessing, so this is checked here, not in the schema.
+        shown = ", ".join(vocabulary[:10]) + (", ..." if len(vocabulary) > 10 else "")
+        raise ConfigError(
+            f"output_features.{feature.name}.loss.class_weights: {len(weights)} weights for "
+            f"{len(vocabulary)} labels ({shown}); give one weight per label in this order, or a "
+            f"mapping from label to weight"
+        )
     return torch.tensor(weights, dtype=torch.float32)
 
 

@@ -65,12 +65,22 @@ class Batches:
             order = order[self.rank :: self.world_size]
         return order
 
+    def _starts(self, rows: int) -> list[int]:
+        """Where each batch starts. A last batch of a single row joins the batch before it: batch
+        norm cannot train on one row."""
+        starts = list(range(0, rows, self.batch_size))
+        if len(starts) > 1 and self.batch_size > 1 and rows - starts[-1] == 1:
+            starts.pop()
+        return starts
+
     def __len__(self) -> int:
         per_rank = -(-self.rows // self.world_size)
-        return -(-per_rank // self.batch_size)
+        batches = -(-per_rank // self.batch_size)
+        return batches - 1 if batches > 1 and per_rank % self.batch_size == 1 else batches  # as _starts
 
     def epoch(self, epoch: int = 0) -> Iterator[dict[str, torch.Tensor]]:
         order = self.indices(epoch)
-        for start in range(0, len(order), self.batch_size):
-            index = order[start : start + self.batch_size]
+        starts = self._starts(len(order))
+        for start, end in zip(starts, starts[1:] + [len(order)]):
+            index = order[start:end]
             yield {name: tensor.index_select(0, index) for name, tensor in self.tensors.items()}

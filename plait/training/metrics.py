@@ -54,7 +54,7 @@ class OutputMetrics:
         p = torch.sigmoid(logits)
         pred = p >= self.head.feature.threshold
         s["count"] += y.numel()
-        s["loss"] += F.binary_cross_entropy_with_logits(logits, target.float(), reduction="sum").double()
+        s["loss"] += _sum(F.binary_cross_entropy_with_logits(logits, target.float(), reduction="none"))
         s["tp"] += (pred & y).sum(); s["fp"] += (pred & ~y).sum()
         s["fn"] += (~pred & y).sum(); s["tn"] += (~pred & ~y).sum()
         bins = (p * AUC_BINS).long().clamp(max=AUC_BINS - 1)
@@ -66,7 +66,7 @@ class OutputMetrics:
         valid = target >= 0
         logits, target = logits[valid], target[valid]
         s["count"] += target.numel()
-        s["loss"] += F.cross_entropy(logits, target, reduction="sum").double() if target.numel() else 0.0
+        s["loss"] += _sum(F.cross_entropy(logits, target, reduction="none")) if target.numel() else 0.0
         pred = logits.argmax(-1)
         s["correct"] += (pred == target).sum()
         k = min(self.head.feature.top_k, logits.shape[-1])
@@ -80,7 +80,7 @@ class OutputMetrics:
         pred = logits.double() * meta["scale"] + meta["shift"]
         y = target.double() * meta["scale"] + meta["shift"]
         s["count"] += y.numel()
-        s["loss"] += _regression_loss(self.head.feature.loss, logits, target.float()).double()
+        s["loss"] += _sum(_regression_loss(self.head.feature.loss, logits, target.float()))
         s["abs_err"] += (pred - y).abs().sum(); s["sq_err"] += ((pred - y) ** 2).sum()
         s["y"] += y.sum(); s["y2"] += (y * y).sum()
 
@@ -88,7 +88,7 @@ class OutputMetrics:
         y = target > 0.5
         pred = torch.sigmoid(logits) >= self.head.feature.threshold
         s["count"] += y.shape[0]
-        s["loss"] += F.binary_cross_entropy_with_logits(logits, target.float(), reduction="sum").double() / max(1, y.shape[1])
+        s["loss"] += _sum(F.binary_cross_entropy_with_logits(logits, target.float(), reduction="none")) / max(1, y.shape[1])
         inter, union = (pred & y).sum(-1).double(), (pred | y).sum(-1).double()
         s["jaccard"] += torch.where(union > 0, inter / union.clamp(min=1), torch.ones_like(union)).sum()
         s["tp"] += (pred & y).sum(); s["fp"] += (pred & ~y).sum(); s["fn"] += (~pred & y).sum()
@@ -147,12 +147,17 @@ def _auc(hist_pos: torch.Tensor, hist_neg: torch.Tensor) -> float:
     return float(((pos_above + 0.5 * pos) * neg).sum().item() / (total_pos * total_neg))
 
 
+def _sum(values: torch.Tensor) -> torch.Tensor:
+    """Per-row losses summed in float64, so that shard sums add up to the whole's sum."""
+    return values.double().sum()
+
+
 def _regression_loss(loss_config, pred, target):
     if loss_config.type == "mean_absolute_error":
-        return F.l1_loss(pred, target, reduction="sum")
+        return F.l1_loss(pred, target, reduction="none")
     if loss_config.type == "huber":
-        return F.huber_loss(pred, target, delta=loss_config.delta, reduction="sum")
-    return F.mse_loss(pred, target, reduction="sum")
+        return F.huber_loss(pred, target, delta=loss_config.delta, reduction="none")
+    return F.mse_loss(pred, target, reduction="none")
 
 
 class MetricSet:

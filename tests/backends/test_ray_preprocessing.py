@@ -101,7 +101,7 @@ def test_an_empty_partition_is_handled(tmp_path, every_type_config, every_type_d
 
 def test_a_running_ray_is_detected_when_no_backend_is_named(every_type_config, caplog):
     caplog.set_level("INFO", logger="plait")
-    assert resolve_type(load_config(every_type_config())) == "ray"
+    assert resolve_type(load_config(every_type_config(backend={"type": "auto"}))) == "ray"
     assert "using the ray backend" in caplog.text
 
 
@@ -137,7 +137,7 @@ def test_cli_preprocess_on_ray_matches_local(tmp_path, make_dataset, every_type_
 
 def test_an_unreachable_ray_address_fails_fast_with_the_address(tmp_path, make_dataset, every_type_config, every_type_data, write_config):
     path = make_dataset(every_type_data(50), "data.csv")
-    config = write_config(every_type_config())
+    config = write_config(every_type_config(backend={"type": "auto"}))
     env = {"RAY_ADDRESS": "127.0.0.1:9", "PATH": "/usr/bin:/bin"}
     result = subprocess.run([sys.executable, "-m", "plait", "preprocess", "--config", config, "--dataset", path],
                             capture_output=True, text=True, env=env, timeout=60)

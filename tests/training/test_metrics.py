@@ -1,0 +1,233 @@
+"""Metrics from sufficient statistics: shards add up to the whole, and values match scikit-learn."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from sklearn import metrics as skm
+
+from plait.training.metrics import MAX_CONFUSION_CLASSES, MetricSet, OutputMetrics
+
+SHARDS = (17, 230, 53)
+ROWS = sum(SHARDS)
+LABELS = ["a", "b", "c", "d"]
+ELEMENTS = ["red", "green", "blue", "gold"]
+NUMBER_META = {"shift": 40.0, "scale": 7.5}
+
+
+def _generator(seed=0):
+    return torch.Generator().manual_seed(seed)
+
+
+def _binary(rows=ROWS, seed=0):
+    g = _generator(seed)
+    target = (torch.rand(rows, generator=g) < 0.4).float()
+    logits = 1.5 * (2 * target - 1) + 1.5 * torch.randn(rows, generator=g)
+    return logits, target
+
+
+def _category(rows=ROWS, seed=0, unknown_every=23):
+    g = _generator(seed)
+    target = torch.randint(0, len(LABELS), (rows,), generator=g)
+    logits = torch.randn(rows, len(LABELS), generator=g) + 1.5 * torch.nn.functional.one_hot(target, len(LABELS))
+    target[::unknown_every] = -1  # labels unseen in training: ignored by loss and metrics
+    return logits, target
+
+
+def _number(rows=ROWS, seed=0):
+    g = _generator(seed)
+    target = torch.randn(rows, generator=g)  # normalized, as preprocessing writes it
+    logits = target + 0.4 * torch.randn(rows, generator=g)
+    return logits, target
+
+
+def _set(rows=ROWS, seed=0):
+    g = _generator(seed)
+    target = (torch.rand(rows, len(ELEMENTS), generator=g) < 0.4).float()
+    target[torch.arange(rows), torch.randint(0, len(ELEMENTS), (rows,), generator=g)] = 1.0  # never empty
+    logits = 1.2 * (2 * target - 1) + 1.5 * torch.randn(rows, len(ELEMENTS), generator=g)
+    return logits, target
+
+
+DATA = {"binary": _binary, "category": _category, "number": _number, "set": _set}
+METADATA = {"binary": {}, "category": {"vocabulary": LABELS}, "number": NUMBER_META, "set": {"vocabulary": ELEMENTS}}
+EXPECTED_METRICS = {
+    "binary": {"loss", "accuracy", "precision", "recall", "f1", "roc_auc"},
+    "category": {"loss", "accuracy", "hits_at_k", "precision", "recall", "f1"},
+    "number": {"loss", "mean_absolute_error", "mean_squared_error", "root_mean_squared_error", "r2"},
+    "set": {"loss", "jaccard", "precision", "recall", "f1"},
+}
+
+
+@pytest.fixture
+def output_metrics(make_head):
+    def make(ftype: str, **options) -> OutputMetrics:
+        return OutputMetrics(make_head(ftype, METADATA[ftype], **options))
+
+    return make
+
+
+@pytest.mark.parametrize("ftype", sorted(DATA))
+def test_metrics_of_merged_shard_statistics_equal_metrics_of_the_whole(output_metrics, ftype):
+    metric = output_metrics(ftype)
+    logits, target = DATA[ftype]()
+    whole = metric.zeros()
+    metric.update(whole, logits, target)
+    merged = metric.zeros()
+    start = 0
+    for rows in SHARDS:  # uneven shards, as workers or evaluation batches see them
+        shard = metric.zeros()
+        metric.update(shard, logits[start : start + rows], target[start : start + rows])
+        merged += shard
+        start += rows
+    torch.testing.assert_close(merged, whole, rtol=1e-12, atol=1e-9)
+    expected, got = metric.compute(whole), metric.compute(merged)
+    assert set(got) == EXPECTED_METRICS[ftype]
+    assert got == pytest.approx(expected, rel=1e-10, abs=1e-12)
+
+
+def test_binary_metrics_match_scikit_learn(output_metrics):
+    logits, target = _binary()
+    metric = output_metrics("binary")
+    stats = metric.zeros()
+    metric.update(stats, logits, target)
+    got = metric.compute(stats)
+    score = torch.sigmoid(logits).numpy()
+    y, pred = target.numpy().astype(int), (score >= 0.5).astype(int)
+    assert got["accuracy"] == pytest.approx(skm.accuracy_score(y, pred), abs=1e-12)
+    assert got["precision"] == pytest.approx(skm.precision_score(y, pred), abs=1e-12)
+    assert got["recall"] == pytest.approx(skm.recall_score(y, pred), abs=1e-12)
+    assert got["f1"] == pytest.approx(skm.f1_score(y, pred), abs=1e-12)
+    assert got["loss"] == pytest.approx(skm.log_loss(y, score), rel=1e-5)
+    # Scores are binned into histograms (mergeable across workers): AUC is exact up to binning.
+    assert got["roc_auc"] == pytest.approx(skm.roc_auc_score(y, score), abs=1e-3)
+
+
+def test_binary_threshold_changes_the_predictions_counted(output_metrics):
+    logits, target = _binary()
+    stats_low, stats_high = (output_metrics("binary", threshold=t) for t in (0.2, 0.8))
+    low, high = stats_low.zeros(), stats_high.zeros()
+    stats_low.update(low, logits, target)
+    stats_high.update(high, logits, target)
+    low_m, high_m = stats_low.compute(low), stats_high.compute(high)
+    assert low_m["recall"] > high_m["recall"] and low_m["precision"] < high_m["precision"]
+    assert low_m["roc_auc"] == high_m["roc_auc"]  # ranking metric: the threshold does not matter
+
+
+def test_roc_auc_of_a_perfect_and_of_a_constant_score(output_metrics):
+    metric = output_metrics("binary")
+    target = torch.tensor([0.0, 0.0, 1.0, 1.0])
+    perfect = metric.zeros()
+    metric.update(perfect, torch.tensor([-5.0, -4.0, 4.0, 5.0]), target)
+    constant = metric.zeros()
+    metric.update(constant, torch.zeros(4), target)
+    assert metric.compute(perfect)["roc_auc"] == pytest.approx(1.0)
+    assert metric.compute(constant)["roc_auc"] == pytest.approx(0.5)
+
+
+def test_category_metrics_match_scikit_learn(output_metrics):
+    logits, target = _category()
+    metric = output_metrics("category", top_k=2)
+    stats = metric.zeros()
+    metric.update(stats, logits, target)
+    got = metric.compute(stats)
+    valid = (target >= 0).numpy()
+    y, scores = target.numpy()[valid], logits.numpy()[valid]
+    pred = scores.argmax(-1)
+    assert set(np.unique(y)) == set(range(len(LABELS)))  # macro averages agree when every class occurs
+    assert got["accuracy"] == pytest.approx(skm.accuracy_score(y, pred), abs=1e-12)
+    assert got["f1"] == pytest.approx(skm.f1_score(y, pred, average="macro"), abs=1e-9)
+    assert got["precision"] == pytest.approx(skm.precision_score(y, pred, average="macro"), abs=1e-9)
+    assert got["recall"] == pytest.approx(skm.recall_score(y, pred, average="macro"), abs=1e-9)
+    assert got["hits_at_k"] == pytest.approx(skm.top_k_accuracy_score(y, scores, k=2, labels=range(len(LABELS))), abs=1e-12)
+    probabilities = torch.softmax(logits[torch.from_numpy(valid)], -1).numpy()
+    assert got["loss"] == pytest.approx(skm.log_loss(y, probabilities, labels=range(len(LABELS))), rel=1e-5)
+
+
+def test_category_rows_with_unknown_labels_are_not_counted(output_metrics):
+    logits, target = _category()
+    metric = output_metrics("category")
+    stats = metric.zeros()
+    metric.update(stats, logits, target)
+    assert metric.unpack(stats)["count"].item() == int((target >= 0).sum())
+
+
+def test_category_with_many_classes_skips_the_confusion_matrix(make_head):
+    vocabulary = [f"l{i}" for i in range(MAX_CONFUSION_CLASSES + 1)]
+    metric = OutputMetrics(make_head("category", {"vocabulary": vocabulary}))
+    logits = torch.randn(50, len(vocabulary), generator=_generator())
+    target = torch.randint(0, len(vocabulary), (50,), generator=_generator(1))
+    stats = metric.zeros()
+    metric.update(stats, logits, target)
+    got = metric.compute(stats)
+    assert {"loss", "accuracy", "hits_at_k"} <= set(got) and "f1" not in got
+    assert metric.size < 100  # no classes^2 statistics
+
+
+def test_number_metrics_match_scikit_learn_in_data_units(output_metrics):
+    logits, target = _number()
+    metric = output_metrics("number")
+    stats = metric.zeros()
+    metric.update(stats, logits, target)
+    got = metric.compute(stats)
+    y = target.double().numpy() * NUMBER_META["scale"] + NUMBER_META["shift"]
+    pred = logits.double().numpy() * NUMBER_META["scale"] + NUMBER_META["shift"]
+    assert got["r2"] == pytest.approx(skm.r2_score(y, pred), abs=1e-6)
+    assert got["mean_absolute_error"] == pytest.approx(skm.mean_absolute_error(y, pred), rel=1e-9)
+    assert got["mean_squared_error"] == pytest.approx(skm.mean_squared_error(y, pred), rel=1e-9)
+    assert got["root_mean_squared_error"] == pytest.approx(np.sqrt(skm.mean_squared_error(y, pred)), rel=1e-9)
+    # The loss is the training loss: in normalized units.
+    assert got["loss"] == pytest.approx(torch.nn.functional.mse_loss(logits, target).item(), rel=1e-5)
+
+
+def test_r2_stays_accurate_for_targets_far_from_zero(make_head):
+    meta = {"shift": 1e6, "scale": 1.0}
+    metric = OutputMetrics(make_head("number", meta))
+    logits, target = _number()
+    stats = metric.zeros()
+    metric.update(stats, logits, target)
+    y, pred = target.double().numpy() + 1e6, logits.double().numpy() + 1e6
+    assert metric.compute(stats)["r2"] == pytest.approx(skm.r2_score(y, pred), abs=1e-4)
+
+
+def test_set_metrics_match_scikit_learn(output_metrics):
+    logits, target = _set()
+    metric = output_metrics("set")
+    stats = metric.zeros()
+    metric.update(stats, logits, target)
+    got = metric.compute(stats)
+    y, pred = target.numpy().astype(int), (torch.sigmoid(logits) >= 0.5).numpy().astype(int)
+    assert got["jaccard"] == pytest.approx(skm.jaccard_score(y, pred, average="samples"), abs=1e-9)
+    assert got["precision"] == pytest.approx(skm.precision_score(y, pred, average="micro"), abs=1e-12)
+    assert got["recall"] == pytest.approx(skm.recall_score(y, pred, average="micro"), abs=1e-12)
+    assert got["f1"] == pytest.approx(skm.f1_score(y, pred, average="micro"), abs=1e-12)
+
+
+def test_no_rows_gives_no_metrics(output_metrics):
+    metric = output_metrics("binary")
+    assert metric.compute(metric.zeros()) == {}
+
+
+def test_metric_set_reduces_every_output_in_one_call_and_weights_the_combined_loss(make_head):
+    class Model:  # what MetricSet reads from an ECD
+        heads = {"b": make_head("binary", {}), "n": make_head("number", NUMBER_META, loss={"weight": 0.5})}
+        loss_weights = {"b": 1.0, "n": 0.5}
+
+    metrics = MetricSet(Model())
+    stats = metrics.zeros()
+    metrics.update(stats, {"b": _binary()[0], "n": _number()[0]}, {"b": _binary()[1], "n": _number()[1]})
+    calls = []
+
+    def all_reduce_sum(flat):
+        calls.append(flat.shape)
+        return flat * 3  # as if three workers held the same statistics
+
+    reduced = metrics.reduce(stats, all_reduce_sum)
+    assert len(calls) == 1
+    for name in stats:
+        torch.testing.assert_close(reduced[name], stats[name] * 3)
+    result = metrics.compute(reduced)
+    # Tripling every statistic leaves the metrics unchanged.
+    assert result["b"] == pytest.approx(metrics.compute(stats)["b"])
+    assert result["combined"]["loss"] == pytest.approx(result["b"]["loss"] + 0.5 * result["n"]["loss"])
