@@ -107,7 +107,7 @@ class Model:
         data = self.preprocess(dataset, training_set=training_set, validation_set=validation_set,
                                test_set=test_set, random_seed=random_seed)
         seed_everything(random_seed)
-        self.metadata = {"features": data.metadata["features"], "splits": data.metadata["splits"]}
+        self.metadata = {"features": data.metadata["features"], "splits": data.metadata["splits"], "seed": random_seed}
         self.module = ECD(self.config, self.metadata)
         names = self.module.input_names + self.module.output_names
         features = data.metadata["features"]
@@ -140,9 +140,20 @@ class Model:
         tensors = table_tensors(data.read_split(split), self.metadata["features"], names)
         return self._evaluate_tensors(tensors)
 
-    def evaluate(self, dataset: Any) -> dict:
-        """Metrics on raw data holding the output columns; rows missing a target are skipped."""
+    def evaluate(self, dataset: Any, split: str = "full", random_seed: int | None = None) -> dict:
+        """Metrics on raw data holding the output columns; rows missing a target are skipped.
+
+        ``split`` (training, validation or test) evaluates only the rows that the config's split
+        puts there with ``random_seed`` (default: the seed the model was trained with), so
+        ``split="test"`` on the training data gives the experiment's test metrics again."""
         self._require_trained()
+        if split != "full":
+            from plait.data.preprocess import transform_split
+
+            seed = random_seed if random_seed is not None else self.metadata.get("seed", 42)
+            table = transform_split(self.config, self.metadata["features"], dataset, seed, split)
+            names = self.module.input_names + self.module.output_names
+            return self._evaluate_tensors(table_tensors(table, self.metadata["features"], names))
         predictor = self._predictor()
         chunks = []
         for chunk in iter_chunks(dataset):

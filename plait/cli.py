@@ -68,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", metavar="RUN_DIR", help="continue an interrupted run from its checkpoint")
 
     p = sub.add_parser("experiment", help="preprocess, train, evaluate on the test split and predict")
-    _add_config(p)
+    _add_config(p, required=False)
     _add_data(p)
     _add_run(p)
     _add_output(p)
@@ -78,10 +78,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("evaluate", help="compute metrics of a trained model on a dataset")
     p.add_argument("--model-path", "-m", required=True, help="a model directory written by plait train")
     p.add_argument("--dataset", required=True, help="data with the output columns")
-    p.add_argument("--split", choices=["full", "training", "validation", "test"], default="full", help="evaluate on this split of --dataset (default: all rows)")
+    p.add_argument("--split", choices=["full", "training", "validation", "test"], default="full",
+                   help="evaluate on the rows the model's config and seed put in this split (default: all rows)")
     _add_run(p)
+    p.set_defaults(random_seed=None)  # evaluate --split: the model's own seed unless given
     _add_output(p)
-    _add_skip(p, "predictions", "eval-stats")
+    _add_skip(p, "eval-stats")
 
     p = sub.add_parser("predict", help="predict with a trained model")
     p.add_argument("--model-path", "-m", required=True, help="a model directory written by plait train")

@@ -168,7 +168,7 @@ def evaluate(args) -> int:
     from plait.utils.fs import write_json
 
     model = Model.load(args.model_path)
-    stats = model.evaluate(args.dataset)
+    stats = model.evaluate(args.dataset, split=args.split, random_seed=args.random_seed)
     if not args.skip_save_eval_stats:
         out = Path(args.output_directory)
         out.mkdir(parents=True, exist_ok=True)

@@ -153,8 +153,6 @@ def test_evaluate_prints_and_saves_metrics(experiment, files, cli, tmp_path):
     assert saved["y"] == printed["y"]
 
 
-@pytest.mark.xfail(strict=True, reason="design question: evaluate accepts --split but commands.evaluate ignores it "
-                                       "and always evaluates every row of --dataset")
 def test_evaluate_on_the_test_split_matches_the_experiments_test_statistics(experiment, files, cli, tmp_path):
     run, _ = experiment
     rc, out, err = cli("evaluate", "--model-path", run / "model", "--dataset", files / "data.csv",

@@ -205,6 +205,25 @@ def _run(engine: DataEngine, steps: PartitionSteps, data, splits_given: bool, fs
     }
 
 
+def transform_split(config: PlaitConfig, features: dict, source: Any, seed: int, split: str) -> pa.Table:
+    """The rows of raw data that a run with this config and seed put in ``split``, transformed
+    with saved feature metadata (to evaluate a saved model on exactly its test set, say)."""
+    processors = processors_for(config)
+    engine = get_engine("local")
+    data, columns = engine.read([Source(source)])
+    check_columns(columns, processors, source, config)
+    steps = PartitionSteps(processors, config, seed)
+    data = engine.map(data, steps.clean)
+    if steps.split.type == "stratify":
+        thresholds = sp.stratify_thresholds(
+            engine.reduce(data, steps.stratify_stats, sp.merge_stratify_stats), steps.split.probabilities
+        )
+        data = engine.map(data, lambda part: steps.assign_strata(part, thresholds))
+    code = sp.SPLIT_NAMES.index(split)
+    parts = engine.map(data, lambda part: steps.transform(part.filter(pc.equal(part[SPLIT], code)), features))
+    return pa.concat_tables(parts).drop_columns([SPLIT])
+
+
 def _sources(dataset, training_set, validation_set, test_set) -> dict:
     if dataset is not None and training_set is not None:
         raise DataError("give either a dataset or training/validation/test sets, not both")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import json
 import logging
 import math
 import time
@@ -235,8 +236,15 @@ class Trainer:
             path = ckpt.save_checkpoint(self.run_dir / "checkpoints", self.strategy.unwrap(self.model),
                                         self.optimizer, self.scheduler, self._state_dict(),
                                         best_weights=self._best_to_save())
-            where = f"; a checkpoint is saved at {path}. Continue with: plait train --resume {self.run_dir}"
+            where = f"; a checkpoint is saved at {path}. Continue with: plait {self._command()} --resume {self.run_dir}"
         raise TrainingInterrupted(f"training interrupted at step {self.state.step}{where}")
+
+    def _command(self) -> str:
+        """The command that started this run (train or experiment), as its run directory says."""
+        try:
+            return json.loads((self.run_dir / "description.json").read_text()).get("command", "train")
+        except (OSError, ValueError):
+            return "train"
 
     def _last_checkpoint_hint(self) -> str:
         if self.run_dir is None:
