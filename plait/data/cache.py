@@ -46,9 +46,14 @@ def dataset_identity(source: Any, options: dict) -> dict:
         log.info("A %s input has no stable identity: its preprocessing is not cached.", type(source).__name__)
         return {"uncacheable": uuid.uuid4().hex}
     fs, path = fsu.resolve(os.fspath(source), options)
-    if not fs.exists(path):
+    from plait.data.io import is_glob
+
+    if is_glob(path):
+        files = sorted(fs.glob(path))
+    elif not fs.exists(path):
         return {"path": os.fspath(source)}  # reading will report the missing file
-    files = sorted(fs.find(path)) if fs.isdir(path) else [path]
+    else:
+        files = sorted(fs.find(path)) if fs.isdir(path) else [path]
     entries = []
     for file in files:
         info = fs.info(file)

@@ -49,10 +49,12 @@ def read_table(source: Any, storage_options: dict | None = None) -> pa.Table:
     import fsspec
 
     fs, fs_path = fsspec.core.url_to_fs(path, **(storage_options or {}))
+    if is_glob(path):
+        return _read_files(fs, sorted(fs.glob(fs_path)), path)
     if not fs.exists(fs_path):
         raise DataError(f"dataset {path!r} does not exist")
     if fs.isdir(fs_path):
-        return _read_directory(fs, fs_path, path)
+        return _read_files(fs, sorted(fs.find(fs_path)), path)
     fmt = data_format(path)
     try:
         table = _read_file(fs, fs_path, fmt)
@@ -100,10 +102,15 @@ def _read_file(fs, fs_path: str, fmt: str) -> pa.Table:
         return pj.read_json(handle)
 
 
-def _read_directory(fs, fs_path: str, path: str) -> pa.Table:
-    files = sorted(f for f in fs.find(fs_path) if not os.path.basename(f).startswith(("_", ".")))
+def is_glob(path: str) -> bool:
+    return any(c in path for c in "*?[")
+
+
+def _read_files(fs, files: list[str], path: str) -> pa.Table:
+    """Every data file of a directory or glob, in name order, as one table."""
+    files = [f for f in files if not os.path.basename(f).startswith(("_", "."))]
     if not files:
-        raise DataError(f"dataset directory {path!r} holds no data files")
+        raise DataError(f"dataset {path!r} matches no data files")
     tables = []
     for file in files:
         try:

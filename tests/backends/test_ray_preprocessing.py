@@ -216,3 +216,20 @@ def test_a_worker_dying_mid_preprocessing_is_retried_and_the_cache_is_complete(t
     local = outputs(run(config, frame, get_engine("local"), tmp_path / "local"))
     assert outputs(run(config, frame, DyingEngine(parallelism=3), tmp_path / "dask")) == local
     assert Path(marker).exists()
+
+
+def test_globs_and_ray_datasets_are_accepted_as_input(tmp_path, every_type_config, every_type_data):
+    import ray.data
+
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    frame = every_type_data(300)
+    for i, start in enumerate(range(0, 300, 100)):
+        frame.iloc[start : start + 100].to_parquet(folder / f"part-{i}.parquet", index=False)
+    (folder / "notes.txt").write_text("not data")
+    config = every_type_config()
+    glob = str(folder / "*.parquet")
+    local = outputs(run(config, glob, get_engine("local"), tmp_path / "local"))
+    assert outputs(run(config, glob, get_engine("dask"), tmp_path / "dask")) == local
+    dataset = ray.data.from_pandas([frame.iloc[:150], frame.iloc[150:]])
+    assert without_key(outputs(run(config, dataset, get_engine("dask"), tmp_path / "ray-data"))) == without_key(local)
