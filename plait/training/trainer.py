@@ -129,12 +129,7 @@ class Trainer:
         loss, _ = self.strategy.unwrap(self.model).loss(logits, targets)
         value = loss.item()
         if not math.isfinite(value):
-            where = self._last_checkpoint_hint()
-            raise TrainingError(
-                f"the loss became {value} at step {self.state.step + 1} (epoch {self.state.epoch + 1}). "
-                f"Try a lower trainer.learning_rate (now {self.lr:g}) or trainer.gradient_clipping; "
-                f"check the data for extreme values.{where}"
-            )
+            raise self._diverged(f"the loss became {value}")
         self.strategy.backward(loss / accumulation if accumulation > 1 else loss)
         return value
 
@@ -143,11 +138,20 @@ class Trainer:
         if clip.clipvalue:  # both clip functions skip parameters without a gradient
             torch.nn.utils.clip_grad_value_(self.parameters, clip.clipvalue)
         if clip.clipglobalnorm:
-            torch.nn.utils.clip_grad_norm_(self.parameters, clip.clipglobalnorm)
+            norm = torch.nn.utils.clip_grad_norm_(self.parameters, clip.clipglobalnorm).item()
+            if not math.isfinite(norm):  # clipping would zero every gradient: training has stalled
+                raise self._diverged(f"the gradient norm became {norm}")
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.state.step += 1
+
+    def _diverged(self, what: str) -> TrainingError:
+        return TrainingError(
+            f"{what} at step {self.state.step + 1} (epoch {self.state.epoch + 1}). "
+            f"Try a lower trainer.learning_rate (now {self.lr:g}) or trainer.gradient_clipping; "
+            f"check the data for extreme values.{self._last_checkpoint_hint()}"
+        )
 
     def _autocast(self):
         """bf16 autocast when use_mixed_precision is on; otherwise a no-op context (cheaper per
