@@ -116,7 +116,9 @@ class PartitionSteps:
 
 def _column(part: pa.Table, name: str) -> pa.Array:
     column = part[name]
-    return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if not isinstance(column, pa.ChunkedArray):
+        return column
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
 
 
 def preprocess(

@@ -56,8 +56,8 @@ _BLOCK_BYTES = 1 << 20
 """The byte tokenizer works through blocks of whole strings of about this size, so that its
 temporaries stay small and in cache."""
 _SPACE, _PUNCT_CHAR, _WORD = 0, 1, 2
-_CHAR_CLASSES: dict[int, int] = {}
-"""Class of each non-ASCII code point met so far, as the Arrow-kernel path treats it."""
+_CHAR_CLASSES = np.full(0x110000, -1, dtype=np.int8)
+"""Class of each code point met so far (-1: not yet), as the Arrow-kernel path treats it."""
 
 
 def _byte_tokenize(strings: pa.StringArray, punct: bool, lowercase: bool) -> pa.ListArray:
@@ -140,6 +140,8 @@ def _classify_multibyte(data: np.ndarray, keep: np.ndarray, glue: np.ndarray, co
         ((first & 0x1F) << 6) | follow[0],
         np.where(size == 3, ((first & 0x0F) << 12) | (follow[0] << 6) | follow[1], ((first & 0x07) << 18) | (follow[0] << 12) | (follow[1] << 6) | follow[2]),
     )
+    # Malformed bytes (a string array need not hold valid UTF-8) count as U+FFFD.
+    code[(code > 0x10FFFF) | ((code >= 0xD800) & (code < 0xE000))] = 0xFFFD
     kind = _char_classes(code)
     # Glue within a character is set by continues below; between characters only word characters
     # (space_punct) or non-space characters (space) stick together.
@@ -154,15 +156,16 @@ def _classify_multibyte(data: np.ndarray, keep: np.ndarray, glue: np.ndarray, co
 
 def _char_classes(code: np.ndarray) -> np.ndarray:
     """Class of each code point (space, punctuation or word), probing the Arrow-kernel path once
-    per distinct character, so both paths always agree."""
-    distinct = np.unique(code)
-    new = [c for c in distinct.tolist() if c not in _CHAR_CLASSES]  # distinct characters, not rows
-    if new:
-        probes = _arrow_tokenize(pa.array([f"a{chr(c)}a" for c in new], pa.string()), "space_punct", False)
-        for c, tokens in zip(new, probes.to_pylist()):
-            _CHAR_CLASSES[c] = {1: _WORD, 2: _SPACE}.get(len(tokens), _PUNCT_CHAR)
-    classes = np.array([_CHAR_CLASSES[c] for c in distinct.tolist()], dtype=np.int8)
-    return classes[np.searchsorted(distinct, code)]
+    for each character not met before, so both paths always agree."""
+    classes = _CHAR_CLASSES[code]
+    if (classes < 0).any():
+        new = np.unique(code[classes < 0])
+        probes = pa.array([f"a{chr(c)}a" for c in new.tolist()], pa.string())  # new characters, not rows
+        counts = pc.list_value_length(_arrow_tokenize(probes, "space_punct", False)).to_numpy()
+        # "a?a" is one token when ? is a word character, two when it is a space, else three.
+        _CHAR_CLASSES[new] = np.where(counts == 1, _WORD, np.where(counts == 2, _SPACE, _PUNCT_CHAR))
+        classes = _CHAR_CLASSES[code]
+    return classes
 
 
 def _contiguous(column):

@@ -42,7 +42,19 @@ class LocalEngine(DataEngine):
         return self.from_table(tables[0]), columns
 
     def from_table(self, table: pa.Table) -> list[pa.Table]:
-        table = table.append_column(ROW_NUMBER, pa.array(np.arange(table.num_rows, dtype=np.int64)))
+        rows = pa.array(np.arange(table.num_rows, dtype=np.int64))
+        batches = table.to_batches()
+        sizes = [b.num_rows for b in batches]
+        about_right = len(batches) > 1 and self.rows_per_partition // 2 <= min(sizes[:-1]) and max(sizes) <= 2 * self.rows_per_partition
+        if self.num_partitions is None and about_right:
+            # The reader's record batches are about the partition size: taken as the partitions,
+            # each column of each partition is one contiguous array, used without copying.
+            bounds = np.cumsum([0] + sizes)
+            return [
+                pa.Table.from_batches([b.append_column(ROW_NUMBER, rows.slice(a, b.num_rows))])
+                for a, b in zip(bounds[:-1].tolist(), batches)
+            ]
+        table = table.append_column(ROW_NUMBER, rows)
         parts = self.num_partitions or max(1, -(-table.num_rows // self.rows_per_partition))
         bounds = np.linspace(0, table.num_rows, parts + 1).astype(int)
         return [table.slice(a, b - a) for a, b in zip(bounds[:-1], bounds[1:])]

@@ -1,0 +1,378 @@
+"""Benchmark of plait preprocessing on a seeded synthetic dataset.
+
+    .venv/bin/python benchmarks/preprocess.py                      # 1,000,000 rows, Parquet
+    .venv/bin/python benchmarks/preprocess.py --rows 200000 --format csv --repeat 5
+    .venv/bin/python benchmarks/preprocess.py --partitions 7 --check-identity
+
+The dataset (8 number columns, 4 category columns, one text column, a binary output) is
+generated once from ``numpy.random.default_rng(seed)`` into ``benchmarks/data/`` and re-used
+while the parameters match. Each measurement runs in its own subprocess so that peak RSS
+(``ru_maxrss``) is that run's alone:
+
+* cold: a fresh cache directory, so ``preprocess`` reads, cleans, fits (map-reduce), transforms
+  and writes the cache entry;
+* warm: the same call again, a cache hit.
+
+Results are printed and written as JSON (default ``benchmarks/out/preprocess.json``) with the
+machine's details. ``--check-identity`` also preprocesses with 1, 7 and the engine's own choice
+of partitions and checks that every output file (Parquet and metadata.json) is byte-identical.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+DATA_DIR = HERE / "data"
+OUT_DIR = HERE / "out"
+GENERATOR_VERSION = 2  # bump when the generated data changes, so old files are not re-used
+
+NUMBER_COLUMNS = [f"num_{i}" for i in range(8)]
+CATEGORY_COLUMNS = {"cat_10": 10, "cat_100": 100, "cat_1000": 1000, "cat_5": 5}
+TEXT_COLUMN = "text"
+OUTPUT_COLUMN = "label"
+VOCABULARY_SIZE = 5000
+PUNCTUATION = [",", ".", "!", "?", ";", ":", "'s", "-", "(", ")"]
+ACCENTED = list("éüñçøå")
+
+
+# Data ----------------------------------------------------------------------------------------
+
+
+def dataset_path(rows: int, seed: int, fmt: str) -> Path:
+    return DATA_DIR / f"synthetic-v{GENERATOR_VERSION}-r{rows}-s{seed}.{fmt}"
+
+
+def generate(rows: int, seed: int):
+    """The synthetic dataset as an Arrow table (vectorized: no Python loop over rows)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    rng = np.random.default_rng(seed)
+    columns = {}
+    numbers = [
+        rng.normal(0, 1, rows),
+        rng.normal(50, 10, rows),
+        rng.lognormal(0, 1, rows),
+        rng.uniform(-100, 100, rows),
+        rng.exponential(3, rows),
+        rng.integers(0, 1000, rows).astype(np.float64),
+        rng.standard_t(5, rows),
+        rng.gamma(2, 2, rows),
+    ]
+    for i, (name, values) in enumerate(zip(NUMBER_COLUMNS, numbers)):
+        missing = rng.random(rows) < 0.01 if i % 2 == 0 else None  # ~1% missing in half the columns
+        columns[name] = pa.array(values, pa.float64(), mask=missing)
+    for name, cardinality in CATEGORY_COLUMNS.items():
+        # Zipf-ish frequencies, so vocabularies have a head and a tail.
+        weights = 1.0 / np.arange(1, cardinality + 1) ** 0.8
+        codes = rng.choice(cardinality, size=rows, p=weights / weights.sum())
+        labels = pa.array([f"{name[4:]}_{j}" for j in range(cardinality)], pa.string())
+        missing = rng.random(rows) < 0.005 if name == "cat_100" else None
+        columns[name] = pa.array(labels.take(pa.array(codes)).to_numpy(zero_copy_only=False), pa.string(), mask=missing)
+    columns[TEXT_COLUMN] = _text(rng, rows)
+    signal = numbers[0] + 0.02 * numbers[3] + (np.asarray(pc.equal(columns["cat_5"], "5_0").to_numpy(zero_copy_only=False)) * 0.5)
+    columns[OUTPUT_COLUMN] = pa.array(signal + rng.normal(0, 1, rows) > 0.3)
+    return pa.table(columns)
+
+
+def _text(rng, rows: int):
+    """5-15 tokens a row from a Zipf-ish vocabulary of ~5,000 words (2% of them with an accented
+    letter, so some rows are not ASCII), some capitalized, with punctuation attached to ~8% of
+    the words, a full stop ending ~half the rows, and ~0.5% of the rows missing."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+    lengths = rng.integers(2, 11, VOCABULARY_SIZE * 2)
+    spelled = letters[rng.integers(0, 26, (VOCABULARY_SIZE * 2, 10))]
+    words = sorted({"".join(w[:n]) for w, n in zip(spelled, lengths)})[:VOCABULARY_SIZE]
+    words = [str(w) for w in rng.permutation(words)]
+    for i in rng.choice(len(words), size=len(words) // 50, replace=False):  # over the vocabulary, not the rows
+        at = int(rng.integers(len(words[i])))
+        words[i] = words[i][:at] + str(rng.choice(ACCENTED)) + words[i][at + 1 :]
+    words = pa.array(words, pa.string())
+    weights = 1.0 / np.arange(1, len(words) + 1) ** 1.07
+    counts = rng.integers(5, 16, rows)
+    total = int(counts.sum())
+    tokens = words.take(pa.array(rng.choice(len(words), size=total, p=weights / weights.sum())))
+    capital = rng.random(total) < 0.05
+    tokens = pc.if_else(pa.array(capital), pc.utf8_capitalize(tokens), tokens)
+    suffix = pa.array(np.array([""] + PUNCTUATION, dtype=object)[np.where(rng.random(total) < 0.08, rng.integers(1, len(PUNCTUATION) + 1, total), 0)], pa.string())
+    tokens = pc.binary_join_element_wise(tokens, suffix, "")
+    offsets = pa.array(np.concatenate([[0], np.cumsum(counts)]).astype(np.int32))
+    texts = pc.binary_join(pa.ListArray.from_arrays(offsets, tokens), " ")
+    ending = pa.array(np.where(rng.random(rows) < 0.5, ".", ""), pa.string())
+    texts = pc.binary_join_element_wise(texts, ending, "")
+    return pc.if_else(pa.array(rng.random(rows) < 0.005), pa.scalar(None, pa.string()), texts)
+
+
+def ensure_dataset(rows: int, seed: int, fmt: str) -> Path:
+    """Generate the dataset unless a file with the same parameters exists; returns its path.
+
+    Generation runs in a subprocess: a child inherits its parent's resident size as the start
+    of its ``ru_maxrss``, so this process stays small for the measured children to report
+    their own peaks."""
+    path = dataset_path(rows, seed, fmt)
+    if not path.exists():
+        spec = json.dumps({"rows": rows, "seed": seed, "format": fmt})
+        subprocess.run([sys.executable, __file__, "--generate", spec], check=True, cwd=ROOT)
+    return path
+
+
+def write_dataset(rows: int, seed: int, fmt: str) -> None:
+    path = dataset_path(rows, seed, fmt)
+    import pyarrow.parquet as pq
+
+    DATA_DIR.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    parquet = dataset_path(rows, seed, "parquet")
+    table = pq.read_table(parquet) if parquet.exists() else generate(rows, seed)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    if fmt == "parquet":
+        pq.write_table(table, tmp)
+    else:
+        import pyarrow.csv as csv
+
+        csv.write_csv(table, tmp)
+    tmp.rename(path)
+    print(f"generated {path.relative_to(ROOT)} ({rows:,} rows, {path.stat().st_size / 2**20:.1f} MiB) in {time.perf_counter() - started:.1f}s")
+
+
+def config(cache_dir: str) -> dict:
+    return {
+        "input_features": [
+            *({"name": name, "type": "number"} for name in NUMBER_COLUMNS),
+            *({"name": name, "type": "category"} for name in CATEGORY_COLUMNS),
+            {"name": TEXT_COLUMN, "type": "text", "preprocessing": {"tokenizer": "space_punct"}},
+        ],
+        "output_features": [{"name": OUTPUT_COLUMN, "type": "binary"}],
+        "backend": {"type": "local", "cache_dir": cache_dir},
+    }
+
+
+# Measurements ---------------------------------------------------------------------------------
+
+
+def worker(spec: dict) -> dict:
+    """One measured preprocess call (run in a fresh subprocess); returns its figures."""
+    import resource
+
+    started = time.perf_counter()
+    from plait.config import load_config
+    from plait.data.engines import get_engine
+    from plait.data.preprocess import preprocess
+
+    imported = time.perf_counter() - started
+    cfg = load_config(config(spec["cache_dir"]))
+    options = {"num_partitions": spec["partitions"], "threads": spec.get("threads")}
+    engine = get_engine("local", **{k: v for k, v in options.items() if v})
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    started = time.perf_counter()
+    result = preprocess(cfg, spec["dataset"], engine=engine)
+    seconds = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    peak = after.ru_maxrss  # KiB on Linux
+    hwm = next((line.split()[1] for line in _lines("/proc/self/status") if line.startswith("VmHWM:")), None)
+    return {
+        "seconds": seconds,
+        "peak_rss_mib": peak / 1024,
+        "vm_hwm_mib": int(hwm) / 1024 if hwm else None,
+        "cpu_seconds": (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime),
+        "rss_before_mib": before.ru_maxrss / 1024,
+        "import_seconds": imported,
+        "from_cache": result.from_cache,
+        "entry": result.location,
+        "rows_out": {split: result.rows(split) for split in result.metadata["splits"]},
+    }
+
+
+def measure(spec: dict) -> dict:
+    proc = subprocess.run(
+        [sys.executable, __file__, "--worker", json.dumps(spec)], capture_output=True, text=True, cwd=ROOT
+    )
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stdout + proc.stderr)
+        raise SystemExit(f"the {spec['phase']} run failed (exit {proc.returncode})")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def summary(runs: list[dict], rows: int) -> dict:
+    times = [r["seconds"] for r in runs]
+    best, median = min(times), statistics.median(times)
+    return {
+        "best_seconds": best,
+        "median_seconds": median,
+        "best_rows_per_s": rows / best,
+        "median_rows_per_s": rows / median,
+        "best_cpu_seconds": min(r["cpu_seconds"] for r in runs),
+        "peak_rss_mib_max": max(r["peak_rss_mib"] for r in runs),
+        "runs": runs,
+    }
+
+
+def check_identity(dataset: str, partitions: list[int | None]) -> dict:
+    """Preprocess with each partition count (None: the engine's choice) into its own cache;
+    compare every file's bytes."""
+    entries = {}
+    with tempfile.TemporaryDirectory(dir=OUT_DIR, prefix="identity-") as tmp:
+        for n in partitions:
+            run = measure({"phase": f"identity-{n or 'auto'}", "dataset": dataset, "cache_dir": f"{tmp}/p{n or 'auto'}", "partitions": n})
+            entry = Path(run["entry"])
+            entries[n] = {str(f.relative_to(entry)): f.read_bytes() for f in sorted(entry.rglob("*")) if f.is_file()}
+        first, *others = partitions
+        mismatched = sorted(
+            {name for n in others for name in entries[first].keys() | entries[n].keys() if entries[first].get(name) != entries[n].get(name)}
+        )
+    return {
+        "partitions": [n or "auto" for n in partitions],
+        "files": sorted(entries[first]),
+        "identical": not mismatched,
+        "mismatched": mismatched,
+    }
+
+
+def machine() -> dict:
+    import numpy
+    import pandas
+    import pyarrow
+
+    import plait
+
+    cpu = next((line.split(":", 1)[1].strip() for line in _lines("/proc/cpuinfo") if line.startswith("model name")), platform.processor())
+    memory = next((line.split(":", 1)[1].strip() for line in _lines("/proc/meminfo") if line.startswith("MemTotal")), None)
+    return {
+        "cpu_count": os.cpu_count(),
+        "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "cpu_model": cpu,
+        "memory": memory,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "numpy": numpy.__version__,
+        "pyarrow": pyarrow.__version__,
+        "pandas": pandas.__version__,
+        "plait": plait.__version__,
+        "git_commit": _git("rev-parse", "HEAD"),
+        "git_dirty": bool(_git("status", "--porcelain", "--", "plait")),
+    }
+
+
+def _lines(path: str) -> list[str]:
+    try:
+        return Path(path).read_text().splitlines()
+    except OSError:
+        return []
+
+
+def _git(*args: str) -> str | None:
+    try:
+        return subprocess.run(["git", *args], capture_output=True, text=True, cwd=ROOT, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=1_000_000, help="rows of synthetic data (default 1,000,000)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the generated data (default 0)")
+    parser.add_argument("--format", choices=("parquet", "csv"), default="parquet", help="file format of the dataset plait reads")
+    parser.add_argument("--partitions", type=int, default=None, help="LocalEngine num_partitions (default: auto)")
+    parser.add_argument("--threads", type=int, default=None, help="LocalEngine threads (default: auto)")
+    parser.add_argument("--repeat", type=int, default=3, help="measure N times; report the best and the median")
+    parser.add_argument("--backend", default="local", help="data engine; only 'local' for now")
+    parser.add_argument("--out", type=Path, default=OUT_DIR / "preprocess.json", help="JSON results (default benchmarks/out/preprocess.json)")
+    parser.add_argument("--check-identity", action="store_true", help="also check output is identical with 1, 7 and auto partitions")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--generate", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+
+    if args.generate:
+        spec = json.loads(args.generate)
+        write_dataset(spec["rows"], spec["seed"], spec["format"])
+        return 0
+    if args.worker:
+        print(json.dumps(worker(json.loads(args.worker))))
+        return 0
+    if args.backend != "local":
+        parser.error(
+            f"--backend {args.backend!r} is not available yet: this benchmark runs the local engine only "
+            "(the Ray backend will add --backend ray --processor dask|modin)"
+        )
+    if args.rows <= 0 or args.repeat <= 0 or any(v is not None and v <= 0 for v in (args.partitions, args.threads)):
+        parser.error("--rows, --repeat, --partitions and --threads must be positive")
+
+    dataset = ensure_dataset(args.rows, args.seed, args.format)
+    OUT_DIR.mkdir(parents=True, exist_ok=True)
+    load_before = os.getloadavg()  # other work on the machine skews the figures; say how much there was
+    cold, warm = [], []
+    for i in range(args.repeat):
+        cache_dir = tempfile.mkdtemp(dir=OUT_DIR, prefix="cache-")
+        try:
+            spec = {"dataset": str(dataset), "cache_dir": cache_dir, "partitions": args.partitions, "threads": args.threads}
+            cold.append(measure({**spec, "phase": "cold"}))
+            warm.append(measure({**spec, "phase": "warm"}))
+        finally:
+            shutil.rmtree(cache_dir, ignore_errors=True)
+        if cold[-1]["from_cache"] or not warm[-1]["from_cache"]:
+            raise SystemExit("the cold run hit the cache or the warm run missed it; the figures would be wrong")
+        print(
+            f"run {i + 1}/{args.repeat}: cold {cold[-1]['seconds']:.3f}s (CPU {cold[-1]['cpu_seconds']:.2f}s, "
+            f"peak RSS {cold[-1]['peak_rss_mib']:.0f} MiB), "
+            f"warm {warm[-1]['seconds']:.4f}s (peak RSS {warm[-1]['peak_rss_mib']:.0f} MiB)"
+        )
+    for run in cold + warm:
+        run.pop("entry")
+    results = {
+        "benchmark": "preprocess",
+        "backend": args.backend,
+        "dataset": {
+            "path": str(dataset.relative_to(ROOT)),
+            "format": args.format,
+            "rows": args.rows,
+            "seed": args.seed,
+            "bytes": dataset.stat().st_size,
+            "columns": {"number": len(NUMBER_COLUMNS), "category": len(CATEGORY_COLUMNS), "text": 1, "binary_output": 1},
+        },
+        "partitions": args.partitions or "auto",
+        "threads": args.threads or "auto",
+        "repeat": args.repeat,
+        "cold": summary(cold, args.rows),
+        "warm": summary(warm, args.rows),
+        "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "load_average": {"before": load_before, "after": os.getloadavg()},
+    }
+    if args.check_identity:
+        results["identity"] = check_identity(str(dataset), [1, 7, None])
+    results["machine"] = machine()  # last: it imports numpy, pyarrow and pandas into this process
+    for phase in ("cold", "warm"):
+        s = results[phase]
+        print(
+            f"{phase:>4}: best {s['best_seconds']:.4f}s ({s['best_rows_per_s']:,.0f} rows/s), "
+            f"median {s['median_seconds']:.4f}s ({s['median_rows_per_s']:,.0f} rows/s), "
+            f"CPU {s['best_cpu_seconds']:.3f}s, peak RSS {s['peak_rss_mib_max']:.0f} MiB"
+        )
+    if "identity" in results:
+        identity = results["identity"]
+        verdict = "identical" if identity["identical"] else f"DIFFERENT: {', '.join(identity['mismatched'])}"
+        print(f"partitions {identity['partitions']}: {len(identity['files'])} files {verdict}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"wrote {args.out}")
+    return 0 if results.get("identity", {}).get("identical", True) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
