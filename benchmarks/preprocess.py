@@ -3,6 +3,8 @@
     .venv/bin/python benchmarks/preprocess.py                      # 1,000,000 rows, Parquet
     .venv/bin/python benchmarks/preprocess.py --rows 200000 --format csv --repeat 5
     .venv/bin/python benchmarks/preprocess.py --partitions 7 --check-identity
+    .venv/bin/python benchmarks/preprocess.py --backend ray --processor dask --rows 5000000
+    .venv/bin/python benchmarks/preprocess.py --backend ray --no-persist --memory-limit 1.5GiB --rows 20000000 --repeat 1
 
 The dataset (8 number columns, 4 category columns, one text column, a binary output) is
 generated once from ``numpy.random.default_rng(seed)`` into ``benchmarks/data/`` and re-used
@@ -12,6 +14,15 @@ while the parameters match. Each measurement runs in its own subprocess so that 
 * cold: a fresh cache directory, so ``preprocess`` reads, cleans, fits (map-reduce), transforms
   and writes the cache entry;
 * warm: the same call again, a cache hit.
+
+With ``--backend ray`` each run starts a local Ray instance in its subprocess (as
+``plait preprocess --backend ray`` does on a machine without a cluster) and reports the start-up
+time apart from the preprocessing time; rows/s are given for both. A warm hit never starts Ray.
+
+``--memory-limit`` runs each measured subprocess, and so every process of the Ray instance it
+starts, in a new memory cgroup with that limit (cgroup v1 or v2; needs root or a delegated
+cgroup). The kernel then kills the job if it ever needs more; plait sizes Ray's object store
+from the same limit. The cgroup's peak usage is reported either way when a cgroup can be made.
 
 Results are printed and written as JSON (default ``benchmarks/out/preprocess.json``) with the
 machine's details. ``--check-identity`` also preprocesses with 1, 7 and the engine's own choice
@@ -152,7 +163,7 @@ def write_dataset(rows: int, seed: int, fmt: str) -> None:
     print(f"generated {path.relative_to(ROOT)} ({rows:,} rows, {path.stat().st_size / 2**20:.1f} MiB) in {time.perf_counter() - started:.1f}s")
 
 
-def config(cache_dir: str) -> dict:
+def config(cache_dir: str, backend: dict | None = None) -> dict:
     return {
         "input_features": [
             *({"name": name, "type": "number"} for name in NUMBER_COLUMNS),
@@ -160,7 +171,7 @@ def config(cache_dir: str) -> dict:
             {"name": TEXT_COLUMN, "type": "text", "preprocessing": {"tokenizer": "space_punct"}},
         ],
         "output_features": [{"name": OUTPUT_COLUMN, "type": "binary"}],
-        "backend": {"type": "local", "cache_dir": cache_dir},
+        "backend": {"type": "local", "cache_dir": cache_dir, **(backend or {})},
     }
 
 
@@ -177,18 +188,33 @@ def worker(spec: dict) -> dict:
     from plait.data.preprocess import preprocess
 
     imported = time.perf_counter() - started
-    cfg = load_config(config(spec["cache_dir"]))
-    options = {"num_partitions": spec["partitions"], "threads": spec.get("threads")}
-    engine = get_engine("local", **{k: v for k, v in options.items() if v})
+    startup = 0.0
+    if spec.get("backend", "local") == "ray":
+        processor = {"type": spec["processor"], "persist": spec["persist"], "parallelism": spec["partitions"]}
+        cfg = load_config(config(spec["cache_dir"], {"type": "ray", "processor": processor}))
+
+        def engine():  # started only on a cache miss, as plait does
+            nonlocal startup
+            from plait.backends.ray import connect
+
+            begun = time.perf_counter()
+            connect()
+            startup = time.perf_counter() - begun
+            return get_engine(processor["type"], parallelism=processor["parallelism"], persist=processor["persist"])
+    else:
+        cfg = load_config(config(spec["cache_dir"]))
+        options = {"num_partitions": spec["partitions"], "threads": spec.get("threads")}
+        engine = get_engine("local", **{k: v for k, v in options.items() if v})
     before = resource.getrusage(resource.RUSAGE_SELF)
     started = time.perf_counter()
     result = preprocess(cfg, spec["dataset"], engine=engine)
-    seconds = time.perf_counter() - started
+    seconds = time.perf_counter() - started - startup
     after = resource.getrusage(resource.RUSAGE_SELF)
     peak = after.ru_maxrss  # KiB on Linux
     hwm = next((line.split()[1] for line in _lines("/proc/self/status") if line.startswith("VmHWM:")), None)
     return {
         "seconds": seconds,
+        "startup_seconds": startup,
         "peak_rss_mib": peak / 1024,
         "vm_hwm_mib": int(hwm) / 1024 if hwm else None,
         "cpu_seconds": (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime),
@@ -201,48 +227,158 @@ def worker(spec: dict) -> dict:
 
 
 def measure(spec: dict) -> dict:
-    proc = subprocess.run(
-        [sys.executable, __file__, "--worker", json.dumps(spec)], capture_output=True, text=True, cwd=ROOT
-    )
+    """Run one measurement in a subprocess, inside a fresh memory cgroup when one can be made."""
+    group = MemoryCgroup.create(spec.get("memory_limit"))
+    try:
+        proc = subprocess.run(
+            [sys.executable, __file__, "--worker", json.dumps(spec)], capture_output=True, text=True, cwd=ROOT,
+            preexec_fn=group.join if group else None,
+        )
+        peak = group.peak() if group else None
+    finally:
+        if group:
+            group.remove()
     if proc.returncode != 0:
-        sys.stderr.write(proc.stdout + proc.stderr)
-        raise SystemExit(f"the {spec['phase']} run failed (exit {proc.returncode})")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+        sys.stderr.write(proc.stdout[-5000:] + proc.stderr[-5000:])
+        killed = " (killed: over the memory limit?)" if proc.returncode in (-9, 137) else ""
+        raise SystemExit(f"the {spec['phase']} run failed (exit {proc.returncode}){killed}")
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result["cgroup_peak_mib"] = peak / 2**20 if peak is not None else None
+    return result
+
+
+class MemoryCgroup:
+    """A memory cgroup for one measured run: everything the run starts (a Ray instance's raylet,
+    object store and workers included) is charged to it, so its peak is the whole job's."""
+
+    def __init__(self, path: Path, version: int):
+        self.path, self.version = path, version
+
+    @classmethod
+    def create(cls, limit: int | None) -> "MemoryCgroup | None":
+        v2, v1 = Path("/sys/fs/cgroup/cgroup.controllers"), Path("/sys/fs/cgroup/memory")
+        name = f"plait-bench-{os.getpid()}-{time.monotonic_ns()}"
+        try:
+            if v1.is_dir():
+                group = cls(v1 / name, 1)
+                group.path.mkdir()
+                if limit:
+                    (group.path / "memory.limit_in_bytes").write_text(str(limit))
+            elif v2.is_file():
+                group = cls(Path("/sys/fs/cgroup") / name, 2)
+                group.path.mkdir()
+                if limit:
+                    (group.path / "memory.max").write_text(str(limit))
+                    (group.path / "memory.swap.max").write_text("0")
+            else:
+                raise OSError("no cgroup filesystem")
+        except OSError as exc:
+            if limit:
+                raise SystemExit(f"--memory-limit needs a memory cgroup this user can create ({exc}); run as root") from None
+            return None
+        return group
+
+    def join(self) -> None:  # runs in the child between fork and exec
+        (self.path / "cgroup.procs").write_text(str(os.getpid()))
+
+    def peak(self) -> int | None:
+        name = "memory.max_usage_in_bytes" if self.version == 1 else "memory.peak"
+        try:
+            return int((self.path / name).read_text())
+        except (OSError, ValueError):
+            return None
+
+    def remove(self) -> None:
+        """Kill what the run left behind (Ray's processes outlive the driver by a moment) and
+        delete the group."""
+        import signal
+
+        for _ in range(50):
+            try:
+                pids = [int(p) for p in (self.path / "cgroup.procs").read_text().split()]
+            except OSError:
+                return
+            if not pids:
+                break
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.1)
+        try:
+            self.path.rmdir()
+        except OSError:
+            pass
+
+
+def parse_bytes(text: str) -> int:
+    """'1.5GiB', '800MiB', '2G', '1000000' as bytes."""
+    units = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30, "ki": 2**10, "mi": 2**20, "gi": 2**30}
+    number = text.strip().rstrip("bB") if not text.lower().endswith("ib") else text.strip()
+    digits = number.rstrip("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    unit = number[len(digits):].lower()
+    if unit not in units:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (try 1.5GiB or 800MiB)")
+    return int(float(digits) * units[unit])
 
 
 def summary(runs: list[dict], rows: int) -> dict:
     times = [r["seconds"] for r in runs]
     best, median = min(times), statistics.median(times)
+    with_startup = statistics.median(r["seconds"] + r["startup_seconds"] for r in runs)
+    peaks = [r["cgroup_peak_mib"] for r in runs if r["cgroup_peak_mib"] is not None]
     return {
         "best_seconds": best,
         "median_seconds": median,
         "best_rows_per_s": rows / best,
         "median_rows_per_s": rows / median,
+        "median_startup_seconds": statistics.median(r["startup_seconds"] for r in runs),
+        "median_rows_per_s_with_startup": rows / with_startup,
         "best_cpu_seconds": min(r["cpu_seconds"] for r in runs),
         "peak_rss_mib_max": max(r["peak_rss_mib"] for r in runs),
+        "job_peak_mib_max": max(peaks) if peaks else None,
         "runs": runs,
     }
 
 
-def check_identity(dataset: str, partitions: list[int | None]) -> dict:
-    """Preprocess with each partition count (None: the engine's choice) into its own cache;
-    compare every file's bytes."""
+def check_identity(dataset: str, variants: dict[str, dict]) -> dict:
+    """Preprocess once per variant (a partition count, a backend) into its own cache; compare
+    every file's bytes with the first variant's."""
     entries = {}
     with tempfile.TemporaryDirectory(dir=OUT_DIR, prefix="identity-") as tmp:
-        for n in partitions:
-            run = measure({"phase": f"identity-{n or 'auto'}", "dataset": dataset, "cache_dir": f"{tmp}/p{n or 'auto'}", "partitions": n})
+        for label, spec in variants.items():
+            run = measure({"phase": f"identity-{label}", "dataset": dataset, "cache_dir": f"{tmp}/{label}", **spec})
             entry = Path(run["entry"])
-            entries[n] = {str(f.relative_to(entry)): f.read_bytes() for f in sorted(entry.rglob("*")) if f.is_file()}
-        first, *others = partitions
+            entries[label] = {str(f.relative_to(entry)): f.read_bytes() for f in sorted(entry.rglob("*")) if f.is_file()}
+        first, *others = entries
         mismatched = sorted(
             {name for n in others for name in entries[first].keys() | entries[n].keys() if entries[first].get(name) != entries[n].get(name)}
         )
     return {
-        "partitions": [n or "auto" for n in partitions],
+        "variants": list(variants),
         "files": sorted(entries[first]),
         "identical": not mismatched,
         "mismatched": mismatched,
     }
+
+
+def identity_variants(args) -> dict[str, dict]:
+    if args.backend == "local":
+        return {f"local-{n or 'auto'}": {"partitions": n} for n in (1, 7, None)}
+    ray = {"backend": "ray", "processor": args.processor, "persist": args.persist, "partitions": args.partitions}
+    return {"local": {"partitions": None}, f"ray-{args.processor}": ray}
+
+
+def arrow_bytes(path: Path) -> int:
+    """The dataset's size in memory as Arrow (computed in a subprocess, kept beside the file)."""
+    sidecar = path.with_name(path.name + ".json")
+    if not sidecar.exists():
+        code = "import sys, pyarrow.parquet as pq, pyarrow.csv as csv; p = sys.argv[1]; " \
+               "t = pq.read_table(p) if p.endswith('.parquet') else csv.read_csv(p); print(t.nbytes)"
+        size = int(subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True).stdout)
+        sidecar.write_text(json.dumps({"arrow_bytes": size}))
+    return json.loads(sidecar.read_text())["arrow_bytes"]
 
 
 def machine() -> dict:
@@ -292,7 +428,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, default=None, help="LocalEngine num_partitions (default: auto)")
     parser.add_argument("--threads", type=int, default=None, help="LocalEngine threads (default: auto)")
     parser.add_argument("--repeat", type=int, default=3, help="measure N times; report the best and the median")
-    parser.add_argument("--backend", default="local", help="data engine; only 'local' for now")
+    parser.add_argument("--backend", choices=("local", "ray"), default="local", help="local (default) or ray (a local Ray instance started per run)")
+    parser.add_argument("--processor", choices=("dask", "modin"), default="dask", help="the Ray backend's engine (default dask)")
+    parser.add_argument("--persist", action=argparse.BooleanOptionalAction, default=True,
+                        help="backend.processor.persist on Ray (default true; --no-persist streams from the source)")
+    parser.add_argument("--memory-limit", type=parse_bytes, default=None,
+                        help="run each measurement in a memory cgroup with this limit, e.g. 1.5GiB (needs root)")
     parser.add_argument("--out", type=Path, default=OUT_DIR / "preprocess.json", help="JSON results (default benchmarks/out/preprocess.json)")
     parser.add_argument("--check-identity", action="store_true", help="also check output is identical with 1, 7 and auto partitions")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
@@ -306,11 +447,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         print(json.dumps(worker(json.loads(args.worker))))
         return 0
-    if args.backend != "local":
-        parser.error(
-            f"--backend {args.backend!r} is not available yet: this benchmark runs the local engine only "
-            "(the Ray backend will add --backend ray --processor dask|modin)"
-        )
+    if args.backend == "local" and (args.processor != "dask" or not args.persist):
+        parser.error("--processor and --no-persist apply to --backend ray")
     if args.rows <= 0 or args.repeat <= 0 or any(v is not None and v <= 0 for v in (args.partitions, args.threads)):
         parser.error("--rows, --repeat, --partitions and --threads must be positive")
 
@@ -321,16 +459,20 @@ def main(argv: list[str] | None = None) -> int:
     for i in range(args.repeat):
         cache_dir = tempfile.mkdtemp(dir=OUT_DIR, prefix="cache-")
         try:
-            spec = {"dataset": str(dataset), "cache_dir": cache_dir, "partitions": args.partitions, "threads": args.threads}
+            spec = {"dataset": str(dataset), "cache_dir": cache_dir, "partitions": args.partitions, "threads": args.threads,
+                    "backend": args.backend, "processor": args.processor, "persist": args.persist,
+                    "memory_limit": args.memory_limit}
             cold.append(measure({**spec, "phase": "cold"}))
             warm.append(measure({**spec, "phase": "warm"}))
         finally:
             shutil.rmtree(cache_dir, ignore_errors=True)
         if cold[-1]["from_cache"] or not warm[-1]["from_cache"]:
             raise SystemExit("the cold run hit the cache or the warm run missed it; the figures would be wrong")
+        startup = f", Ray start-up {cold[-1]['startup_seconds']:.2f}s" if args.backend == "ray" else ""
+        group = f", job peak {cold[-1]['cgroup_peak_mib']:.0f} MiB" if cold[-1]["cgroup_peak_mib"] else ""
         print(
-            f"run {i + 1}/{args.repeat}: cold {cold[-1]['seconds']:.3f}s (CPU {cold[-1]['cpu_seconds']:.2f}s, "
-            f"peak RSS {cold[-1]['peak_rss_mib']:.0f} MiB), "
+            f"run {i + 1}/{args.repeat}: cold {cold[-1]['seconds']:.3f}s{startup} (driver CPU {cold[-1]['cpu_seconds']:.2f}s, "
+            f"driver peak RSS {cold[-1]['peak_rss_mib']:.0f} MiB{group}), "
             f"warm {warm[-1]['seconds']:.4f}s (peak RSS {warm[-1]['peak_rss_mib']:.0f} MiB)"
         )
     for run in cold + warm:
@@ -338,12 +480,15 @@ def main(argv: list[str] | None = None) -> int:
     results = {
         "benchmark": "preprocess",
         "backend": args.backend,
+        **({"processor": args.processor, "persist": args.persist} if args.backend == "ray" else {}),
+        "memory_limit_bytes": args.memory_limit,
         "dataset": {
             "path": str(dataset.relative_to(ROOT)),
             "format": args.format,
             "rows": args.rows,
             "seed": args.seed,
             "bytes": dataset.stat().st_size,
+            "arrow_bytes": arrow_bytes(dataset),
             "columns": {"number": len(NUMBER_COLUMNS), "category": len(CATEGORY_COLUMNS), "text": 1, "binary_output": 1},
         },
         "partitions": args.partitions or "auto",
@@ -355,19 +500,22 @@ def main(argv: list[str] | None = None) -> int:
         "load_average": {"before": load_before, "after": os.getloadavg()},
     }
     if args.check_identity:
-        results["identity"] = check_identity(str(dataset), [1, 7, None])
+        results["identity"] = check_identity(str(dataset), identity_variants(args))
     results["machine"] = machine()  # last: it imports numpy, pyarrow and pandas into this process
     for phase in ("cold", "warm"):
         s = results[phase]
+        startup = (f", with Ray start-up {s['median_rows_per_s_with_startup']:,.0f} rows/s"
+                   if s["median_startup_seconds"] else "")
+        job = f", job peak {s['job_peak_mib_max']:.0f} MiB" if s["job_peak_mib_max"] else ""
         print(
             f"{phase:>4}: best {s['best_seconds']:.4f}s ({s['best_rows_per_s']:,.0f} rows/s), "
-            f"median {s['median_seconds']:.4f}s ({s['median_rows_per_s']:,.0f} rows/s), "
-            f"CPU {s['best_cpu_seconds']:.3f}s, peak RSS {s['peak_rss_mib_max']:.0f} MiB"
+            f"median {s['median_seconds']:.4f}s ({s['median_rows_per_s']:,.0f} rows/s{startup}), "
+            f"driver CPU {s['best_cpu_seconds']:.3f}s, driver peak RSS {s['peak_rss_mib_max']:.0f} MiB{job}"
         )
     if "identity" in results:
         identity = results["identity"]
         verdict = "identical" if identity["identical"] else f"DIFFERENT: {', '.join(identity['mismatched'])}"
-        print(f"partitions {identity['partitions']}: {len(identity['files'])} files {verdict}")
+        print(f"{', '.join(identity['variants'])}: {len(identity['files'])} files {verdict}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"wrote {args.out}")

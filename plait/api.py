@@ -80,7 +80,7 @@ class Model:
     def preprocess(self, dataset: Any = None, *, training_set=None, validation_set=None, test_set=None,
                    random_seed: int = 42) -> PreprocessedData:
         return preprocess(self.config, dataset, training_set=training_set, validation_set=validation_set,
-                          test_set=test_set, seed=random_seed, engine=self.backend.data_engine())
+                          test_set=test_set, seed=random_seed, engine=self.backend.data_engine)
 
     @property
     def backend(self):

@@ -54,7 +54,7 @@ def preprocess(args) -> int:
     try:
         data = run(
             config, args.dataset, training_set=args.training_set, validation_set=args.validation_set,
-            test_set=args.test_set, seed=args.random_seed, engine=backend.data_engine(),
+            test_set=args.test_set, seed=args.random_seed, engine=backend.data_engine,
         )
     finally:
         backend.shutdown()

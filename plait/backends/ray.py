@@ -44,13 +44,44 @@ def check_reachable(address: str, timeout: float = 3.0) -> None:
         ) from None
 
 
-def _object_store_bytes() -> int:
-    """A quarter of physical memory, between 512 MiB and 4 GiB: room for the tasks beside it."""
+def available_memory() -> int:
+    """Physical memory, or the memory limit of this process's cgroup when that is lower (a
+    container, a Kubernetes pod, a benchmark's imposed limit)."""
     try:
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError):
         total = 8 << 30
-    return int(min(4 << 30, max(512 << 20, total // 4)))
+    return min([total, *_cgroup_limits()])
+
+
+def _cgroup_limits() -> list[int]:
+    limits = []
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return limits
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":  # cgroup v2
+            candidates = [Path("/sys/fs/cgroup") / path.lstrip("/") / "memory.max"]
+        elif "memory" in controllers.split(","):  # cgroup v1
+            candidates = [Path("/sys/fs/cgroup/memory") / path.lstrip("/") / "memory.limit_in_bytes"]
+        else:
+            continue
+        for candidate in candidates:
+            try:
+                value = candidate.read_text().strip()
+            except OSError:
+                continue
+            if value.isdigit() and int(value) < 1 << 60:  # "max" or a huge number: no limit
+                limits.append(int(value))
+    return limits
+
+
+def _object_store_bytes() -> int:
+    """A quarter of the memory available, between 256 MiB and 4 GiB: room for the tasks beside it.
+    Ray spills to disk beyond it, so a small store slows big jobs down but does not fail them."""
+    return int(min(4 << 30, max(256 << 20, available_memory() // 4)))
 
 
 def connect() -> bool:
@@ -79,9 +110,17 @@ class RayBackend(Backend):
 
     def __init__(self, config):
         self.config = config
-        self.started = connect()
+        self.started = False
+        self.connected = False
+
+    def ensure_connected(self) -> None:
+        """Join or start Ray on first use, so that a run served from the cache never starts it."""
+        if not self.connected:
+            self.started = connect()
+            self.connected = True
 
     def data_engine(self):
+        self.ensure_connected()
         processor = self.config.backend.processor
         return get_engine(processor.type, parallelism=processor.parallelism, persist=processor.persist)
 

@@ -7,6 +7,7 @@ file and what to check.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -49,12 +50,9 @@ def read_table(source: Any, storage_options: dict | None = None) -> pa.Table:
     import fsspec
 
     fs, fs_path = fsspec.core.url_to_fs(path, **(storage_options or {}))
-    if is_glob(path):
-        return _read_files(fs, sorted(fs.glob(fs_path)), path)
-    if not fs.exists(fs_path):
-        raise DataError(f"dataset {path!r} does not exist")
-    if fs.isdir(fs_path):
-        return _read_files(fs, sorted(fs.find(fs_path)), path)
+    files = _dataset_files(fs, fs_path, path)
+    if files is not None:
+        return _read_files(fs, files, path)
     fmt = data_format(path)
     try:
         table = _read_file(fs, fs_path, fmt)
@@ -106,11 +104,79 @@ def is_glob(path: str) -> bool:
     return any(c in path for c in "*?[")
 
 
-def _read_files(fs, files: list[str], path: str) -> pa.Table:
-    """Every data file of a directory or glob, in name order, as one table."""
+def _dataset_files(fs, fs_path: str, path: str) -> list[str] | None:
+    """The data files of a glob or a directory, in name order (hidden and ``_`` files skipped);
+    None for a single file."""
+    if is_glob(path):
+        files = sorted(fs.glob(fs_path))
+    elif not fs.exists(fs_path):
+        raise DataError(f"dataset {path!r} does not exist")
+    elif fs.isdir(fs_path):
+        files = sorted(fs.find(fs_path))
+    else:
+        return None
     files = [f for f in files if not os.path.basename(f).startswith(("_", "."))]
     if not files:
         raise DataError(f"dataset {path!r} matches no data files")
+    return files
+
+
+@dataclass(frozen=True)
+class RowGroup:
+    """One row group of a Parquet file: the unit a distributed engine reads in one task."""
+
+    file: str
+    index: int
+    rows: int
+
+
+def parquet_row_groups(source: Any, storage_options: dict | None = None):
+    """``(filesystem, row groups, column names)`` of a Parquet dataset (a file, a directory or a
+    glob of Parquet files sharing one schema), in the order :func:`read_table` reads its rows;
+    None for any other source, which engines read another way."""
+    if not isinstance(source, (str, os.PathLike)):
+        return None
+    import fsspec
+    import pyarrow.parquet as pq
+
+    path = os.fspath(source)
+    fs, fs_path = fsspec.core.url_to_fs(path, **(storage_options or {}))
+    files = _dataset_files(fs, fs_path, path) or [fs_path]
+    if not all(_is_parquet(f) for f in files):
+        return None
+    groups, schema = [], None
+    for file in files:
+        try:
+            with fs.open(file, "rb") as handle:
+                meta = pq.ParquetFile(handle).metadata
+        except (pa.ArrowInvalid, OSError, ValueError) as exc:
+            raise DataError(f"cannot read {file!r} as PARQUET: {_first_line(exc)}. Is the file complete and in that format?") from None
+        file_schema = meta.schema.to_arrow_schema().remove_metadata()
+        if schema is not None and not file_schema.equals(schema):
+            return None  # the whole-table reader reconciles differing schemas; leave it to that
+        schema = file_schema
+        groups += [RowGroup(file, i, meta.row_group(i).num_rows) for i in range(meta.num_row_groups)]
+    if not sum(g.rows for g in groups):
+        raise DataError(f"dataset {path!r} has no rows")
+    return fs, [g for g in groups if g.rows], schema.names
+
+
+def read_row_group(fs, group: RowGroup) -> pa.Table:
+    import pyarrow.parquet as pq
+
+    with fs.open(group.file, "rb") as handle:
+        return pq.ParquetFile(handle).read_row_group(group.index)
+
+
+def _is_parquet(path: str) -> bool:
+    try:
+        return data_format(path) == "parquet"
+    except DataError:
+        return False
+
+
+def _read_files(fs, files: list[str], path: str) -> pa.Table:
+    """Every data file of a directory or glob, in name order, as one table."""
     tables = []
     for file in files:
         try:

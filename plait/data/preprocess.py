@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -129,10 +130,13 @@ def preprocess(
     validation_set: Any = None,
     test_set: Any = None,
     seed: int = 42,
-    engine: DataEngine | None = None,
+    engine: DataEngine | Callable[[], DataEngine] | None = None,
     use_cache: bool = True,
 ) -> PreprocessedData:
-    """Preprocess a dataset (or pre-split sets) into the cache, or find it there."""
+    """Preprocess a dataset (or pre-split sets) into the cache, or find it there.
+
+    ``engine`` may be a function that returns one, called only on a cache miss (starting Ray
+    costs seconds that a cache hit should not pay)."""
     sources = _sources(dataset, training_set, validation_set, test_set)
     options = fsu.storage_options(config.backend.cache_credentials)
     processors = processors_for(config)
@@ -150,7 +154,7 @@ def preprocess(
         log.info("Using cached preprocessed data at %s (key %s).", cache.path(name), key)
         return PreprocessedData(metadata, cache.path(name), cache.fs, from_cache=True)
 
-    engine = engine or get_engine("local")
+    engine = engine() if callable(engine) else engine or get_engine("local")
     started = time.perf_counter()
     splits_given = "dataset" not in sources
     data, columns = engine.read(

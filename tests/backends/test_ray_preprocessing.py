@@ -55,6 +55,19 @@ def test_dask_and_modin_write_the_same_bytes_as_local_for_every_feature_type(tmp
         assert outputs(run(config, source, engine, tmp_path / name)) == local, f"{name} differs from local"
 
 
+@pytest.mark.parametrize("row_group_rows, parallelism", [(1000, None), (1000, 6), (70, None), (70, 4)])
+def test_parquet_row_groups_are_read_and_cut_in_parallel(tmp_path, every_type_config, every_type_data, row_group_rows, parallelism):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "data.parquet"
+    pq.write_table(pa.Table.from_pandas(every_type_data(500), preserve_index=False), path, row_group_size=row_group_rows)
+    config = every_type_config()
+    local = outputs(run(config, str(path), get_engine("local"), tmp_path / "local"))
+    engine = get_engine("dask", parallelism=parallelism, rows_per_partition=120)
+    assert outputs(run(config, str(path), engine, tmp_path / "dask")) == local
+
+
 def test_a_text_bpe_feature_is_identical_on_ray(tmp_path, make_dataset, make_config, every_type_data):
     path = make_dataset(every_type_data(300), "data.parquet")
     config = make_config([{"name": "txt", "type": "text", "preprocessing": {"tokenizer": "bpe", "most_common": 40}}],
@@ -169,6 +182,24 @@ def test_the_cache_on_s3_with_credentials_from_a_json_file(tmp_path, s3_bucket, 
     config = load_config(every_type_config(backend={"cache_dir": f"s3://{bucket}/c", "cache_credentials": str(path)}))
     data = preprocess(config, every_type_data(100), engine=get_engine("dask"))
     assert data.rows("training") > 0 and data.fs.exists(f"{data.location}/metadata.json")
+
+
+def test_a_dataset_on_s3_is_read_by_the_workers(s3_bucket, tmp_path, every_type_config, every_type_data):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import s3fs
+
+    bucket, credentials = s3_bucket
+    fs = s3fs.S3FileSystem(key=credentials["key"], secret=credentials["secret"],
+                           client_kwargs={"endpoint_url": credentials["endpoint_url"]})
+    table = pa.Table.from_pandas(every_type_data(300), preserve_index=False)
+    for i in range(2):  # a folder of two files, several row groups each
+        with fs.open(f"{bucket}/data/part-{i}.parquet", "wb") as handle:
+            pq.write_table(table.slice(150 * i, 150), handle, row_group_size=40)
+    config = every_type_config(backend={"cache_credentials": credentials})
+    url = f"s3://{bucket}/data"
+    local = outputs(run(config, url, get_engine("local"), tmp_path / "local"))
+    assert outputs(run(config, url, get_engine("dask", parallelism=5), tmp_path / "dask")) == local
 
 
 def test_a_missing_bucket_names_the_bucket_not_the_secret(s3_bucket, every_type_config, every_type_data):

@@ -1,8 +1,9 @@
 """Dask on Ray: partitions are Dask tasks over Arrow tables, run by Ray's Dask scheduler.
 
-Sources are read by ``dask.dataframe`` in parallel (one task per file block); every later step
-is one task per partition applying plait's per-partition functions, so the graph grows
-linearly with partitions and never with features. ``persist`` keeps the cleaned partitions in
+Parquet sources are read straight into Arrow, one task per row group, each cut into partitions
+of about ``rows_per_partition`` rows; other sources go through ``dask.dataframe`` (one task per
+file block). Every later step is one task per partition applying plait's per-partition
+functions, so the graph grows linearly with partitions and never with features. ``persist`` keeps the cleaned partitions in
 Ray's object store; without it each pass recomputes from the source, which streams data that
 does not fit in memory.
 """
@@ -10,12 +11,15 @@ does not fit in memory.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from plait.data.engines.base import ROW_NUMBER, DataEngine, Source
+from plait.data.io import RowGroup, parquet_row_groups, read_row_group
 from plait.data.layout import SPLIT_COLUMN, split_slice, write_file
 
 
@@ -23,6 +27,26 @@ def _scheduler():
     from ray.util.dask import ray_dask_get
 
     return ray_dask_get
+
+
+@dataclass(frozen=True)
+class _Partition:
+    """A partition as a Dask value plus the per-partition functions still to apply to it.
+
+    Maps are fused: a chain of them runs as one task when something needs the result, so the
+    intermediate tables of each stage are never stored in Ray's object store (storing and
+    loading them cost more than the stages themselves)."""
+
+    value: Any
+    functions: tuple = ()
+
+    def then(self, fn) -> "_Partition":
+        return _Partition(self.value, (*self.functions, fn))
+
+    def delayed(self):
+        import dask
+
+        return dask.delayed(_apply)(self.value, self.functions) if self.functions else self.value
 
 
 class DaskEngine(DataEngine):
@@ -36,17 +60,39 @@ class DaskEngine(DataEngine):
     # ---- reading ---------------------------------------------------------------------------
 
     def read(self, sources: list[Source], storage_options: dict | None = None) -> tuple[list, list[str]]:
+        parts, lengths, columns = [], [], None
+        for source in sources:
+            options = storage_options if isinstance(source.data, str) and "://" in source.data else None
+            found = parquet_row_groups(source.data, options)
+            if found is not None:
+                new_parts, new_lengths, names = self._row_group_parts(*found, source.split)
+            else:
+                frame = self._dask_frame(source.data, storage_options)
+                names = list(frame.columns)
+                new_parts = [_Partition(p).then(partial(_to_arrow, split=source.split)) for p in frame.to_delayed()]
+                new_lengths = self._compute(*[p.then(len).delayed() for p in new_parts])
+            columns = names if columns is None else [c for c in columns if c in names]
+            parts += new_parts
+            lengths += list(new_lengths)
+        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        parts = [p.then(partial(_number_rows, offset=int(o))) for p, o in zip(parts, offsets[:-1])]
+        return self.persist(parts), columns or []
+
+    def _row_group_parts(self, fs, groups: list[RowGroup], names: list[str], split: int | None):
+        """One read task per row group, cut into partitions of about the partition size; the
+        row counts come from the Parquet footers, so no task runs to count them."""
         import dask
 
-        parts, columns = [], None
-        for source in sources:
-            frame = self._dask_frame(source.data, storage_options)
-            columns = list(frame.columns) if columns is None else [c for c in columns if c in frame.columns]
-            parts += [dask.delayed(_to_arrow)(p, source.split) for p in frame.to_delayed()]
-        lengths = self._compute(*[dask.delayed(len)(p) for p in parts])
-        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-        parts = [dask.delayed(_number_rows)(p, int(o)) for p, o in zip(parts, offsets[:-1])]
-        return self.persist(parts), columns or []
+        total = sum(g.rows for g in groups)
+        size = -(-total // self.parallelism) if self.parallelism else self.rows_per_partition
+        parts, lengths = [], []
+        for group in groups:
+            table = dask.delayed(read_row_group)(fs, group)
+            bounds = np.linspace(0, group.rows, max(1, round(group.rows / size)) + 1).astype(int).tolist()
+            for a, b in zip(bounds[:-1], bounds[1:]):
+                parts.append(_Partition(table).then(partial(_cut, start=a, rows=b - a, split=split)))
+                lengths.append(b - a)
+        return parts, lengths, names
 
     def _dask_frame(self, data: Any, storage_options: dict | None):
         import dask.dataframe as dd
@@ -63,8 +109,6 @@ class DaskEngine(DataEngine):
         path = os.fspath(data)
         options = dict(storage_options=storage_options) if storage_options else {}
         fmt = data_format(path if not os.path.isdir(path) else _first_file(path))
-        if fmt == "parquet":
-            return dd.read_parquet(path, **options)
         if fmt in ("csv", "tsv"):
             # Round-trip float parsing: the same (correctly rounded) values Arrow's reader gives the local engine.
             return dd.read_csv(path, sep="\t" if fmt == "tsv" else ",", blocksize="64MB", float_precision="round_trip", **options)
@@ -75,36 +119,36 @@ class DaskEngine(DataEngine):
 
     # ---- the per-partition operations ------------------------------------------------------------
 
-    def map(self, data: list, fn) -> list:
+    def map(self, data: list[_Partition], fn) -> list[_Partition]:
+        return [p.then(fn) for p in data]
+
+    def reduce(self, data: list[_Partition], fn, merge):
         import dask
 
-        return [dask.delayed(fn)(p) for p in data]
-
-    def reduce(self, data: list, fn, merge):
-        import dask
-
-        level = [dask.delayed(fn)(p) for p in data]
+        level = [p.then(fn).delayed() for p in data]
         while len(level) > 1:  # a balanced tree: log-depth, and no single task merges everything
             level = [dask.delayed(merge)(*level[i : i + 2]) if i + 1 < len(level) else level[i] for i in range(0, len(level), 2)]
         return self._compute(level[0])[0]
 
-    def collect(self, data: list, fn) -> list:
-        import dask
+    def collect(self, data: list[_Partition], fn) -> list:
+        return list(self._compute(*[p.then(fn).delayed() for p in data]))
 
-        return list(self._compute(*[dask.delayed(fn)(p) for p in data]))
-
-    def persist(self, data: list) -> list:
+    def persist(self, data: list[_Partition]) -> list[_Partition]:
         if not self.persist_enabled:
             return data
         import dask
 
-        return list(dask.persist(*data, scheduler=_scheduler()))
+        # ray_persist: the results stay in Ray's object store as references (without it, Ray's
+        # Dask scheduler fetches every persisted partition into this process).
+        values = dask.persist(*[p.delayed() for p in data], scheduler=_scheduler(), ray_persist=True)
+        return [_Partition(v) for v in values]
 
-    def write(self, data: list, tasks, fs, schema: pa.Schema) -> list[int]:
+    def write(self, data: list[_Partition], tasks, fs, schema: pa.Schema) -> list[int]:
         import dask
 
+        parts = [p.delayed() for p in data]
         writes = [
-            dask.delayed(write_file)(fs, t.path, [dask.delayed(split_slice)(data[i], t.split, a, b) for i, a, b in t.slices], schema)
+            dask.delayed(_write_slices)(fs, t.path, [(parts[i], t.split, a, b) for i, a, b in t.slices], schema)
             for t in tasks
         ]
         return list(self._compute(*writes))
@@ -113,6 +157,23 @@ class DaskEngine(DataEngine):
         import dask
 
         return dask.compute(*delayed, scheduler=_scheduler())
+
+
+def _apply(table, functions):
+    for fn in functions:
+        table = fn(table)
+    return table
+
+
+def _write_slices(fs, path: str, slices: list, schema: pa.Schema) -> int:
+    return write_file(fs, path, [split_slice(*s) for s in slices], schema)
+
+
+def _cut(table: pa.Table, start: int, rows: int, split: int | None) -> pa.Table:
+    part = table.slice(start, rows)
+    if split is not None:
+        part = part.append_column(SPLIT_COLUMN, pa.array(np.full(part.num_rows, split, dtype=np.int8)))
+    return part
 
 
 def _to_arrow(frame, split: int | None) -> pa.Table:
