@@ -7,8 +7,8 @@
     .venv/bin/python benchmarks/preprocess.py --backend ray --no-persist --memory-limit 1.5GiB --rows 20000000 --repeat 1
 
 The dataset (8 number columns, 4 category columns, one text column, a binary output) is
-generated once from ``numpy.random.default_rng(seed)`` into ``benchmarks/data/`` and re-used
-while the parameters match. Each measurement runs in its own subprocess so that peak RSS
+generated once from ``numpy.random.default_rng`` seeded with ``--seed``, a million rows at a time,
+into ``benchmarks/data/`` and re-used while the parameters match. Each measurement runs in its own subprocess so that peak RSS
 (``ru_maxrss``) is that run's alone:
 
 * cold: a fresh cache directory, so ``preprocess`` reads, cleans, fits (map-reduce), transforms
@@ -47,8 +47,9 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 DATA_DIR = HERE / "data"
 OUT_DIR = HERE / "out"
-GENERATOR_VERSION = 2  # bump when the generated data changes, so old files are not re-used
+GENERATOR_VERSION = 4  # bump when the generated data changes, so old files are not re-used
 
+ROW_GROUP_ROWS = 128 * 1024
 NUMBER_COLUMNS = [f"num_{i}" for i in range(8)]
 CATEGORY_COLUMNS = {"cat_10": 10, "cat_100": 100, "cat_1000": 1000, "cat_5": 5}
 TEXT_COLUMN = "text"
@@ -65,13 +66,26 @@ def dataset_path(rows: int, seed: int, fmt: str) -> Path:
     return DATA_DIR / f"synthetic-v{GENERATOR_VERSION}-r{rows}-s{seed}.{fmt}"
 
 
+CHUNK_ROWS = 1_000_000
+
+
 def generate(rows: int, seed: int):
-    """The synthetic dataset as an Arrow table (vectorized: no Python loop over rows)."""
+    """The synthetic dataset as Arrow tables of up to a million rows each, so that datasets
+    larger than memory can be written: chunk ``i`` comes from ``default_rng([seed, i + 1])``;
+    the text vocabulary from ``default_rng(seed)`` is shared by all chunks."""
+    import numpy as np
+
+    words = _vocabulary(np.random.default_rng(seed))
+    for i, start in enumerate(range(0, rows, CHUNK_ROWS)):
+        yield _chunk(np.random.default_rng([seed, i + 1]), min(CHUNK_ROWS, rows - start), words)
+
+
+def _chunk(rng, rows: int, words):
+    """One chunk of the dataset (vectorized: no Python loop over rows)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    rng = np.random.default_rng(seed)
     columns = {}
     numbers = [
         rng.normal(0, 1, rows),
@@ -93,19 +107,16 @@ def generate(rows: int, seed: int):
         labels = pa.array([f"{name[4:]}_{j}" for j in range(cardinality)], pa.string())
         missing = rng.random(rows) < 0.005 if name == "cat_100" else None
         columns[name] = pa.array(labels.take(pa.array(codes)).to_numpy(zero_copy_only=False), pa.string(), mask=missing)
-    columns[TEXT_COLUMN] = _text(rng, rows)
+    columns[TEXT_COLUMN] = _text(rng, rows, words)
     signal = numbers[0] + 0.02 * numbers[3] + (np.asarray(pc.equal(columns["cat_5"], "5_0").to_numpy(zero_copy_only=False)) * 0.5)
     columns[OUTPUT_COLUMN] = pa.array(signal + rng.normal(0, 1, rows) > 0.3)
     return pa.table(columns)
 
 
-def _text(rng, rows: int):
-    """5-15 tokens a row from a Zipf-ish vocabulary of ~5,000 words (2% of them with an accented
-    letter, so some rows are not ASCII), some capitalized, with punctuation attached to ~8% of
-    the words, a full stop ending ~half the rows, and ~0.5% of the rows missing."""
+def _vocabulary(rng):
+    """~5,000 words of 2-10 letters, 2% of them with an accented letter (so some rows are not ASCII)."""
     import numpy as np
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
     lengths = rng.integers(2, 11, VOCABULARY_SIZE * 2)
@@ -115,7 +126,17 @@ def _text(rng, rows: int):
     for i in rng.choice(len(words), size=len(words) // 50, replace=False):  # over the vocabulary, not the rows
         at = int(rng.integers(len(words[i])))
         words[i] = words[i][:at] + str(rng.choice(ACCENTED)) + words[i][at + 1 :]
-    words = pa.array(words, pa.string())
+    return pa.array(words, pa.string())
+
+
+def _text(rng, rows: int, words):
+    """5-15 tokens a row from the vocabulary with Zipf-ish frequencies, some capitalized, with
+    punctuation attached to ~8% of the words, a full stop ending ~half the rows, and ~0.5% of
+    the rows missing."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     weights = 1.0 / np.arange(1, len(words) + 1) ** 1.07
     counts = rng.integers(5, 16, rows)
     total = int(counts.sum())
@@ -146,21 +167,28 @@ def ensure_dataset(rows: int, seed: int, fmt: str) -> Path:
 
 def write_dataset(rows: int, seed: int, fmt: str) -> None:
     path = dataset_path(rows, seed, fmt)
+    import pyarrow.csv as csv
     import pyarrow.parquet as pq
 
     DATA_DIR.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    parquet = dataset_path(rows, seed, "parquet")
-    table = pq.read_table(parquet) if parquet.exists() else generate(rows, seed)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    if fmt == "parquet":
-        pq.write_table(table, tmp)
-    else:
-        import pyarrow.csv as csv
-
-        csv.write_csv(table, tmp)
+    writer, arrow_bytes = None, 0
+    for table in generate(rows, seed):
+        arrow_bytes += table.nbytes
+        if writer is None:
+            # Row groups of 128 Ki rows (about 23 MB in memory here), as Spark or Dask writers
+            # make them; pyarrow's default of 1 Mi rows would make each Ray read task hold 180 MB.
+            writer = pq.ParquetWriter(tmp, table.schema) if fmt == "parquet" else csv.CSVWriter(tmp, table.schema)
+        if fmt == "parquet":
+            writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
+        else:
+            writer.write_table(table)
+    writer.close()
     tmp.rename(path)
-    print(f"generated {path.relative_to(ROOT)} ({rows:,} rows, {path.stat().st_size / 2**20:.1f} MiB) in {time.perf_counter() - started:.1f}s")
+    path.with_name(path.name + ".json").write_text(json.dumps({"arrow_bytes": arrow_bytes}))
+    print(f"generated {path.relative_to(ROOT)} ({rows:,} rows, {path.stat().st_size / 2**20:.1f} MiB on disk, "
+          f"{arrow_bytes / 2**20:.0f} MiB in memory) in {time.perf_counter() - started:.1f}s")
 
 
 def config(cache_dir: str, backend: dict | None = None) -> dict:
@@ -371,14 +399,8 @@ def identity_variants(args) -> dict[str, dict]:
 
 
 def arrow_bytes(path: Path) -> int:
-    """The dataset's size in memory as Arrow (computed in a subprocess, kept beside the file)."""
-    sidecar = path.with_name(path.name + ".json")
-    if not sidecar.exists():
-        code = "import sys, pyarrow.parquet as pq, pyarrow.csv as csv; p = sys.argv[1]; " \
-               "t = pq.read_table(p) if p.endswith('.parquet') else csv.read_csv(p); print(t.nbytes)"
-        size = int(subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True).stdout)
-        sidecar.write_text(json.dumps({"arrow_bytes": size}))
-    return json.loads(sidecar.read_text())["arrow_bytes"]
+    """The dataset's size in memory as Arrow, recorded by the generator beside the file."""
+    return json.loads(path.with_name(path.name + ".json").read_text())["arrow_bytes"]
 
 
 def machine() -> dict:

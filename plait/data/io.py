@@ -122,11 +122,11 @@ def _dataset_files(fs, fs_path: str, path: str) -> list[str] | None:
 
 
 @dataclass(frozen=True)
-class RowGroup:
-    """One row group of a Parquet file: the unit a distributed engine reads in one task."""
+class RowGroups:
+    """Consecutive row groups of one Parquet file: what a distributed engine reads in one task."""
 
     file: str
-    index: int
+    indices: tuple[int, ...]
     rows: int
 
 
@@ -155,17 +155,17 @@ def parquet_row_groups(source: Any, storage_options: dict | None = None):
         if schema is not None and not file_schema.equals(schema):
             return None  # the whole-table reader reconciles differing schemas; leave it to that
         schema = file_schema
-        groups += [RowGroup(file, i, meta.row_group(i).num_rows) for i in range(meta.num_row_groups)]
+        groups += [RowGroups(file, (i,), meta.row_group(i).num_rows) for i in range(meta.num_row_groups)]
     if not sum(g.rows for g in groups):
         raise DataError(f"dataset {path!r} has no rows")
     return fs, [g for g in groups if g.rows], schema.names
 
 
-def read_row_group(fs, group: RowGroup) -> pa.Table:
+def read_row_groups(fs, groups: RowGroups) -> pa.Table:
     import pyarrow.parquet as pq
 
-    with fs.open(group.file, "rb") as handle:
-        return pq.ParquetFile(handle).read_row_group(group.index)
+    with fs.open(groups.file, "rb") as handle:
+        return pq.ParquetFile(handle).read_row_groups(list(groups.indices))
 
 
 def _is_parquet(path: str) -> bool:

@@ -55,7 +55,7 @@ def test_dask_and_modin_write_the_same_bytes_as_local_for_every_feature_type(tmp
         assert outputs(run(config, source, engine, tmp_path / name)) == local, f"{name} differs from local"
 
 
-@pytest.mark.parametrize("row_group_rows, parallelism", [(1000, None), (1000, 6), (70, None), (70, 4)])
+@pytest.mark.parametrize("row_group_rows, parallelism", [(1000, None), (1000, 6), (70, None), (70, 4), (25, None)])
 def test_parquet_row_groups_are_read_and_cut_in_parallel(tmp_path, every_type_config, every_type_data, row_group_rows, parallelism):
     import pyarrow as pa
     import pyarrow.parquet as pq

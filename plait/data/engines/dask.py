@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from plait.data.engines.base import ROW_NUMBER, DataEngine, Source
-from plait.data.io import RowGroup, parquet_row_groups, read_row_group
+from plait.data.io import RowGroups, parquet_row_groups, read_row_groups
 from plait.data.layout import SPLIT_COLUMN, split_slice, write_file
 
 
@@ -78,17 +78,23 @@ class DaskEngine(DataEngine):
         parts = [p.then(partial(_number_rows, offset=int(o))) for p, o in zip(parts, offsets[:-1])]
         return self.persist(parts), columns or []
 
-    def _row_group_parts(self, fs, groups: list[RowGroup], names: list[str], split: int | None):
-        """One read task per row group, cut into partitions of about the partition size; the
-        row counts come from the Parquet footers, so no task runs to count them."""
+    def _row_group_parts(self, fs, groups: list[RowGroups], names: list[str], split: int | None):
+        """Partitions of about the partition size from Parquet row groups: small consecutive
+        groups are read together, and a partition of one read is read in its own task; a large
+        group is read once and cut. Row counts come from the footers: no task runs to count."""
         import dask
 
         total = sum(g.rows for g in groups)
         size = -(-total // self.parallelism) if self.parallelism else self.rows_per_partition
         parts, lengths = [], []
-        for group in groups:
-            table = dask.delayed(read_row_group)(fs, group)
-            bounds = np.linspace(0, group.rows, max(1, round(group.rows / size)) + 1).astype(int).tolist()
+        for read in _merge_small(groups, size):
+            cuts = max(1, round(read.rows / size))
+            if cuts == 1:
+                parts.append(_Partition(read).then(partial(read_row_groups, fs)).then(partial(_cut, start=0, rows=read.rows, split=split)))
+                lengths.append(read.rows)
+                continue
+            table = dask.delayed(read_row_groups)(fs, read)
+            bounds = np.linspace(0, read.rows, cuts + 1).astype(int).tolist()
             for a, b in zip(bounds[:-1], bounds[1:]):
                 parts.append(_Partition(table).then(partial(_cut, start=a, rows=b - a, split=split)))
                 lengths.append(b - a)
@@ -167,6 +173,18 @@ def _apply(table, functions):
 
 def _write_slices(fs, path: str, slices: list, schema: pa.Schema) -> int:
     return write_file(fs, path, [split_slice(*s) for s in slices], schema)
+
+
+def _merge_small(groups: list[RowGroups], size: int) -> list[RowGroups]:
+    """Consecutive row groups of one file joined while together they stay within ``size`` rows."""
+    merged: list[RowGroups] = []
+    for group in groups:
+        last = merged[-1] if merged else None
+        if last is not None and last.file == group.file and last.rows + group.rows <= size:
+            merged[-1] = RowGroups(last.file, last.indices + group.indices, last.rows + group.rows)
+        else:
+            merged.append(group)
+    return merged
 
 
 def _cut(table: pa.Table, start: int, rows: int, split: int | None) -> pa.Table:
