@@ -270,7 +270,8 @@ def measure(spec: dict) -> dict:
         sys.stderr.write(proc.stdout[-5000:] + proc.stderr[-5000:])
         killed = " (killed: over the memory limit?)" if proc.returncode in (-9, 137) else ""
         raise SystemExit(f"the {spec['phase']} run failed (exit {proc.returncode}){killed}")
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    # The last line the worker printed is its JSON; Ray may print its own lines before it.
+    result = json.loads(next(line for line in reversed(proc.stdout.splitlines()) if line.startswith("{")))
     result["cgroup_peak_mib"] = peak / 2**20 if peak is not None else None
     return result
 

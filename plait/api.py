@@ -8,13 +8,11 @@ from __future__ import annotations
 import json
 import logging
 import os
-import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import torch
 
@@ -27,9 +25,7 @@ from plait.models.saved import read_model, save_model
 from plait.predict import Predictor, iter_chunks
 from plait.training import checkpoint as ckpt
 from plait.training.data import Batches, table_tensors
-from plait.training.schedule import auto_batch_size
-from plait.training.strategies import get_strategy
-from plait.training.trainer import Trainer
+from plait.training.run import FitJob, seed_everything  # noqa: F401  (seed_everything: part of the API)
 from plait.utils.fs import write_json
 
 log = logging.getLogger("plait")
@@ -40,12 +36,6 @@ class TrainResult:
     training_statistics: list
     preprocessed: PreprocessedData
     run_dir: Path | None
-
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
 
 
 def new_run_dir(output_directory: str | os.PathLike, experiment_name: str) -> Path:
@@ -90,7 +80,7 @@ class Model:
 
             self._backend = get_backend(self.config)
             if self._backend.name != "local":
-                log.info("Preprocessing runs on %s; training and prediction run in this process.", self._backend.name)
+                log.info("Preprocessing and training run on %s; prediction runs in this process.", self._backend.name)
         return self._backend
 
     def close(self) -> None:
@@ -106,30 +96,14 @@ class Model:
         logs go there and ``resume=True`` continues from its last checkpoint."""
         data = self.preprocess(dataset, training_set=training_set, validation_set=validation_set,
                                test_set=test_set, random_seed=random_seed)
-        seed_everything(random_seed)
         self.metadata = {"features": data.metadata["features"], "splits": data.metadata["splits"], "seed": random_seed}
-        self.module = ECD(self.config, self.metadata)
-        names = self.module.input_names + self.module.output_names
-        features = data.metadata["features"]
-        train_rows = data.rows("training")
-        batch_size = self.config.trainer.batch_size
-        batch_size = auto_batch_size(train_rows) if batch_size == "auto" else batch_size
-        eval_size = self.config.trainer.eval_batch_size or max(1024, 4 * batch_size)
-        train = Batches(table_tensors(data.read_split("training"), features, names), batch_size,
-                        shuffle=self.config.trainer.should_shuffle, seed=random_seed)
-        validation = Batches(table_tensors(data.read_split("validation"), features, names), eval_size, shuffle=False)
         run_path = Path(run_dir) if run_dir is not None else None
-        resume_from = None
-        if resume:
-            resume_from = ckpt.latest_checkpoint(run_path / "checkpoints") if run_path else None
-            if resume_from is None:
-                raise ModelError(f"nothing to resume in {str(run_path)!r}: it has no complete checkpoint")
-        log.info("Training on %d rows (validation %d), batch size %d.", train_rows, data.rows("validation"), batch_size)
-        trainer = Trainer(self.config, self.module, get_strategy("local"), random_seed, run_path, progress_bar)
-        progress = trainer.fit(train, validation if validation.rows else None, resume=resume_from)
-        self.module = trainer.strategy.unwrap(trainer.model).cpu()
-        self._trainer_eval = trainer
-        return TrainResult(progress.history, data, run_path)
+        if resume and (run_path is None or ckpt.latest_checkpoint(run_path / "checkpoints") is None):
+            raise ModelError(f"nothing to resume in {str(run_path)!r}: it has no complete checkpoint")
+        job = FitJob(self.config, self.metadata, data, random_seed, run_path, resume, progress_bar)
+        output = self.backend.fit(job)
+        self.module = output.module
+        return TrainResult(output.history, data, run_path)
 
     # ---- evaluation and prediction -------------------------------------------------------------
 

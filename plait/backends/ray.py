@@ -1,5 +1,5 @@
-"""The Ray backend: joins a running Ray cluster or starts a local one, and preprocesses on it
-with Dask-on-Ray (default) or Modin.
+"""The Ray backend: joins a running Ray cluster or starts a local one, preprocesses on it with
+Dask-on-Ray (default) or Modin, and trains on a Ray Train worker group.
 
 This module is the one place that reads Ray's environment (``RAY_ADDRESS``).
 """
@@ -123,6 +123,13 @@ class RayBackend(Backend):
         self.ensure_connected()
         processor = self.config.backend.processor
         return get_engine(processor.type, parallelism=processor.parallelism, persist=processor.persist)
+
+    def fit(self, job):
+        """Train on a Ray Train worker group (see plait.backends.ray_train)."""
+        from plait.backends.ray_train import fit_on_ray
+
+        self.ensure_connected()
+        return fit_on_ray(job, self.config.backend.trainer)
 
     def shutdown(self) -> None:
         if self.started:

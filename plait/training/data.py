@@ -42,16 +42,18 @@ def table_tensors(table: pa.Table, features: dict, names: list[str]) -> dict[str
 class Batches:
     """Mini-batches over in-memory tensors; each epoch a new seeded permutation.
 
-    With several workers each rank takes every ``world_size``-th row of the permutation, padded
-    by wrapping so every rank runs the same number of steps (collectives must line up).
+    With several workers each rank takes every ``world_size``-th row of the permutation. For
+    training (``pad``) the shards are padded by wrapping, so every rank runs the same number of
+    steps (the gradient all-reduce must line up); for evaluation they are not, so every row
+    counts exactly once.
     """
 
     def __init__(self, tensors: dict[str, torch.Tensor], batch_size: int, shuffle: bool = True, seed: int = 0,
-                 rank: int = 0, world_size: int = 1):
+                 rank: int = 0, world_size: int = 1, pad: bool = True):
         self.tensors = tensors
         self.rows = len(next(iter(tensors.values())))
         self.batch_size, self.shuffle, self.seed = batch_size, shuffle, seed
-        self.rank, self.world_size = rank, world_size
+        self.rank, self.world_size, self.pad = rank, world_size, pad
 
     def indices(self, epoch: int) -> torch.Tensor:
         if self.shuffle:
@@ -60,10 +62,15 @@ class Batches:
         else:
             order = torch.arange(self.rows)
         if self.world_size > 1:
-            per_rank = -(-self.rows // self.world_size)
-            order = order.repeat(2)[: per_rank * self.world_size] if self.rows else order
+            if self.pad and self.rows:
+                order = order.repeat(2)[: self._per_rank() * self.world_size]
             order = order[self.rank :: self.world_size]
         return order
+
+    def _per_rank(self) -> int:
+        if self.pad:
+            return -(-self.rows // self.world_size)
+        return len(range(self.rank, self.rows, self.world_size))
 
     def _starts(self, rows: int) -> list[int]:
         """Where each batch starts. A last batch of a single row joins the batch before it: batch
@@ -74,7 +81,7 @@ class Batches:
         return starts
 
     def __len__(self) -> int:
-        per_rank = -(-self.rows // self.world_size)
+        per_rank = self._per_rank()
         batches = -(-per_rank // self.batch_size)
         return batches - 1 if batches > 1 and per_rank % self.batch_size == 1 else batches  # as _starts
 

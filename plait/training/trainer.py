@@ -172,15 +172,18 @@ class Trainer:
     @torch.no_grad()
     def evaluate(self, batches: Batches) -> dict:
         """Exact metrics over all rows of ``batches`` (statistics summed over workers)."""
-        was_training = self.model.training
-        self.model.eval()
+        # The plain module: a wrapper's forward may hold collectives (DDP syncs buffers), and
+        # shards for evaluation are uneven, so workers run different numbers of batches.
+        model = self.strategy.unwrap(self.model)
+        was_training = model.training
+        model.eval()
         stats = self.metrics.zeros(self.strategy.device)
         for batch in batches.epoch(0):
             inputs, targets = self._split(batch)
             with self._autocast():
-                logits = self.model(inputs)
+                logits = model(inputs)
             self.metrics.update(stats, logits, targets)
-        self.model.train(was_training)
+        model.train(was_training)
         return self.metrics.compute(self.metrics.reduce(stats, self.strategy.all_reduce_sum))
 
     def _evaluate_and_checkpoint(self, validation: Batches | None, train_loss: float) -> None:

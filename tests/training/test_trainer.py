@@ -303,11 +303,11 @@ def test_a_checkpoint_write_that_fails_leaves_the_previous_one_in_place(train_co
 
     model = Model(train_config(epochs=1))
     model.train(dataset=tabular_df, progress_bar=False)
-    trainer = model._trainer_eval
+    optimizer = torch.optim.AdamW(model.module.parameters())
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
     monkeypatch.setattr(ckpt.torch, "save", crash)
     with pytest.raises(KeyboardInterrupt):
-        ckpt.save_checkpoint(checkpoints, model.module, trainer.optimizer, trainer.scheduler,
-                             {**trainer._state_dict(), "step": 999})
+        ckpt.save_checkpoint(checkpoints, model.module, optimizer, scheduler, {"step": 999})
     assert not [p for p in checkpoints.iterdir() if ".tmp-" in p.name]
     assert json.loads((checkpoints / "latest.json").read_text()) == before
     assert ckpt.latest_checkpoint(checkpoints) == checkpoints / before["checkpoint"]

@@ -11,7 +11,11 @@ def get_strategy(name: str = "local", **options) -> Strategy:
         from plait.training.strategies.local import LocalStrategy
 
         return LocalStrategy(**options)
-    raise ConfigError(f"strategy {name!r} is not available in this version of plait; available: local")
+    if name == "ddp":
+        from plait.training.strategies.ddp import DDPStrategy
+
+        return DDPStrategy(**options)
+    raise ConfigError(f"strategy {name!r} is not available in this version of plait; available: local, ddp")
 
 
 __all__ = ["Strategy", "get_strategy"]

@@ -38,6 +38,10 @@ class Strategy(ABC):
     def barrier(self) -> None:
         """Wait until every worker gets here."""
 
+    def broadcast_object(self, value):
+        """``value`` as the coordinator has it, on every worker (a small picklable object)."""
+        return value
+
     def unwrap(self, model: nn.Module) -> nn.Module:
         """The plain module inside whatever wrapper ``prepare`` added."""
         return getattr(model, "module", model)

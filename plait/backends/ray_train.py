@@ -1,0 +1,138 @@
+"""Training on a Ray Train worker group: the same ``fit`` on every worker, with the ddp strategy.
+
+Each worker reads the cached splits and takes its shard; checkpoints are written by rank 0 to
+the run directory (every worker must see it: one machine, or a shared filesystem). When a
+worker dies, Ray restarts the group (``backend.trainer.max_retries`` times) and the workers
+resume from the last checkpoint. Rank 0 leaves the final weights and history in the run
+directory for the driver.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import tempfile
+import uuid
+from dataclasses import replace
+from pathlib import Path
+
+from plait.errors import BackendError, ConfigError, TrainingError
+from plait.training import checkpoint as ckpt
+from plait.training.run import FitJob, FitOutput, batch_size
+
+log = logging.getLogger("plait")
+
+RESULT = "ray_result"
+"""Folder of the run directory where rank 0 leaves the final weights and history."""
+STARTED = "started"
+
+
+def plan(settings, resources: dict) -> dict:
+    """Workers, per-worker resources and GPU use, with the defaults filled from the cluster."""
+    gpus = int(resources.get("GPU", 0))
+    use_gpu = settings.use_gpu if settings.use_gpu is not None else gpus > 0
+    if use_gpu and not gpus:
+        raise BackendError("backend.trainer.use_gpu is true but the Ray cluster has no GPU; set it to false")
+    workers = settings.num_workers or (gpus if use_gpu else 1)
+    per_worker = settings.resources_per_worker or {"CPU": 1.0, **({"GPU": 1.0} if use_gpu else {})}
+    return {"num_workers": workers, "use_gpu": use_gpu, "resources_per_worker": per_worker}
+
+
+def fit_on_ray(job: FitJob, settings) -> FitOutput:
+    import ray
+    from ray.train import FailureConfig, RunConfig, ScalingConfig
+    from ray.train.torch import TorchTrainer
+
+    if settings.strategy.type != "ddp":
+        raise ConfigError(f"backend.trainer.strategy: {settings.strategy.type} is not available on Ray in this version of plait yet; use ddp")
+    scaling = plan(settings, ray.cluster_resources())
+    run_dir = job.run_dir or Path(tempfile.mkdtemp(prefix="plait-ray-run-"))
+    job = replace(job, run_dir=run_dir, progress_bar=False)  # worker output does not reach this terminal
+    log.info("Ray Train: %d worker(s) x %s, strategy ddp, global batch %d.", scaling["num_workers"],
+             ", ".join(f"{v:g} {k}" for k, v in scaling["resources_per_worker"].items()),
+             batch_size(job) * scaling["num_workers"] * job.config.trainer.gradient_accumulation_steps)
+    trainer = TorchTrainer(
+        _worker,
+        train_loop_config={"job": job},
+        scaling_config=ScalingConfig(**scaling),
+        # A unique name: Ray resumes silently when a name is reused under the same storage path.
+        run_config=RunConfig(name=f"plait-{uuid.uuid4().hex[:12]}", storage_path=str(Path(run_dir).resolve() / "ray"),
+                             failure_config=FailureConfig(max_failures=settings.max_retries)),
+    )
+    try:
+        trainer.fit()
+    except Exception as exc:  # Ray wraps a worker's exception; show the worker's own message
+        raise TrainingError(f"training on Ray failed: {_worker_message(exc)}") from None
+    for restart in restarts(run_dir):
+        step = restart["resumed_from_step"]
+        log.warning("A worker failed; the worker group was restarted and %s.",
+                    f"resumed from the checkpoint at step {step}" if step is not None else "started over (no checkpoint yet)")
+    return _read_result(job)
+
+
+def _worker(loop_config: dict) -> None:
+    from plait.training.run import fit
+    from plait.training.strategies import get_strategy
+
+    job: FitJob = loop_config["job"]
+    strategy = get_strategy("ddp")
+    try:
+        started = Path(job.run_dir) / RESULT / STARTED
+        # A restarted group (a worker died) continues from the last checkpoint, if there is one;
+        # rank 0 decides, so every worker resumes from the same one.
+        restart = None
+        if strategy.is_coordinator and started.exists():
+            latest = ckpt.latest_checkpoint(Path(job.run_dir) / "checkpoints")
+            restart = {"resumed_from_step": _step(latest) if latest else None}
+            _record_restart(started, restart)
+        restart = strategy.broadcast_object(restart)
+        if restart and restart["resumed_from_step"] is not None:
+            job = replace(job, resume=True)
+        if strategy.is_coordinator and not started.exists():
+            started.parent.mkdir(parents=True, exist_ok=True)
+            started.write_text("[]")
+        output = fit(job, strategy)
+        if strategy.is_coordinator:
+            _write_result(job, output)
+        strategy.barrier()
+    finally:
+        strategy.shutdown()
+
+
+def _step(checkpoint: Path) -> int:
+    return json.loads((checkpoint / "state.json").read_text())["step"]
+
+
+def _record_restart(started: Path, restart: dict) -> None:
+    """Restarts are listed in the ``started`` file, for the driver to report."""
+    restarts = json.loads(started.read_text() or "[]")
+    started.write_text(json.dumps([*restarts, restart]))
+
+
+def restarts(run_dir: Path) -> list[dict]:
+    """The worker group's restarts in a run: ``[{"resumed_from_step": n or None}, ...]``."""
+    path = Path(run_dir) / RESULT / STARTED
+    return json.loads(path.read_text() or "[]") if path.is_file() else []
+
+
+def _write_result(job: FitJob, output: FitOutput) -> None:
+    folder = Path(job.run_dir) / RESULT
+    ckpt.save_weights(output.module.state_dict(), folder / "model.safetensors")
+    (folder / "history.json").write_text(json.dumps(output.history))
+
+
+def _read_result(job: FitJob) -> FitOutput:
+    from plait.models.ecd import ECD
+
+    folder = Path(job.run_dir) / RESULT
+    module = ECD(job.config, job.metadata)
+    module.load_state_dict(ckpt.load_weights(folder / "model.safetensors"))
+    return FitOutput(module, json.loads((folder / "history.json").read_text()))
+
+
+def _worker_message(exc: BaseException) -> str:
+    """The innermost cause's last line: the worker's error, not Ray's wrapping."""
+    while exc.__cause__ is not None:
+        exc = exc.__cause__
+    lines = [line for line in str(exc).strip().splitlines() if line.strip()]
+    return lines[-1] if lines else type(exc).__name__

@@ -1,0 +1,86 @@
+"""One training run on one worker: build the model, take this worker's shard of the cached
+splits, run the Trainer. The local backend calls it in the driver; the Ray backend calls it on
+every Ray Train worker with the ddp strategy. Nothing here knows which.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from plait.data.preprocess import PreprocessedData
+from plait.errors import ModelError
+from plait.models.ecd import ECD
+from plait.training import checkpoint as ckpt
+from plait.training.data import Batches, table_tensors
+from plait.training.schedule import auto_batch_size
+from plait.training.strategies import Strategy
+from plait.training.trainer import Trainer
+
+log = logging.getLogger("plait")
+
+
+@dataclass
+class FitJob:
+    """Everything a worker needs to train (picklable: it travels to Ray workers)."""
+
+    config: object
+    metadata: dict
+    data: PreprocessedData
+    seed: int
+    run_dir: Path | None = None
+    resume: bool = False
+    progress_bar: bool = True
+
+
+@dataclass
+class FitOutput:
+    module: ECD
+    history: list
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def batch_size(job: FitJob) -> int:
+    size = job.config.trainer.batch_size
+    return auto_batch_size(job.data.rows("training")) if size == "auto" else size
+
+
+def fit(job: FitJob, strategy: Strategy) -> FitOutput:
+    """Train on this worker's shard (every worker builds the same initial model from the seed)."""
+    seed_everything(job.seed)
+    module = ECD(job.config, job.metadata)
+    names = module.input_names + module.output_names
+    features = job.data.metadata["features"]
+    size = batch_size(job)
+    eval_size = job.config.trainer.eval_batch_size or max(1024, 4 * size)
+    shard = dict(rank=strategy.rank, world_size=strategy.world_size)
+    train = Batches(table_tensors(job.data.read_split("training"), features, names), size,
+                    shuffle=job.config.trainer.should_shuffle, seed=job.seed, **shard)
+    validation = Batches(table_tensors(job.data.read_split("validation"), features, names), eval_size,
+                         shuffle=False, pad=False, **shard)
+    resume_from = strategy.broadcast_object(_checkpoint_to_resume(job) if strategy.is_coordinator else None)
+    if strategy.is_coordinator:
+        log.info("Training on %d rows (validation %d), batch size %d%s.", job.data.rows("training"),
+                 job.data.rows("validation"), size, f" per worker x {strategy.world_size} workers" if strategy.world_size > 1 else "")
+    trainer = Trainer(job.config, module, strategy, job.seed, job.run_dir, job.progress_bar)
+    progress = trainer.fit(train, validation if validation.rows else None, resume=resume_from)
+    return FitOutput(strategy.unwrap(trainer.model).cpu(), progress.history)
+
+
+def _checkpoint_to_resume(job: FitJob) -> Path | None:
+    if not job.resume:
+        return None
+    found = ckpt.latest_checkpoint(job.run_dir / "checkpoints") if job.run_dir else None
+    if found is None:
+        raise ModelError(f"nothing to resume in {str(job.run_dir)!r}: it has no complete checkpoint")
+    return found

@@ -1,0 +1,131 @@
+"""Training on the Ray backend: Ray Train workers with the ddp strategy (gloo), on the real local
+Ray cluster shared by the test session."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from plait import Model
+from plait.backends.ray_train import restarts
+from plait.errors import TrainingError
+
+pytestmark = pytest.mark.usefixtures("ray_cluster")
+
+
+def rule_data(rows: int = 1600, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    df = pd.DataFrame({"x1": rng.normal(size=rows), "x2": rng.normal(size=rows), "c": rng.choice(list("abc"), rows)})
+    df["y"] = df.x1 + 1.5 * (df.c == "a") > 0.3
+    return df
+
+
+def rule_config(tmp_path: Path, workers: int | None, **trainer) -> dict:
+    backend = {"type": "ray", "cache_dir": str(tmp_path / "cache")}
+    if workers is not None:
+        backend["trainer"] = {"num_workers": workers, "max_retries": trainer.pop("max_retries", 3)}
+    return {
+        "input_features": [{"name": "x1", "type": "number"}, {"name": "x2", "type": "number"}, {"name": "c", "type": "category"}],
+        "output_features": [{"name": "y", "type": "binary"}],
+        "trainer": {"epochs": 6, "batch_size": 64, **trainer},
+        "backend": backend,
+    }
+
+
+def train_worker_pids() -> list[int]:
+    """Processes of live Ray Train workers (Ray names them ``ray::RayTrainWorker...``)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and (entry / "cmdline").read_bytes().startswith(b"ray::RayTrainWorker"):
+                pids.append(int(entry.name))
+        except OSError:
+            pass
+    return sorted(pids)
+
+
+def test_two_ddp_workers_learn_a_simple_rule(tmp_path):
+    model = Model(rule_config(tmp_path, workers=2))
+    result = model.train(dataset=rule_data(), run_dir=tmp_path / "run", progress_bar=False)
+    assert [r["epoch"] for r in result.training_statistics] == list(range(1, 7))
+    assert model.evaluate(rule_data(), split="test")["y"]["accuracy"] > 0.9
+    assert (tmp_path / "run" / "checkpoints" / "latest.json").is_file()
+
+
+def test_one_ray_worker_gives_the_local_metrics(tmp_path):
+    data = rule_data()
+    ray_model = Model(rule_config(tmp_path, workers=1, epochs=3))
+    ray_stats = ray_model.train(dataset=data, progress_bar=False).training_statistics
+    local_config = {**rule_config(tmp_path, workers=None, epochs=3), "backend": {"type": "local", "cache_dir": str(tmp_path / "cache")}}
+    local_stats = Model(local_config).train(dataset=data, progress_bar=False).training_statistics
+    for ray_record, local_record in zip(ray_stats, local_stats, strict=True):
+        for metric, value in local_record["validation"]["y"].items():
+            assert ray_record["validation"]["y"][metric] == pytest.approx(value, abs=1e-5), metric
+
+
+def test_an_error_on_the_workers_reaches_the_driver_with_its_message(tmp_path):
+    config = rule_config(tmp_path, workers=2, learning_rate=1e12, max_retries=0)
+    started = time.monotonic()
+    with pytest.raises(TrainingError) as info:
+        Model(config).train(dataset=rule_data(), progress_bar=False)
+    assert "loss became" in str(info.value) or "gradient norm became" in str(info.value)
+    assert time.monotonic() - started < 60
+
+
+def test_a_killed_worker_is_replaced_and_training_resumes_from_the_checkpoint(tmp_path):
+    import ray
+
+    run = tmp_path / "run"
+    killed: list[int] = []
+
+    def kill_a_worker_after_the_first_checkpoint():
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not (run / "checkpoints" / "latest.json").exists():
+            time.sleep(0.05)
+        workers = train_worker_pids()
+        if workers:
+            os.kill(workers[-1], signal.SIGKILL)  # a crash: the process dies without a word
+            killed.append(workers[-1])
+
+    assert ray.is_initialized()
+    killer = threading.Thread(target=kill_a_worker_after_the_first_checkpoint, daemon=True)
+    killer.start()
+    model = Model(rule_config(tmp_path, workers=2, epochs=40, early_stop=-1))
+    result = model.train(dataset=rule_data(), run_dir=run, progress_bar=False)
+    killer.join(timeout=5)
+    assert killed, "no worker was killed: training ended before the first checkpoint was seen"
+    [restart] = restarts(run)
+    assert restart["resumed_from_step"] > 0, "the new worker group resumed from a checkpoint, not from scratch"
+    epochs = [r["epoch"] for r in result.training_statistics]
+    assert epochs == list(range(1, 41)), "every epoch recorded once: resumed, not restarted or repeated"
+    assert model.evaluate(rule_data(), split="test")["y"]["accuracy"] > 0.9
+
+
+def test_a_worker_killed_before_the_first_checkpoint_starts_the_group_over(tmp_path):
+    run = tmp_path / "run"
+    killed: list[int] = []
+
+    def kill_a_worker_as_soon_as_training_starts():
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not (run / "ray_result" / "started").exists():
+            time.sleep(0.01)
+        workers = train_worker_pids()
+        if workers and not (run / "checkpoints" / "latest.json").exists():
+            os.kill(workers[0], signal.SIGKILL)
+            killed.append(workers[0])
+
+    killer = threading.Thread(target=kill_a_worker_as_soon_as_training_starts, daemon=True)
+    killer.start()
+    model = Model(rule_config(tmp_path, workers=2, epochs=4, batch_size=8))
+    result = model.train(dataset=rule_data(), run_dir=run, progress_bar=False)
+    killer.join(timeout=5)
+    assert killed
+    assert restarts(run) == [{"resumed_from_step": None}]
+    assert [r["epoch"] for r in result.training_statistics] == [1, 2, 3, 4]
