@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import tempfile
 import uuid
 from dataclasses import replace
@@ -19,6 +20,7 @@ from pathlib import Path
 from plait.errors import BackendError, ConfigError, TrainingError
 from plait.training import checkpoint as ckpt
 from plait.training.run import FitJob, FitOutput, batch_size
+from plait.utils.fs import is_local
 
 log = logging.getLogger("plait")
 
@@ -46,8 +48,12 @@ def fit_on_ray(job: FitJob, settings) -> FitOutput:
     if settings.strategy.type != "ddp":
         raise ConfigError(f"backend.trainer.strategy: {settings.strategy.type} is not available on Ray in this version of plait yet; use ddp")
     scaling = plan(settings, ray.cluster_resources())
-    run_dir = job.run_dir or Path(tempfile.mkdtemp(prefix="plait-ray-run-"))
-    job = replace(job, run_dir=run_dir, progress_bar=False)  # worker output does not reach this terminal
+    # Absolute paths: Ray workers run in a working directory of their own.
+    run_dir = Path(job.run_dir or tempfile.mkdtemp(prefix="plait-ray-run-")).resolve()
+    data = job.data
+    if is_local(data.fs):
+        data = replace(data, location=os.path.abspath(data.location))
+    job = replace(job, data=data, run_dir=run_dir, progress_bar=False)  # worker output does not reach this terminal
     log.info("Ray Train: %d worker(s) x %s, strategy ddp, global batch %d.", scaling["num_workers"],
              ", ".join(f"{v:g} {k}" for k, v in scaling["resources_per_worker"].items()),
              batch_size(job) * scaling["num_workers"] * job.config.trainer.gradient_accumulation_steps)
@@ -56,7 +62,7 @@ def fit_on_ray(job: FitJob, settings) -> FitOutput:
         train_loop_config={"job": job},
         scaling_config=ScalingConfig(**scaling),
         # A unique name: Ray resumes silently when a name is reused under the same storage path.
-        run_config=RunConfig(name=f"plait-{uuid.uuid4().hex[:12]}", storage_path=str(Path(run_dir).resolve() / "ray"),
+        run_config=RunConfig(name=f"plait-{uuid.uuid4().hex[:12]}", storage_path=str(run_dir / "ray"),
                              failure_config=FailureConfig(max_failures=settings.max_retries)),
     )
     try:

@@ -129,3 +129,21 @@ def test_a_worker_killed_before_the_first_checkpoint_starts_the_group_over(tmp_p
     assert killed
     assert restarts(run) == [{"resumed_from_step": None}]
     assert [r["epoch"] for r in result.training_statistics] == [1, 2, 3, 4]
+
+
+def test_cli_train_on_ray_with_relative_paths(tmp_path, monkeypatch, capsys):
+    """Ray workers run in a working directory of their own: relative paths must still work."""
+    import yaml
+
+    from plait.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    rule_data(400).to_csv("data.csv", index=False)
+    config = rule_config(Path("."), workers=2, epochs=2)
+    config["backend"] = {"trainer": config["backend"]["trainer"]}  # default cache_dir: beside data.csv
+    Path("config.yaml").write_text(yaml.safe_dump(config))
+    assert main(["train", "--config", "config.yaml", "--dataset", "data.csv", "--backend", "ray",
+                 "--output-directory", "out"]) == 0
+    assert "Ray Train: 2 worker(s)" in capsys.readouterr().err
+    model = Model.load(tmp_path / "out" / "experiment_run_0" / "model")
+    assert model.evaluate(rule_data(400), split="test")["y"]["accuracy"] > 0.7
