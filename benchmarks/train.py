@@ -34,8 +34,15 @@ What is timed
   of ``--predict-repeat`` runs, wall-clock.
 * **start-up**: ``plait --help`` and ``python -c "import plait"`` as subprocesses, best of 5.
 
-``--backend`` accepts only ``local`` for now; Ray (``--backend ray --strategy ... --num-workers N``)
-comes with the Ray backend.
+With ``--backend ray`` the script compares backends instead: the same config, data, seed,
+epochs and *global* batch trained locally, on Ray Train with one worker and with
+``--num-workers`` workers (``--strategy``: ddp, the one available so far), each batch split
+over the workers, the learning rate unscaled. It reports the training rows/s each run
+recorded per epoch (over all workers, evaluation excluded; the first epoch is left out as
+warm-up), the wall-clock time of the whole ``train`` call (Ray's worker-group start included)
+and the test accuracy reached::
+
+    .venv/bin/python benchmarks/train.py --backend ray --num-workers 2 --rows 100000 --epochs 4
 """
 
 from __future__ import annotations
@@ -231,6 +238,46 @@ def compare_training(df: pd.DataFrame, args) -> tuple:
     return model, summary
 
 
+def compare_backends(df: pd.DataFrame, args) -> dict:
+    """Local, Ray with 1 worker, Ray with ``args.num_workers``: same data, seed and global batch."""
+    from plait import Model
+
+    runs = {}
+    with tempfile.TemporaryDirectory(prefix="plait-bench-") as cache_dir:
+        for name, workers in [("local", None), ("ray_1_worker", 1), (f"ray_{args.num_workers}_workers", args.num_workers)]:
+            config = make_config(args.epochs, args.batch_size // (workers or 1), cache_dir)
+            config["trainer"]["learning_rate_scaling"] = "constant"
+            config["trainer"]["early_stop"] = -1
+            if workers:
+                config["backend"] = {"type": "ray", "cache_dir": cache_dir,
+                                     "trainer": {"num_workers": workers, "strategy": args.strategy}}
+            model = Model(config)
+            started = time.perf_counter()
+            result = model.train(dataset=df, random_seed=args.seed, progress_bar=False)
+            wall = time.perf_counter() - started
+            per_epoch = [r["rows_per_s"] for r in result.training_statistics if "rows_per_s" in r]
+            steady = per_epoch[1:] or per_epoch
+            runs[name] = {
+                "workers": workers or 1, "batch_size_per_worker": config["trainer"]["batch_size"],
+                "rows_per_s_per_epoch": per_epoch, "rows_per_s": statistics.median(steady), "train_call_s": wall,
+                "test_accuracy": model.evaluate(df, split="test", random_seed=args.seed)[OUTPUT_COLUMN]["accuracy"],
+            }
+            model.close()
+    local = runs["local"]
+    for run in runs.values():
+        run["vs_local"] = run["rows_per_s"] / local["rows_per_s"]
+        run["accuracy_minus_local"] = run["test_accuracy"] - local["test_accuracy"]
+    return {"epochs": args.epochs, "global_batch_size": args.batch_size, "strategy": args.strategy, "runs": runs}
+
+
+def print_backends(summary: dict) -> None:
+    print(f"training by backend: {summary['epochs']} epochs, global batch {summary['global_batch_size']}, "
+          f"strategy {summary['strategy']}")
+    print(f"  {'':18} {'rows/s':>10} {'vs local':>9} {'train() s':>10} {'test acc':>9}")
+    for name, run in summary["runs"].items():
+        print(f"  {name:18} {run['rows_per_s']:>10,.0f} {run['vs_local']:>9.2f} {run['train_call_s']:>10.1f} {run['test_accuracy']:>9.4f}")
+
+
 # Prediction and start-up ------------------------------------------------------------------------
 
 def time_predict(model, rows: int, seed: int, repeat: int) -> dict:
@@ -272,7 +319,10 @@ def main(argv=None) -> int:
     parser.add_argument("--repeat", type=int, default=5, help="training runs of each loop, interleaved; the best of each is reported")
     parser.add_argument("--predict-rows", type=int, default=1_000_000)
     parser.add_argument("--predict-repeat", type=int, default=2, help="prediction runs; the best is reported")
-    parser.add_argument("--backend", choices=["local"], default="local", help="only local for now (ray comes later)")
+    parser.add_argument("--backend", choices=["local", "ray"], default="local",
+                        help="local: plait against a hand-written loop; ray: local against Ray Train workers")
+    parser.add_argument("--num-workers", type=int, default=2, help="with --backend ray: workers of the larger Ray run")
+    parser.add_argument("--strategy", choices=["ddp"], default="ddp", help="with --backend ray: the distributed strategy")
     parser.add_argument("--out", default=str(HERE / "out" / "train.json"))
     args = parser.parse_args(argv)
 
@@ -290,6 +340,14 @@ def main(argv=None) -> int:
         "parameters": {k: v for k, v in vars(args).items() if k != "out"},
         "targets": TARGETS,
     }
+    if args.backend == "ray":
+        report["backends"] = compare_backends(df, args)
+        print_backends(report["backends"])
+        out = Path(args.out if args.out != str(HERE / "out" / "train.json") else HERE / "out" / "train_ray.json")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(report, indent=2))
+        print(f"written to {out}")
+        return 0
     model, training = compare_training(df, args)
     report["training"] = training
     report["prediction"] = time_predict(model, args.predict_rows, args.seed, args.predict_repeat)

@@ -65,6 +65,7 @@ class Trainer:
         self.state = Progress()
         self.best_weights = None
         self.writer = None
+        self.epoch_rows_per_s: float | None = None
 
     # ---- the loop ----------------------------------------------------------------------------
 
@@ -116,6 +117,8 @@ class Trainer:
                 bar.set_postfix(loss=f"{loss:.4f}", rows_per_s=f"{seen * self.strategy.world_size / (time.perf_counter() - started):,.0f}")
         if bar is not None:
             bar.close()
+        # Rows per second over all workers (each ran the same number of rows), evaluation excluded.
+        self.epoch_rows_per_s = seen * self.strategy.world_size / max(time.perf_counter() - started, 1e-9)
         batches_run = max(1, state.batch_in_epoch)  # fewer than len(train) when train_steps ends the epoch
         state.epoch += 1
         state.batch_in_epoch = 0
@@ -189,6 +192,9 @@ class Trainer:
     def _evaluate_and_checkpoint(self, validation: Batches | None, train_loss: float) -> None:
         state = self.state
         record = {"epoch": state.epoch, "step": state.step, "training": {"combined": {"loss": train_loss}}}
+        if self.epoch_rows_per_s is not None:
+            record["rows_per_s"] = self.epoch_rows_per_s
+            self.epoch_rows_per_s = None
         if validation is not None and validation.rows:
             record["validation"] = self.evaluate(validation)
             self._track_best(record["validation"])
