@@ -79,11 +79,14 @@ def test_transformer_combiner_trains(train_config, tabular_df):
 
 def test_same_seed_gives_identical_training_statistics(train_config, tabular_df):
     config = train_config(epochs=3, sections={"combiner": {"type": "concat", "dropout": 0.2}})
+    def without_timing(result):
+        return [{k: v for k, v in record.items() if k != "rows_per_s"} for record in result.training_statistics]
+
     _, first = _train(config, dataset=tabular_df, random_seed=7)
     _, second = _train(config, dataset=tabular_df, random_seed=7)
-    assert first.training_statistics == second.training_statistics
+    assert without_timing(first) == without_timing(second)
     _, other = _train(config, dataset=tabular_df, random_seed=8)
-    assert other.training_statistics != first.training_statistics
+    assert without_timing(other) != without_timing(first)
 
 
 def test_same_seed_gives_identical_predictions(train_config, tabular_df):
