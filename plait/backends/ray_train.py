@@ -81,6 +81,7 @@ def _worker(loop_config: dict) -> None:
     from plait.training.strategies import get_strategy
 
     job: FitJob = loop_config["job"]
+    _share_cores()
     strategy = get_strategy("ddp")
     try:
         started = Path(job.run_dir) / RESULT / STARTED
@@ -103,6 +104,19 @@ def _worker(loop_config: dict) -> None:
         strategy.barrier()
     finally:
         strategy.shutdown()
+
+
+def _share_cores() -> None:
+    """Torch threads: this node's cores shared by its workers. Ray limits a worker to as many
+    threads as CPUs it reserved (1 by default), which leaves a CPU-only node mostly idle; the
+    reservation stays small so that other Ray work (a data loader) can still be scheduled."""
+    import ray.train
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    workers_here = max(1, ray.train.get_context().get_local_world_size())
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers_here))
 
 
 def _step(checkpoint: Path) -> int:

@@ -33,6 +33,8 @@ class DDPStrategy(Strategy):
 
     def prepare(self, model, optimizer):
         model = model.to(self.device)
+        if self.world_size == 1:  # nothing to synchronize: the wrapper would only add its hooks' cost
+            return model, optimizer
         ids = [self.device.index] if self.device.type == "cuda" else None
         # Rank 0's initial weights are broadcast when wrapping, so every replica starts equal.
         self.model = DistributedDataParallel(model, device_ids=ids)
