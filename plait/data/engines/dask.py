@@ -21,6 +21,8 @@ import pyarrow as pa
 from plait.data.engines.base import ROW_NUMBER, DataEngine, Source
 from plait.data.io import RowGroups, parquet_row_groups, read_row_groups
 from plait.data.layout import SPLIT_COLUMN, split_slice, write_file
+from plait.data.split import SPLIT_NAMES
+from plait.utils.fs import ensure_dir
 
 
 def _scheduler():
@@ -150,14 +152,21 @@ class DaskEngine(DataEngine):
         return [_Partition(v) for v in values]
 
     def write(self, data: list[_Partition], tasks, fs, schema: pa.Schema) -> list[int]:
+        """Two passes through the cache's filesystem rather than Ray's object store: each
+        partition's rows of each split go to a scratch file, then each output file is
+        assembled from its slices of them. A file of the validation or test split needs rows
+        from every partition; held in the object store, the transformed partitions would pile
+        up faster than the writers drain them. This way every task holds one partition or one
+        output file, whatever the size of the data."""
         import dask
 
-        parts = [p.delayed() for p in data]
-        writes = [
-            dask.delayed(_write_slices)(fs, t.path, [(parts[i], t.split, a, b) for i, a, b in t.slices], schema)
-            for t in tasks
-        ]
-        return list(self._compute(*writes))
+        scratch = f"{tasks[0].path.rsplit('/', 2)[0]}/.scratch"  # tasks write <entry>/<split>/part-k
+        ensure_dir(fs, scratch)
+        try:
+            self._compute(*[p.then(partial(_write_pieces, fs=fs, scratch=scratch, index=i)).delayed() for i, p in enumerate(data)])
+            return list(self._compute(*[dask.delayed(_assemble)(fs, scratch, t, schema) for t in tasks]))
+        finally:
+            fs.rm(scratch, recursive=True)
 
     def _compute(self, *delayed):
         import dask
@@ -171,8 +180,26 @@ def _apply(table, functions):
     return table
 
 
-def _write_slices(fs, path: str, slices: list, schema: pa.Schema) -> int:
-    return write_file(fs, path, [split_slice(*s) for s in slices], schema)
+def _piece(scratch: str, index: int, split: int) -> str:
+    return f"{scratch}/{index:06d}-{split}.arrow"
+
+
+def _write_pieces(table: pa.Table, *, fs, scratch: str, index: int) -> None:
+    """Partition ``index``'s rows of each split, each to its own scratch file (Arrow IPC: types
+    come back exactly as written, with no encoding work)."""
+    for split in range(len(SPLIT_NAMES)):
+        rows = split_slice(table, split, 0, table.num_rows)
+        with fs.open(_piece(scratch, index, split), "wb") as handle, pa.ipc.new_file(handle, rows.schema) as writer:
+            writer.write_table(rows)
+
+
+def _assemble(fs, scratch: str, task, schema: pa.Schema) -> int:
+    """One output file from its slices of the scratch files."""
+    pieces = []
+    for i, start, stop in task.slices:
+        with fs.open(_piece(scratch, i, task.split), "rb") as handle:
+            pieces.append(pa.ipc.open_file(handle).read_all().slice(start, stop - start))
+    return write_file(fs, task.path, pieces, schema)
 
 
 def _merge_small(groups: list[RowGroups], size: int) -> list[RowGroups]:
