@@ -343,10 +343,7 @@ def main(argv=None) -> int:
     if args.backend == "ray":
         report["backends"] = compare_backends(df, args)
         print_backends(report["backends"])
-        out = Path(args.out if args.out != str(HERE / "out" / "train.json") else HERE / "out" / "train_ray.json")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(report, indent=2))
-        print(f"written to {out}")
+        write_report(report, args.out if args.out != str(HERE / "out" / "train.json") else HERE / "out" / "train_ray.json")
         return 0
     model, training = compare_training(df, args)
     report["training"] = training
@@ -378,11 +375,15 @@ def main(argv=None) -> int:
     print(f"startup: plait --help {s['help']['best_s']:.3f} s (target < {TARGETS['help_s']}), "
           f"import plait {s['import']['best_s']:.3f} s (best of 5)")
 
-    out = Path(args.out)
+    write_report(report, args.out)
+    return 0
+
+
+def write_report(report: dict, path) -> None:
+    out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2))
     print(f"written to {out}")
-    return 0
 
 
 if __name__ == "__main__":

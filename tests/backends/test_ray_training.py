@@ -79,24 +79,28 @@ def test_an_error_on_the_workers_reaches_the_driver_with_its_message(tmp_path):
     assert time.monotonic() - started < 60
 
 
-def test_a_killed_worker_is_replaced_and_training_resumes_from_the_checkpoint(tmp_path):
-    import ray
-
-    run = tmp_path / "run"
+def kill_a_worker_when(appears: Path, unless: Path | None = None) -> tuple[threading.Thread, list[int]]:
+    """A thread that SIGKILLs one Ray Train worker (a crash: the process dies without a word)
+    as soon as ``appears`` exists, unless ``unless`` exists by then; the killed pids are listed."""
     killed: list[int] = []
 
-    def kill_a_worker_after_the_first_checkpoint():
+    def watch():
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not (run / "checkpoints" / "latest.json").exists():
-            time.sleep(0.05)
+        while time.monotonic() < deadline and not appears.exists():
+            time.sleep(0.01)
         workers = train_worker_pids()
-        if workers:
-            os.kill(workers[-1], signal.SIGKILL)  # a crash: the process dies without a word
+        if workers and not (unless and unless.exists()):
+            os.kill(workers[-1], signal.SIGKILL)
             killed.append(workers[-1])
 
-    assert ray.is_initialized()
-    killer = threading.Thread(target=kill_a_worker_after_the_first_checkpoint, daemon=True)
-    killer.start()
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread, killed
+
+
+def test_a_killed_worker_is_replaced_and_training_resumes_from_the_checkpoint(tmp_path):
+    run = tmp_path / "run"
+    killer, killed = kill_a_worker_when(run / "checkpoints" / "latest.json")
     model = Model(rule_config(tmp_path, workers=2, epochs=40, early_stop=-1))
     result = model.train(dataset=rule_data(), run_dir=run, progress_bar=False)
     killer.join(timeout=5)
@@ -110,19 +114,7 @@ def test_a_killed_worker_is_replaced_and_training_resumes_from_the_checkpoint(tm
 
 def test_a_worker_killed_before_the_first_checkpoint_starts_the_group_over(tmp_path):
     run = tmp_path / "run"
-    killed: list[int] = []
-
-    def kill_a_worker_as_soon_as_training_starts():
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not (run / "ray_result" / "started").exists():
-            time.sleep(0.01)
-        workers = train_worker_pids()
-        if workers and not (run / "checkpoints" / "latest.json").exists():
-            os.kill(workers[0], signal.SIGKILL)
-            killed.append(workers[0])
-
-    killer = threading.Thread(target=kill_a_worker_as_soon_as_training_starts, daemon=True)
-    killer.start()
+    killer, killed = kill_a_worker_when(run / "ray_result" / "started", unless=run / "checkpoints" / "latest.json")
     model = Model(rule_config(tmp_path, workers=2, epochs=4, batch_size=8))
     result = model.train(dataset=rule_data(), run_dir=run, progress_bar=False)
     killer.join(timeout=5)
