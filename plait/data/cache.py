@@ -108,7 +108,10 @@ class Cache:
         except (FileNotFoundError, KeyError, json.JSONDecodeError):
             return None
         except PermissionError as exc:
-            raise CacheError(f"cannot read the cache at {self.url!r}: {exc}") from None
+            raise CacheError(
+                f"cannot read the cache at {self.url!r}: access denied ({_reason(exc)}). Check "
+                f"backend.cache_credentials, or set backend.cache_dir to a place you can read."
+            ) from None
         return metadata
 
     def _publish(self, tmp: str, final: str) -> None:

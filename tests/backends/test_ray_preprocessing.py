@@ -213,6 +213,30 @@ def test_a_missing_bucket_names_the_bucket_not_the_secret(s3_bucket, every_type_
     assert credentials["secret"] not in str(info.value)
 
 
+def test_rejected_credentials_name_the_bucket_not_the_secret(s3_server, s3_bucket, every_type_config, every_type_data):
+    import urllib.request
+
+    from plait.errors import CacheError
+
+    bucket, _ = s3_bucket
+    wrong = {"key": "not-a-key", "secret": "not-the-secret-value", "endpoint_url": s3_server}
+    config = load_config(every_type_config(backend={"cache_dir": f"s3://{bucket}/x", "cache_credentials": wrong}))
+
+    def require_auth(count: str) -> None:  # moto's switch: requests after `count` must be signed by a known user
+        request = urllib.request.Request(f"{s3_server}/moto-api/reset-auth", data=count.encode(), method="POST",
+                                         headers={"Content-Type": "text/plain"})
+        urllib.request.urlopen(request).close()
+
+    require_auth("0")
+    try:
+        with pytest.raises(CacheError) as info:
+            preprocess(config, every_type_data(50))
+    finally:
+        require_auth("inf")
+    assert bucket in str(info.value) and "cache_credentials" in str(info.value)
+    assert wrong["secret"] not in str(info.value) and wrong["key"] not in str(info.value)
+
+
 # ---- failures ---------------------------------------------------------------------------------
 
 class KillWorkerOnce:
