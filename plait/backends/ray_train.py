@@ -54,6 +54,7 @@ def fit_on_ray(job: FitJob, settings) -> FitOutput:
     if is_local(data.fs):
         data = replace(data, location=os.path.abspath(data.location))
     job = replace(job, data=data, run_dir=run_dir, progress_bar=False)  # worker output does not reach this terminal
+    (run_dir / RESULT / STARTED).unlink(missing_ok=True)  # restarts are counted per run of this driver
     log.info("Ray Train: %d worker(s) x %s, strategy ddp, global batch %d.", scaling["num_workers"],
              ", ".join(f"{v:g} {k}" for k, v in scaling["resources_per_worker"].items()),
              batch_size(job) * scaling["num_workers"] * job.config.trainer.gradient_accumulation_steps)

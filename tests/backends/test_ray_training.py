@@ -40,15 +40,25 @@ def rule_config(tmp_path: Path, workers: int | None, **trainer) -> dict:
 
 
 def train_worker_pids() -> list[int]:
-    """Processes of live Ray Train workers (Ray names them ``ray::RayTrainWorker...``)."""
+    """Live Ray Train workers (Ray names them ``ray::RayTrainWorker...``) of this test session's
+    Ray: descendants of this process, which started its raylet."""
     pids = []
     for entry in Path("/proc").iterdir():
         try:
             if entry.name.isdigit() and (entry / "cmdline").read_bytes().startswith(b"ray::RayTrainWorker"):
-                pids.append(int(entry.name))
+                if os.getpid() in ancestors(int(entry.name)):
+                    pids.append(int(entry.name))
         except OSError:
             pass
     return sorted(pids)
+
+
+def ancestors(pid: int) -> list[int]:
+    chain = []
+    while pid > 1:
+        pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        chain.append(pid)
+    return chain
 
 
 def test_two_ddp_workers_learn_a_simple_rule(tmp_path):
@@ -139,3 +149,36 @@ def test_cli_train_on_ray_with_relative_paths(tmp_path, monkeypatch, capsys):
     assert "Ray Train: 2 worker(s)" in capsys.readouterr().err
     model = Model.load(tmp_path / "out" / "experiment_run_0" / "model")
     assert model.evaluate(rule_data(400), split="test")["y"]["accuracy"] > 0.7
+
+
+def test_resume_after_the_driver_is_killed(tmp_path, ray_cluster):
+    """The driver (a `plait train` process joined to the session's cluster) is killed after the
+    first checkpoint; `plait train --resume` on the run directory finishes the run."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    rule_data(1600).to_csv(tmp_path / "data.csv", index=False)
+    config = rule_config(tmp_path, workers=2, epochs=30, early_stop=-1)
+    config["backend"]["type"] = "ray"
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    env = {**os.environ, "RAY_ADDRESS": ray_cluster.get_runtime_context().gcs_address}
+    plait = [sys.executable, "-m", "plait.cli"]
+    run = tmp_path / "out" / "experiment_run_0"
+    driver = subprocess.Popen([*plait, "train", "--config", "config.yaml", "--dataset", "data.csv", "--output-directory", "out"],
+                              cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (run / "checkpoints" / "latest.json").exists() and driver.poll() is None:
+        time.sleep(0.05)
+    assert driver.poll() is None, driver.stderr.read().decode()[-2000:]
+    driver.send_signal(signal.SIGKILL)  # the driver dies without a word; its workers go with its job
+    driver.wait()
+    resumed = subprocess.run([*plait, "train", "--resume", str(run)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "Trained 30 epochs" in resumed.stdout + resumed.stderr
+    history = (run / "training_statistics.json").read_text()
+    import json
+
+    epochs = [r["epoch"] for r in json.loads(history)]
+    assert epochs == list(range(1, 31))
