@@ -9,6 +9,7 @@ directory for the driver.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -58,16 +59,17 @@ def fit_on_ray(job: FitJob, settings) -> FitOutput:
     log.info("Ray Train: %d worker(s) x %s, strategy ddp, global batch %d.", scaling["num_workers"],
              ", ".join(f"{v:g} {k}" for k, v in scaling["resources_per_worker"].items()),
              batch_size(job) * scaling["num_workers"] * job.config.trainer.gradient_accumulation_steps)
-    trainer = TorchTrainer(
-        _worker,
-        train_loop_config={"job": job},
-        scaling_config=ScalingConfig(**scaling),
-        # A unique name: Ray resumes silently when a name is reused under the same storage path.
-        run_config=RunConfig(name=f"plait-{uuid.uuid4().hex[:12]}", storage_path=str(run_dir / "ray"),
-                             failure_config=FailureConfig(max_failures=settings.max_retries)),
-    )
     try:
-        trainer.fit()
+        with _relayed_worker_logs() as logs:
+            trainer = TorchTrainer(
+                _worker,
+                train_loop_config={"job": job, "logs": logs},
+                scaling_config=ScalingConfig(**scaling),
+                # A unique name: Ray resumes silently when a name is reused under the same storage path.
+                run_config=RunConfig(name=f"plait-{uuid.uuid4().hex[:12]}", storage_path=str(run_dir / "ray"),
+                                     failure_config=FailureConfig(max_failures=settings.max_retries)),
+            )
+            trainer.fit()
     except Exception as exc:  # Ray wraps a worker's exception; show the worker's own message
         raise TrainingError(f"training on Ray failed: {_worker_message(exc)}") from None
     for restart in restarts(run_dir):
@@ -83,6 +85,7 @@ def _worker(loop_config: dict) -> None:
 
     job: FitJob = loop_config["job"]
     _share_cores()
+    _relay_logs(loop_config["logs"])
     strategy = get_strategy("ddp")
     try:
         started = Path(job.run_dir) / RESULT / STARTED
@@ -105,6 +108,57 @@ def _worker(loop_config: dict) -> None:
         strategy.barrier()
     finally:
         strategy.shutdown()
+
+
+@contextlib.contextmanager
+def _relayed_worker_logs():
+    """Rank 0's plait log lines (one per evaluation, not per batch) shown here as they come:
+    Ray does not forward worker output to this process."""
+    import threading
+
+    from ray.util.queue import Empty, Queue
+
+    queue = Queue(maxsize=10_000, actor_options={"num_cpus": 0})
+    done = threading.Event()
+
+    def show():
+        while not done.is_set():
+            try:
+                log.info("%s", queue.get(timeout=0.5))
+            except Empty:
+                pass
+
+    thread = threading.Thread(target=show, name="plait-worker-logs", daemon=True)
+    thread.start()
+    try:
+        yield queue
+    finally:
+        done.set()
+        thread.join()
+        while not queue.empty():
+            log.info("%s", queue.get_nowait())
+        queue.shutdown()
+
+
+class _QueueHandler(logging.Handler):
+    def __init__(self, queue):
+        super().__init__(logging.INFO)
+        self.queue = queue
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.queue.put_nowait(self.format(record))
+        except Exception:  # a full or closed queue must never stop training
+            pass
+
+
+def _relay_logs(queue) -> None:
+    import ray.train
+
+    if ray.train.get_context().get_world_rank() == 0:
+        plait_log = logging.getLogger("plait")
+        plait_log.setLevel(logging.INFO)
+        plait_log.addHandler(_QueueHandler(queue))
 
 
 def _share_cores() -> None:

@@ -287,6 +287,8 @@ class Trainer:
         if not self.strategy.is_coordinator:
             return
         parts = [f"epoch {record['epoch']}", f"step {record['step']}", f"train loss {record['training']['combined']['loss']:.4f}"]
+        if "rows_per_s" in record:
+            parts.append(f"{record['rows_per_s']:,.0f} rows/s")
         for name, metrics in record.get("validation", {}).items():
             for metric, value in metrics.items():
                 if self.writer:

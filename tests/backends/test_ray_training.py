@@ -146,7 +146,9 @@ def test_cli_train_on_ray_with_relative_paths(tmp_path, monkeypatch, capsys):
     Path("config.yaml").write_text(yaml.safe_dump(config))
     assert main(["train", "--config", "config.yaml", "--dataset", "data.csv", "--backend", "ray",
                  "--output-directory", "out"]) == 0
-    assert "Ray Train: 2 worker(s)" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "Ray Train: 2 worker(s)" in err
+    assert "epoch 2 | step" in err, "the coordinator's evaluation lines are shown by the driver"
     model = Model.load(tmp_path / "out" / "experiment_run_0" / "model")
     assert model.evaluate(rule_data(400), split="test")["y"]["accuracy"] > 0.7
 
