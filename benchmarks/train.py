@@ -167,7 +167,7 @@ def train_by_hand(model, data, seed: int, epochs: int, batch_size: int) -> dict:
     """The minimal loop: same module, optimizer, clipping, batches; nothing else."""
     import torch
 
-    from plait.api import seed_everything
+    from plait.training.run import seed_everything
     from plait.models.ecd import ECD
     from plait.training.data import table_tensors
     from plait.training.schedule import learning_rate

@@ -23,9 +23,8 @@ from plait.errors import ConfigError, DataError, ModelError
 from plait.models.ecd import ECD
 from plait.models.saved import read_model, save_model
 from plait.predict import Predictor, iter_chunks
-from plait.training import checkpoint as ckpt
 from plait.training.data import Batches, table_tensors
-from plait.training.run import FitJob, seed_everything  # noqa: F401  (seed_everything: part of the API)
+from plait.training.run import FitJob, checkpoint_to_resume
 from plait.utils.fs import write_json
 
 log = logging.getLogger("plait")
@@ -98,9 +97,8 @@ class Model:
                                test_set=test_set, random_seed=random_seed)
         self.metadata = {"features": data.metadata["features"], "splits": data.metadata["splits"], "seed": random_seed}
         run_path = Path(run_dir) if run_dir is not None else None
-        if resume and (run_path is None or ckpt.latest_checkpoint(run_path / "checkpoints") is None):
-            raise ModelError(f"nothing to resume in {str(run_path)!r}: it has no complete checkpoint")
         job = FitJob(self.config, self.metadata, data, random_seed, run_path, resume, progress_bar)
+        checkpoint_to_resume(job)  # nothing to resume fails here, before a backend starts workers
         output = self.backend.fit(job)
         self.module = output.module
         return TrainResult(output.history, data, run_path)

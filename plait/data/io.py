@@ -34,6 +34,11 @@ def data_format(path: str) -> str:
     )
 
 
+def is_url(source: Any) -> bool:
+    """A dataset named by an fsspec URL (``s3://...``): storage options apply to it."""
+    return isinstance(source, str) and "://" in source
+
+
 def is_dataframe(obj: Any) -> bool:
     return type(obj).__module__.split(".")[0] == "pandas" and type(obj).__name__ == "DataFrame"
 

@@ -22,6 +22,7 @@ from plait.data import layout
 from plait.data import split as sp
 from plait.data.cache import Cache, cache_key, dataset_identity, default_cache_dir, entry_name
 from plait.data.engines import ROW_NUMBER, DataEngine, Source, get_engine
+from plait.data.io import is_url
 from plait.data.layout import SPLIT_COLUMN
 from plait.errors import DataError
 from plait.features import FeatureProcessor, processors_for
@@ -142,7 +143,7 @@ def preprocess(
     processors = processors_for(config)
     first = next(iter(sources.values()))
     key = cache_key(
-        {name: dataset_identity(src, options if _is_url(src) else {}) for name, src in sources.items()},
+        {name: dataset_identity(src, options if is_url(src) else {}) for name, src in sources.items()},
         [p.config.model_dump(mode="json", include={"name", "type", "column", "preprocessing"}) for p in processors],
         [p.is_output for p in processors],
         config.preprocessing.model_dump(mode="json", include={"split", "sample_ratio"}),
@@ -239,10 +240,6 @@ def _sources(dataset, training_set, validation_set, test_set) -> dict:
         raise DataError("no data: give a dataset (--dataset) or a training set (--training-set)")
     sets = {"training": training_set, "validation": validation_set, "test": test_set}
     return {k: v for k, v in sets.items() if v is not None}
-
-
-def _is_url(source: Any) -> bool:
-    return isinstance(source, str) and "://" in source
 
 
 def check_columns(columns: list[str], processors, source: Any, config: PlaitConfig | None) -> None:

@@ -68,7 +68,7 @@ def fit(job: FitJob, strategy: Strategy) -> FitOutput:
                     shuffle=job.config.trainer.should_shuffle, seed=job.seed, **shard)
     validation = Batches(table_tensors(job.data.read_split("validation"), features, names), eval_size,
                          shuffle=False, pad=False, **shard)
-    resume_from = strategy.broadcast_object(_checkpoint_to_resume(job) if strategy.is_coordinator else None)
+    resume_from = strategy.broadcast_object(checkpoint_to_resume(job) if strategy.is_coordinator else None)
     if strategy.is_coordinator:
         log.info("Training on %d rows (validation %d), batch size %d%s.", job.data.rows("training"),
                  job.data.rows("validation"), size, f" per worker x {strategy.world_size} workers" if strategy.world_size > 1 else "")
@@ -77,7 +77,8 @@ def fit(job: FitJob, strategy: Strategy) -> FitOutput:
     return FitOutput(strategy.unwrap(trainer.model).cpu(), progress.history)
 
 
-def _checkpoint_to_resume(job: FitJob) -> Path | None:
+def checkpoint_to_resume(job: FitJob) -> Path | None:
+    """The checkpoint a job continues from (None unless it resumes); an error if there is none."""
     if not job.resume:
         return None
     found = ckpt.latest_checkpoint(job.run_dir / "checkpoints") if job.run_dir else None

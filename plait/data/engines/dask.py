@@ -1,11 +1,12 @@
 """Dask on Ray: partitions are Dask tasks over Arrow tables, run by Ray's Dask scheduler.
 
-Parquet sources are read straight into Arrow, one task per row group, each cut into partitions
-of about ``rows_per_partition`` rows; other sources go through ``dask.dataframe`` (one task per
-file block). Every later step is one task per partition applying plait's per-partition
-functions, so the graph grows linearly with partitions and never with features. ``persist`` keeps the cleaned partitions in
-Ray's object store; without it each pass recomputes from the source, which streams data that
-does not fit in memory.
+Parquet sources are read straight into Arrow by row group, in partitions of about
+``rows_per_partition`` rows (small groups read together, large ones cut); other sources go
+through ``dask.dataframe`` (one task per file block). Every later step is one task per
+partition applying plait's per-partition functions, so the graph grows linearly with
+partitions and never with features. ``persist`` keeps the cleaned partitions in Ray's object
+store; without it each pass recomputes from the source, which streams data that does not fit
+in memory.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from plait.data.engines.base import ROW_NUMBER, DataEngine, Source
-from plait.data.io import RowGroups, parquet_row_groups, read_row_groups
+from plait.data.io import RowGroups, is_url, parquet_row_groups, read_row_groups
 from plait.data.layout import SPLIT_COLUMN, split_slice, write_file
 from plait.data.split import SPLIT_NAMES
 from plait.utils.fs import ensure_dir
@@ -64,8 +65,7 @@ class DaskEngine(DataEngine):
     def read(self, sources: list[Source], storage_options: dict | None = None) -> tuple[list, list[str]]:
         parts, lengths, columns = [], [], None
         for source in sources:
-            options = storage_options if isinstance(source.data, str) and "://" in source.data else None
-            found = parquet_row_groups(source.data, options)
+            found = parquet_row_groups(source.data, storage_options if is_url(source.data) else None)
             if found is not None:
                 new_parts, new_lengths, names = self._row_group_parts(*found, source.split)
             else:

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 from plait.data.engines.base import ROW_NUMBER, DataEngine, Source
-from plait.data.io import read_table
+from plait.data.io import is_url, read_table
 from plait.data.layout import SPLIT_COLUMN, split_slice, write_file
 from plait.errors import DataError
 
@@ -29,7 +29,7 @@ class LocalEngine(DataEngine):
     def read(self, sources: list[Source], storage_options: dict | None = None) -> tuple[list[pa.Table], list[str]]:
         tables = []
         for source in sources:
-            table = read_table(source.data, storage_options if _is_url(source.data) else None)
+            table = read_table(source.data, storage_options if is_url(source.data) else None)
             if source.split is not None:
                 table = table.append_column(SPLIT_COLUMN, pa.array(np.full(table.num_rows, source.split, dtype=np.int8)))
             tables.append(table)
@@ -83,7 +83,3 @@ class LocalEngine(DataEngine):
             return [fn(p) for p in parts]
         with ThreadPoolExecutor(self.threads) as pool:
             return list(pool.map(fn, parts))
-
-
-def _is_url(source) -> bool:
-    return isinstance(source, str) and "://" in source
