@@ -34,6 +34,14 @@ def without_key(result: tuple[dict, str]) -> tuple[dict, dict]:
     return files, metadata
 
 
+def parquet_parts(folder: Path, frame, rows_per_file: int) -> Path:
+    """``frame`` as a folder of Parquet files ``part-<i>.parquet`` of ``rows_per_file`` rows."""
+    folder.mkdir()
+    for i, start in enumerate(range(0, len(frame), rows_per_file)):
+        frame.iloc[start : start + rows_per_file].to_parquet(folder / f"part-{i}.parquet", index=False)
+    return folder
+
+
 def run(config: dict, source, engine, cache: Path):
     config = {**config, "backend": {**config.get("backend", {}), "cache_dir": str(cache)}}
     return preprocess(load_config(config), source, engine=engine, use_cache=False)
@@ -77,11 +85,7 @@ def test_a_text_bpe_feature_is_identical_on_ray(tmp_path, make_dataset, make_con
 
 
 def test_directories_of_parquet_files_are_read_in_parallel(tmp_path, every_type_config, every_type_data):
-    folder = tmp_path / "parts"
-    folder.mkdir()
-    frame = every_type_data(500)
-    for i, start in enumerate(range(0, 500, 100)):
-        frame.iloc[start : start + 100].to_parquet(folder / f"part-{i}.parquet", index=False)
+    folder = parquet_parts(tmp_path / "parts", every_type_data(500), rows_per_file=100)
     config = every_type_config()
     local = outputs(run(config, str(folder), get_engine("local"), tmp_path / "local"))
     assert outputs(run(config, str(folder), get_engine("dask"), tmp_path / "dask")) == local
@@ -276,11 +280,8 @@ def test_a_worker_dying_mid_preprocessing_is_retried_and_the_cache_is_complete(t
 def test_globs_and_ray_datasets_are_accepted_as_input(tmp_path, every_type_config, every_type_data):
     import ray.data
 
-    folder = tmp_path / "parts"
-    folder.mkdir()
     frame = every_type_data(300)
-    for i, start in enumerate(range(0, 300, 100)):
-        frame.iloc[start : start + 100].to_parquet(folder / f"part-{i}.parquet", index=False)
+    folder = parquet_parts(tmp_path / "parts", frame, rows_per_file=100)
     (folder / "notes.txt").write_text("not data")
     config = every_type_config()
     glob = str(folder / "*.parquet")

@@ -16,6 +16,13 @@ ELEMENTS = ["red", "green", "blue", "gold"]
 NUMBER_META = {"shift": 40.0, "scale": 7.5}
 
 
+def filled(metric, logits, target):
+    """A metric's statistics over one batch of logits and targets."""
+    stats = metric.zeros()
+    metric.update(stats, logits, target)
+    return stats
+
+
 def _generator(seed=0):
     return torch.Generator().manual_seed(seed)
 
@@ -72,14 +79,11 @@ def output_metrics(make_head):
 def test_metrics_of_merged_shard_statistics_equal_metrics_of_the_whole(output_metrics, ftype):
     metric = output_metrics(ftype)
     logits, target = DATA[ftype]()
-    whole = metric.zeros()
-    metric.update(whole, logits, target)
+    whole = filled(metric, logits, target)
     merged = metric.zeros()
     start = 0
     for rows in SHARDS:  # uneven shards, as workers or evaluation batches see them
-        shard = metric.zeros()
-        metric.update(shard, logits[start : start + rows], target[start : start + rows])
-        merged += shard
+        merged += filled(metric, logits[start : start + rows], target[start : start + rows])
         start += rows
     torch.testing.assert_close(merged, whole, rtol=1e-12, atol=1e-9)
     expected, got = metric.compute(whole), metric.compute(merged)
@@ -90,9 +94,7 @@ def test_metrics_of_merged_shard_statistics_equal_metrics_of_the_whole(output_me
 def test_binary_metrics_match_scikit_learn(output_metrics):
     logits, target = _binary()
     metric = output_metrics("binary")
-    stats = metric.zeros()
-    metric.update(stats, logits, target)
-    got = metric.compute(stats)
+    got = metric.compute(filled(metric, logits, target))
     score = torch.sigmoid(logits).numpy()
     y, pred = target.numpy().astype(int), (score >= 0.5).astype(int)
     assert got["accuracy"] == pytest.approx(skm.accuracy_score(y, pred), abs=1e-12)
@@ -118,10 +120,8 @@ def test_binary_threshold_changes_the_predictions_counted(output_metrics):
 def test_roc_auc_of_a_perfect_and_of_a_constant_score(output_metrics):
     metric = output_metrics("binary")
     target = torch.tensor([0.0, 0.0, 1.0, 1.0])
-    perfect = metric.zeros()
-    metric.update(perfect, torch.tensor([-5.0, -4.0, 4.0, 5.0]), target)
-    constant = metric.zeros()
-    metric.update(constant, torch.zeros(4), target)
+    perfect = filled(metric, torch.tensor([-5.0, -4.0, 4.0, 5.0]), target)
+    constant = filled(metric, torch.zeros(4), target)
     assert metric.compute(perfect)["roc_auc"] == pytest.approx(1.0)
     assert metric.compute(constant)["roc_auc"] == pytest.approx(0.5)
 
@@ -129,9 +129,7 @@ def test_roc_auc_of_a_perfect_and_of_a_constant_score(output_metrics):
 def test_category_metrics_match_scikit_learn(output_metrics):
     logits, target = _category()
     metric = output_metrics("category", top_k=2)
-    stats = metric.zeros()
-    metric.update(stats, logits, target)
-    got = metric.compute(stats)
+    got = metric.compute(filled(metric, logits, target))
     valid = (target >= 0).numpy()
     y, scores = target.numpy()[valid], logits.numpy()[valid]
     pred = scores.argmax(-1)
@@ -148,8 +146,7 @@ def test_category_metrics_match_scikit_learn(output_metrics):
 def test_category_rows_with_unknown_labels_are_not_counted(output_metrics):
     logits, target = _category()
     metric = output_metrics("category")
-    stats = metric.zeros()
-    metric.update(stats, logits, target)
+    stats = filled(metric, logits, target)
     assert metric.unpack(stats)["count"].item() == int((target >= 0).sum())
 
 
@@ -158,9 +155,7 @@ def test_category_with_many_classes_skips_the_confusion_matrix(make_head):
     metric = OutputMetrics(make_head("category", {"vocabulary": vocabulary}))
     logits = torch.randn(50, len(vocabulary), generator=_generator())
     target = torch.randint(0, len(vocabulary), (50,), generator=_generator(1))
-    stats = metric.zeros()
-    metric.update(stats, logits, target)
-    got = metric.compute(stats)
+    got = metric.compute(filled(metric, logits, target))
     assert {"loss", "accuracy", "hits_at_k"} <= set(got) and "f1" not in got
     assert metric.size < 100  # no classes^2 statistics
 
@@ -168,9 +163,7 @@ def test_category_with_many_classes_skips_the_confusion_matrix(make_head):
 def test_number_metrics_match_scikit_learn_in_data_units(output_metrics):
     logits, target = _number()
     metric = output_metrics("number")
-    stats = metric.zeros()
-    metric.update(stats, logits, target)
-    got = metric.compute(stats)
+    got = metric.compute(filled(metric, logits, target))
     y = target.double().numpy() * NUMBER_META["scale"] + NUMBER_META["shift"]
     pred = logits.double().numpy() * NUMBER_META["scale"] + NUMBER_META["shift"]
     assert got["r2"] == pytest.approx(skm.r2_score(y, pred), abs=1e-6)
@@ -185,18 +178,14 @@ def test_r2_stays_accurate_for_targets_far_from_zero(make_head):
     meta = {"shift": 1e6, "scale": 1.0}
     metric = OutputMetrics(make_head("number", meta))
     logits, target = _number()
-    stats = metric.zeros()
-    metric.update(stats, logits, target)
     y, pred = target.double().numpy() + 1e6, logits.double().numpy() + 1e6
-    assert metric.compute(stats)["r2"] == pytest.approx(skm.r2_score(y, pred), abs=1e-4)
+    assert metric.compute(filled(metric, logits, target))["r2"] == pytest.approx(skm.r2_score(y, pred), abs=1e-4)
 
 
 def test_set_metrics_match_scikit_learn(output_metrics):
     logits, target = _set()
     metric = output_metrics("set")
-    stats = metric.zeros()
-    metric.update(stats, logits, target)
-    got = metric.compute(stats)
+    got = metric.compute(filled(metric, logits, target))
     y, pred = target.numpy().astype(int), (torch.sigmoid(logits) >= 0.5).numpy().astype(int)
     assert got["jaccard"] == pytest.approx(skm.jaccard_score(y, pred, average="samples"), abs=1e-9)
     assert got["precision"] == pytest.approx(skm.precision_score(y, pred, average="micro"), abs=1e-12)
