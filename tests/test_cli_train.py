@@ -340,6 +340,6 @@ def test_sigint_during_training_exits_130_with_a_checkpoint_and_resume_hint(tmp_
     assert "interrupted" in line and f"plait train --resume {run}" in line
     pointer = json.loads(latest.read_text())
     checkpoint = run / "checkpoints" / pointer["checkpoint"]
-    assert {"model.safetensors", "trainer.pt", "state.json"} <= {p.name for p in checkpoint.iterdir()}
+    assert {"model.safetensors", "optimizer.pt", "trainer.pt", "state.json"} <= {p.name for p in checkpoint.iterdir()}
     assert json.loads((checkpoint / "state.json").read_text())["step"] == pointer["step"] >= 10
     assert not [p for p in run.rglob("*") if ".tmp-" in p.name]

@@ -46,8 +46,6 @@ def fit_on_ray(job: FitJob, settings) -> FitOutput:
     from ray.train import FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
 
-    if settings.strategy.type != "ddp":
-        raise ConfigError(f"backend.trainer.strategy: {settings.strategy.type} is not available on Ray in this version of plait yet; use ddp")
     scaling = plan(settings, ray.cluster_resources())
     # Absolute paths: Ray workers run in a working directory of their own.
     run_dir = Path(job.run_dir or tempfile.mkdtemp(prefix="plait-ray-run-")).resolve()
@@ -81,12 +79,11 @@ def fit_on_ray(job: FitJob, settings) -> FitOutput:
 
 def _worker(loop_config: dict) -> None:
     from plait.training.run import fit
-    from plait.training.strategies import get_strategy
 
     job: FitJob = loop_config["job"]
     _share_cores()
     _relay_logs(loop_config["logs"])
-    strategy = get_strategy("ddp")
+    strategy = job.config.backend.trainer.strategy.build(trainer=job.config.trainer)
     try:
         started = Path(job.run_dir) / RESULT / STARTED
         # A restarted group (a worker died) continues from the last checkpoint, if there is one;

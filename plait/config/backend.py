@@ -23,16 +23,27 @@ class ProcessorConfig(StrictModel):
     """Keep intermediate stages in the object store (false: stream, for data larger than memory)."""
 
 
-class DDPStrategy(StrictModel):
+class StrategySection(StrictModel):
+    """Options of one training strategy; ``build`` makes the strategy on a worker."""
+
+    def build(self, trainer=None):
+        from plait.training.strategies import get_strategy
+
+        return get_strategy(self.type, config=self, trainer=trainer)
+
+
+class DDPConfig(StrategySection):
     type: Literal["ddp"] = "ddp"
     find_unused_parameters: bool = False
+    """Allow parameters that get no gradient in a step (slower: DDP then searches the graph)."""
 
 
-class FSDPStrategy(StrictModel):
+class FSDPConfig(StrategySection):
     type: Literal["fsdp"] = "fsdp"
     state_dict_type: Literal["full", "sharded"] = "full"
     """Checkpoints hold the full model (gathered on rank 0) or each rank's shard."""
     cpu_offload: bool = False
+    """Keep parameters and optimizer state in CPU memory between uses (GPU memory for size)."""
 
 
 class ZeroOffload(StrictModel):
@@ -49,24 +60,23 @@ class Enabled(StrictModel):
     enabled: bool = False
 
 
-class DeepSpeedStrategy(StrictModel):
+class DeepSpeedConfig(StrategySection):
     type: Literal["deepspeed"] = "deepspeed"
     zero_optimization: ZeroOptimization = Field(default_factory=ZeroOptimization)
+    """ZeRO: stage 1 shards optimizer state, 2 also gradients, 3 also parameters."""
     fp16: Enabled = Field(default_factory=Enabled)
     bf16: Enabled = Field(default_factory=Enabled)
 
 
-class HorovodStrategy(StrictModel):
+class HorovodConfig(StrategySection):
     type: Literal["horovod"] = "horovod"
 
 
-StrategyConfig = Annotated[
-    Union[DDPStrategy, FSDPStrategy, DeepSpeedStrategy, HorovodStrategy], Field(discriminator="type")
-]
+StrategyConfig = Annotated[Union[DDPConfig, FSDPConfig, DeepSpeedConfig, HorovodConfig], Field(discriminator="type")]
 
 
 class DistributedTrainerConfig(StrictModel):
-    strategy: StrategyConfig = Field(default_factory=DDPStrategy)
+    strategy: StrategyConfig = Field(default_factory=DDPConfig)
     """ddp, fsdp, deepspeed or horovod; a name or a section with ``type`` and its options."""
     use_gpu: bool | None = None
     """Unset: true when the cluster has a GPU."""

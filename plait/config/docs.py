@@ -34,8 +34,8 @@ SECTIONS: list[tuple[str, list[type[BaseModel]]]] = [
                              model.SoftmaxCrossEntropyLoss, model.RegressionLoss, model.SigmoidCrossEntropyLoss]),
     ("Trainer", [trainer.TrainerConfig, trainer.OptimizerConfig, trainer.SchedulerConfig, trainer.GradientClipping]),
     ("Backend", [backend.BackendConfig, backend.ProcessorConfig, backend.DistributedTrainerConfig,
-                 backend.DDPStrategy, backend.FSDPStrategy, backend.DeepSpeedStrategy, backend.ZeroOptimization,
-                 backend.HorovodStrategy, backend.LoaderConfig]),
+                 backend.DDPConfig, backend.FSDPConfig, backend.DeepSpeedConfig, backend.ZeroOptimization,
+                 backend.HorovodConfig, backend.LoaderConfig]),
 ]
 
 

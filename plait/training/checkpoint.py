@@ -1,6 +1,8 @@
-"""Resumable checkpoints: weights in safetensors, optimizer state via torch.save (loaded with
-``weights_only=True``), progress in JSON. Each checkpoint is a directory written under a
-temporary name and renamed; ``latest.json`` names the newest complete one."""
+"""Resumable checkpoints: a folder per checkpoint with the model and optimizer state (written by
+the strategy: weights in safetensors, optimizer tensors loaded back with ``weights_only=True``),
+the scheduler and RNG state, and the progress in JSON. Each folder is written under a temporary
+name and renamed when complete; ``latest.json`` names the newest complete one, so a crash never
+leaves a half-written checkpoint that a later run trusts."""
 
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ from plait.utils.fs import temporary_name, write_json
 
 LATEST = "latest.json"
 BEST = "best.safetensors"
+TRAINER_FILE = "trainer.pt"
+STATE_FILE = "state.json"
 
 
 def save_weights(state_dict: dict, path: Path) -> None:
@@ -28,30 +32,43 @@ def load_weights(path: Path) -> dict:
     return load_file(str(path))
 
 
-def save_checkpoint(directory: Path, model, optimizer, scheduler, state: dict, keep: int = 2,
+def save_checkpoint(directory: Path, strategy, model, optimizer, scheduler, state: dict, keep: int = 2,
                     best_weights: dict | None = None) -> Path:
-    """Write checkpoint ``step-<n>`` under ``directory`` and point ``latest.json`` at it.
+    """Write checkpoint ``step-<n>`` under ``directory`` and point ``latest.json`` at it. Called
+    on every worker (a sharded strategy writes a part from each); the coordinator publishes it.
     ``best_weights``: the best evaluation's weights, where they are not the model's own."""
-    directory.mkdir(parents=True, exist_ok=True)
     final = directory / f"step-{state['step']:09d}"
-    tmp = Path(temporary_name(str(final)))
-    tmp.mkdir()
+    # One name every worker can compute: the workers write into the same folder.
+    partial = directory / f".{final.name}.partial"
+    if strategy.is_coordinator:
+        directory.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(partial, ignore_errors=True)  # left by a crash: never trusted, never reused
+        partial.mkdir()
+    strategy.barrier()
     try:
-        save_file({k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}, str(tmp / "model.safetensors"))
-        torch.save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                    "rng": torch.get_rng_state()}, tmp / "trainer.pt")
-        if best_weights is not None:
-            save_file({k: v.detach().cpu().contiguous() for k, v in best_weights.items()}, str(tmp / BEST))
-        (tmp / "state.json").write_text(json.dumps(state, indent=2))
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(tmp, final)
+        strategy.save_state(partial, model, optimizer)
+        strategy.barrier()
+        if strategy.is_coordinator:
+            _publish(partial, final, scheduler, state, best_weights)
     finally:  # an interrupted write (Ctrl-C, full disk) leaves no half-written folder behind
-        shutil.rmtree(tmp, ignore_errors=True)
-    write_json(directory / LATEST, {"checkpoint": final.name, "step": state["step"]})
-    for old in sorted(directory.glob("step-*"))[:-keep]:
-        shutil.rmtree(old, ignore_errors=True)
+        if strategy.is_coordinator:
+            shutil.rmtree(partial, ignore_errors=True)
+    if strategy.is_coordinator:
+        write_json(directory / LATEST, {"checkpoint": final.name, "step": state["step"]})
+        for old in sorted(directory.glob("step-*"))[:-keep]:
+            shutil.rmtree(old, ignore_errors=True)
+    strategy.barrier()
     return final
+
+
+def _publish(partial: Path, final: Path, scheduler, state: dict, best_weights: dict | None) -> None:
+    torch.save({"scheduler": scheduler.state_dict(), "rng": torch.get_rng_state()}, partial / TRAINER_FILE)
+    if best_weights is not None:
+        save_file({k: v.detach().cpu().contiguous() for k, v in best_weights.items()}, str(partial / BEST))
+    (partial / STATE_FILE).write_text(json.dumps(state, indent=2))  # last: its presence marks a whole folder
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(partial, final)
 
 
 def latest_checkpoint(directory: Path) -> Path | None:
@@ -59,13 +76,14 @@ def latest_checkpoint(directory: Path) -> Path | None:
     if not pointer.is_file():
         return None
     path = directory / json.loads(pointer.read_text())["checkpoint"]
-    return path if (path / "state.json").is_file() else None
+    return path if (path / STATE_FILE).is_file() else None
 
 
-def load_checkpoint(path: Path, model, optimizer, scheduler) -> dict:
-    model.load_state_dict(load_file(str(path / "model.safetensors")))
-    extra = torch.load(path / "trainer.pt", weights_only=True)
-    optimizer.load_state_dict(extra["optimizer"])
+def load_checkpoint(path: Path, strategy, model, optimizer, scheduler) -> dict:
+    """Restore a checkpoint into model, optimizer and scheduler (on every worker); returns the
+    saved progress."""
+    strategy.load_state(path, model, optimizer)
+    extra = torch.load(path / TRAINER_FILE, weights_only=True)
     scheduler.load_state_dict(extra["scheduler"])
     torch.set_rng_state(extra["rng"])
-    return json.loads((path / "state.json").read_text())
+    return json.loads((path / STATE_FILE).read_text())

@@ -74,7 +74,11 @@ def fit(job: FitJob, strategy: Strategy) -> FitOutput:
                  job.data.rows("validation"), size, f" per worker x {strategy.world_size} workers" if strategy.world_size > 1 else "")
     trainer = Trainer(job.config, module, strategy, job.seed, job.run_dir, job.progress_bar)
     progress = trainer.fit(train, validation if validation.rows else None, resume=resume_from)
-    return FitOutput(strategy.unwrap(trainer.model).cpu(), progress.history)
+    weights = trainer.final_weights()
+    final = ECD(job.config, job.metadata)
+    if strategy.is_coordinator:  # a sharded strategy has the whole weights on the coordinator only
+        final.load_state_dict(weights)
+    return FitOutput(final, progress.history)
 
 
 def checkpoint_to_resume(job: FitJob) -> Path | None:

@@ -5,7 +5,6 @@ which engine runs it: the same loop runs in one process, on Ray Train workers or
 from __future__ import annotations
 
 import contextlib
-import copy
 import json
 import logging
 import math
@@ -86,9 +85,12 @@ class Trainer:
         finally:
             if self.writer:
                 self.writer.close()
-        if self.best_weights is not None:
-            self.strategy.unwrap(self.model).load_state_dict(self.best_weights)
         return self.state
+
+    def final_weights(self) -> dict:
+        """The weights training ends with: the best evaluation's, else the last. Called on every
+        worker (gathering sharded weights is a collective); complete on the coordinator."""
+        return self.best_weights if self.best_weights is not None else self._weights_copy()
 
     def _run_epoch(self, train: Batches, validation, total: int, accumulation: int) -> None:
         model, state = self.model, self.state
@@ -102,11 +104,12 @@ class Trainer:
         for i, batch in enumerate(train.epoch(state.epoch)):
             if i < state.batch_in_epoch:
                 continue  # resumed mid-epoch: these batches were already trained on
-            loss = self._train_step(batch, accumulation)
+            boundary = (i + 1) % accumulation == 0 or i + 1 == batches
+            loss = self._train_step(batch, accumulation, boundary)
             state.batch_in_epoch = i + 1
             state.epoch_loss += loss
             seen += len(next(iter(batch.values())))
-            if (i + 1) % accumulation == 0 or i + 1 == batches:
+            if boundary:
                 self._optimizer_step()
                 if eval_every and state.step % eval_every == 0:
                     self._evaluate_and_checkpoint(validation, state.epoch_loss / (i + 1))
@@ -125,7 +128,7 @@ class Trainer:
         if not eval_every:
             self._evaluate_and_checkpoint(validation, state.epoch_loss / batches_run)
 
-    def _train_step(self, batch: dict, accumulation: int) -> float:
+    def _train_step(self, batch: dict, accumulation: int, boundary: bool) -> float:
         inputs, targets = self._split(batch)
         with self._autocast():
             logits = self.model(inputs)
@@ -133,7 +136,8 @@ class Trainer:
         value = loss.item()
         if not math.isfinite(value):
             raise self._diverged(f"the loss became {value}")
-        self.strategy.backward(loss / accumulation if accumulation > 1 else loss)
+        # Gradients are exchanged only before an optimizer step, not on every micro-step.
+        self.strategy.backward(loss / accumulation if accumulation > 1 else loss, sync=boundary)
         return value
 
     def _optimizer_step(self) -> None:
@@ -141,12 +145,11 @@ class Trainer:
         if clip.clipvalue:  # both clip functions skip parameters without a gradient
             torch.nn.utils.clip_grad_value_(self.parameters, clip.clipvalue)
         if clip.clipglobalnorm:
-            norm = torch.nn.utils.clip_grad_norm_(self.parameters, clip.clipglobalnorm).item()
+            norm = self.strategy.clip_grad_norm(self.parameters, clip.clipglobalnorm)
             if not math.isfinite(norm):  # clipping would zero every gradient: training has stalled
                 raise self._diverged(f"the gradient norm became {norm}")
-        self.optimizer.step()
+        self.strategy.optimizer_step(self.optimizer)
         self.scheduler.step()
-        self.optimizer.zero_grad(set_to_none=True)
         self.state.step += 1
 
     def _diverged(self, what: str) -> TrainingError:
@@ -202,9 +205,8 @@ class Trainer:
             self.best_weights = None  # nothing to select on: the final weights are the model
         state.history.append(record)
         self._log(record)
-        if self.strategy.is_coordinator and self.run_dir is not None:
-            ckpt.save_checkpoint(self.run_dir / "checkpoints", self.strategy.unwrap(self.model), self.optimizer,
-                                 self.scheduler, self._state_dict(), best_weights=self._best_to_save())
+        if self.run_dir is not None:
+            self._save_checkpoint()
         self.strategy.barrier()
 
     def _track_best(self, metrics: dict) -> None:
@@ -216,13 +218,21 @@ class Trainer:
         if best is None or (value > best if self.metric in HIGHER_IS_BETTER else value < best):
             self.state.best_value, self.state.best_step = value, self.state.step
             self.state.evals_without_improvement = 0
-            self.best_weights = copy.deepcopy({k: v.detach().cpu() for k, v in self.strategy.unwrap(self.model).state_dict().items()})
+            self.best_weights = self._weights_copy()
         else:
             self.state.evals_without_improvement += 1
 
     def _should_stop(self) -> bool:
         patience = self.trainer.early_stop
         return patience >= 0 and self.state.evals_without_improvement >= max(1, patience)
+
+    def _weights_copy(self) -> dict:
+        # Every worker calls this (gathering sharded weights is a collective).
+        return {k: v.detach().cpu().clone() for k, v in self.strategy.model_state(self.model).items()}
+
+    def _save_checkpoint(self) -> Path:
+        return ckpt.save_checkpoint(self.run_dir / "checkpoints", self.strategy, self.model, self.optimizer,
+                                    self.scheduler, self._state_dict(), best_weights=self._best_to_save())
 
     def _state_dict(self) -> dict:
         return {**self.state.__dict__, "best_weights_step": self.state.best_step}
@@ -232,23 +242,20 @@ class Trainer:
         return self.best_weights if self.best_weights is not None and self.state.best_step != self.state.step else None
 
     def _resume(self, path: Path) -> None:
-        model = self.strategy.unwrap(self.model)
-        saved = ckpt.load_checkpoint(path, model, self.optimizer, self.scheduler)
+        saved = ckpt.load_checkpoint(path, self.strategy, self.model, self.optimizer, self.scheduler)
         saved.pop("best_weights_step", None)
         self.state = Progress(**saved)
         # Without them the resumed run would end with its last weights, not the best evaluation's.
         if (path / ckpt.BEST).is_file():
             self.best_weights = ckpt.load_weights(path / ckpt.BEST)
         elif self.state.best_value is not None and self.state.best_step == self.state.step:
-            self.best_weights = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+            self.best_weights = self._weights_copy()
         log.info("Resumed from %s (epoch %d, step %d).", path, self.state.epoch + 1, self.state.step)
 
     def _interrupted(self) -> None:
         where = ""
         if self.strategy.is_coordinator and self.run_dir is not None:
-            path = ckpt.save_checkpoint(self.run_dir / "checkpoints", self.strategy.unwrap(self.model),
-                                        self.optimizer, self.scheduler, self._state_dict(),
-                                        best_weights=self._best_to_save())
+            path = self._save_checkpoint()
             where = f"; a checkpoint is saved at {path}. Continue with: plait {self._command()} --resume {self.run_dir}"
         raise TrainingInterrupted(f"training interrupted at step {self.state.step}{where}")
 

@@ -225,8 +225,8 @@ def test_checkpoints_are_complete_and_no_temporary_files_are_left(train_config, 
     assert latest["step"] == result.training_statistics[-1]["step"]
     folder = checkpoints / latest["checkpoint"]
     # best.safetensors only where the best evaluation's weights are not the checkpoint's own
-    assert {"model.safetensors", "trainer.pt", "state.json"} <= {p.name for p in folder.iterdir()} <= {
-        "model.safetensors", "trainer.pt", "state.json", "best.safetensors"}
+    assert {"model.safetensors", "optimizer.pt", "trainer.pt", "state.json"} <= {p.name for p in folder.iterdir()} <= {
+        "model.safetensors", "optimizer.pt", "trainer.pt", "state.json", "best.safetensors"}
     state = json.loads((folder / "state.json").read_text())
     assert state["step"] == latest["step"] and state["history"] == result.training_statistics
     from safetensors.torch import load_file
@@ -254,11 +254,11 @@ def test_resume_after_an_interruption_matches_an_uninterrupted_run(train_config,
     original = Trainer._train_step
     calls = {"n": 0}
 
-    def interrupt_mid_epoch(self, batch, accumulation):
+    def interrupt_mid_epoch(self, *args):
         calls["n"] += 1
         if calls["n"] == 14:  # in the second epoch (9 batches each), after its first checkpoint
             raise KeyboardInterrupt
-        return original(self, batch, accumulation)
+        return original(self, *args)
 
     run = tmp_path / "run"
     monkeypatch.setattr(Trainer, "_train_step", interrupt_mid_epoch)
@@ -283,7 +283,7 @@ def test_resume_without_a_checkpoint_is_a_clear_error(train_config, tabular_df, 
 
 
 def test_interrupting_without_a_run_dir_still_reports_the_interruption(train_config, tabular_df, monkeypatch):
-    def interrupt(self, batch, accumulation):
+    def interrupt(self, *args):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(Trainer, "_train_step", interrupt)
@@ -295,6 +295,7 @@ def test_interrupting_without_a_run_dir_still_reports_the_interruption(train_con
 
 def test_a_checkpoint_write_that_fails_leaves_the_previous_one_in_place(train_config, tabular_df, tmp_path, monkeypatch):
     from plait.training import checkpoint as ckpt
+    from plait.training.strategies.local import LocalStrategy
 
     run = tmp_path / "run"
     _train(train_config(epochs=1), dataset=tabular_df, run_dir=run)
@@ -310,8 +311,8 @@ def test_a_checkpoint_write_that_fails_leaves_the_previous_one_in_place(train_co
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
     monkeypatch.setattr(ckpt.torch, "save", crash)
     with pytest.raises(KeyboardInterrupt):
-        ckpt.save_checkpoint(checkpoints, model.module, optimizer, scheduler, {"step": 999})
-    assert not [p for p in checkpoints.iterdir() if ".tmp-" in p.name]
+        ckpt.save_checkpoint(checkpoints, LocalStrategy(), model.module, optimizer, scheduler, {"step": 999})
+    assert not [p for p in checkpoints.iterdir() if ".tmp-" in p.name or p.name.endswith(".partial")]
     assert json.loads((checkpoints / "latest.json").read_text()) == before
     assert ckpt.latest_checkpoint(checkpoints) == checkpoints / before["checkpoint"]
 
@@ -323,11 +324,11 @@ def test_a_resumed_run_still_returns_the_best_weights_seen_before_the_interrupti
     config = train_config(epochs=5, early_stop=-1, learning_rate=0.05)
     original, calls = Trainer._train_step, {"n": 0}
 
-    def interrupt_in_the_last_epoch(self, batch, accumulation):
+    def interrupt_in_the_last_epoch(self, *args):
         calls["n"] += 1
         if calls["n"] == 4 * 7 + 2:  # 7 batches per epoch
             raise KeyboardInterrupt
-        return original(self, batch, accumulation)
+        return original(self, *args)
 
     run = tmp_path / "run"
     monkeypatch.setattr(Trainer, "_train_step", interrupt_in_the_last_epoch)

@@ -19,7 +19,10 @@ from plait.training.strategies.base import Strategy
 
 
 class DDPStrategy(Strategy):
-    def __init__(self, device: str | None = None):
+    name = "ddp"
+
+    def __init__(self, config=None, trainer=None, device: str | None = None):
+        self.find_unused_parameters = bool(config and config.find_unused_parameters)
         self.owns_group = not dist.is_initialized()
         if self.owns_group:
             dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
@@ -37,11 +40,17 @@ class DDPStrategy(Strategy):
             return model, optimizer
         ids = [self.device.index] if self.device.type == "cuda" else None
         # Rank 0's initial weights are broadcast when wrapping, so every replica starts equal.
-        self.model = DistributedDataParallel(model, device_ids=ids)
+        self.model = DistributedDataParallel(model, device_ids=ids, find_unused_parameters=self.find_unused_parameters)
         return self.model, optimizer
 
-    def backward(self, loss):
-        loss.backward()  # DDP's hooks all-reduce the gradients during the backward pass
+    def backward(self, loss, sync=True):
+        # DDP's hooks all-reduce the gradients during the backward pass; on accumulation
+        # micro-steps they are only summed locally, and exchanged once before the step.
+        if sync or self.model is None:
+            loss.backward()
+        else:
+            with self.model.no_sync():
+                loss.backward()
 
     def all_reduce_sum(self, tensor):
         total = tensor.detach().clone()

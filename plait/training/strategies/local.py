@@ -8,13 +8,15 @@ from plait.training.strategies.base import Strategy
 
 
 class LocalStrategy(Strategy):
+    name = "local"
+
     def __init__(self, device: str | None = None):
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
 
     def prepare(self, model, optimizer):
         return model.to(self.device), optimizer
 
-    def backward(self, loss):
+    def backward(self, loss, sync=True):
         loss.backward()
 
     def all_reduce_sum(self, tensor):
