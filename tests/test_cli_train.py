@@ -287,11 +287,11 @@ def test_resume_of_a_completed_run_keeps_its_history(files, cli, tmp_path):
 def test_interrupted_training_saves_a_checkpoint_and_resumes(files, cli, tmp_path, monkeypatch):
     original, calls = Trainer._train_step, {"n": 0}
 
-    def interrupt_in_second_epoch(self, batch, accumulation):
+    def interrupt_in_second_epoch(self, *args, **kwargs):
         calls["n"] += 1
         if calls["n"] == 10:
             raise KeyboardInterrupt
-        return original(self, batch, accumulation)
+        return original(self, *args, **kwargs)
 
     monkeypatch.setattr(Trainer, "_train_step", interrupt_in_second_epoch)
     rc, _, err = cli("train", "-c", files / "config.yaml", "--dataset", files / "data.csv", "--output-directory", tmp_path)

@@ -1,7 +1,9 @@
-"""Training on a Ray Train worker group: the same ``fit`` on every worker, with the ddp strategy.
+"""Training on a Ray Train worker group: the same ``fit`` on every worker, with the strategy
+``backend.trainer.strategy`` names (ddp, fsdp, deepspeed or horovod).
 
-Each worker reads the cached splits and takes its shard; checkpoints are written by rank 0 to
-the run directory (every worker must see it: one machine, or a shared filesystem). When a
+Each worker reads its shard of the cached splits through the Ray Data loader
+(``plait.backends.ray_loader``); checkpoints are written to the run directory (every worker
+must see it: one machine, or a shared filesystem). When a
 worker dies, Ray restarts the group (``backend.trainer.max_retries`` times) and the workers
 resume from the last checkpoint. Rank 0 leaves the final weights and history in the run
 directory for the driver.
@@ -18,9 +20,10 @@ import uuid
 from dataclasses import replace
 from pathlib import Path
 
-from plait.errors import BackendError, ConfigError, TrainingError
+from plait.backends.ray_loader import ShardBatches, exactly_once_data_config, filler_table, shuffle_rows, split_datasets
+from plait.errors import BackendError, TrainingError
 from plait.training import checkpoint as ckpt
-from plait.training.run import FitJob, FitOutput, batch_size
+from plait.training.run import FitJob, FitOutput, batch_size, eval_batch_size, model_columns
 from plait.utils.fs import is_local
 
 log = logging.getLogger("plait")
@@ -32,13 +35,31 @@ STARTED = "started"
 
 def plan(settings, resources: dict) -> dict:
     """Workers, per-worker resources and GPU use, with the defaults filled from the cluster."""
-    gpus = int(resources.get("GPU", 0))
+    gpus = resources.get("GPU", 0)
     use_gpu = settings.use_gpu if settings.use_gpu is not None else gpus > 0
     if use_gpu and not gpus:
         raise BackendError("backend.trainer.use_gpu is true but the Ray cluster has no GPU; set it to false")
-    workers = settings.num_workers or (gpus if use_gpu else 1)
-    per_worker = settings.resources_per_worker or {"CPU": 1.0, **({"GPU": 1.0} if use_gpu else {})}
+    workers = settings.num_workers or (int(gpus) if use_gpu else 1)
+    per_worker = settings.resources_per_worker or {"CPU": _cpus_per_worker(resources.get("CPU", 1), workers),
+                                                   **({"GPU": 1.0} if use_gpu else {})}
+    if per_worker.get("GPU") and not use_gpu:
+        raise BackendError("backend.trainer.resources_per_worker asks for a GPU but use_gpu is false; "
+                           "set use_gpu: true or remove GPU from resources_per_worker")
     return {"num_workers": workers, "use_gpu": use_gpu, "resources_per_worker": per_worker}
+
+
+def _cpus_per_worker(cluster_cpus: float, workers: int) -> float:
+    """One CPU per worker, less where that would leave no CPU for the loader's read tasks: Ray
+    schedules by these tokens, and workers holding them all would wait for data forever. Torch
+    still uses every core of the node (see ``_share_cores``)."""
+    spare = 1.0 if cluster_cpus >= 2 else 0.5
+    return round(max(0.1, min(1.0, (cluster_cpus - spare) / workers)), 2)
+
+
+def describe_plan(scaling: dict, strategy: str, global_batch: int) -> str:
+    resources = ", ".join(f"{v:g} {k}" for k, v in scaling["resources_per_worker"].items())
+    return (f"Ray Train: {scaling['num_workers']} worker(s) x {resources}, strategy {strategy}, "
+            f"{'GPU' if scaling['use_gpu'] else 'CPU'}, global batch {global_batch}.")
 
 
 def fit_on_ray(job: FitJob, settings) -> FitOutput:
@@ -54,15 +75,20 @@ def fit_on_ray(job: FitJob, settings) -> FitOutput:
         data = replace(data, location=os.path.abspath(data.location))
     job = replace(job, data=data, run_dir=run_dir, progress_bar=False)  # worker output does not reach this terminal
     (run_dir / RESULT / STARTED).unlink(missing_ok=True)  # restarts are counted per run of this driver
-    log.info("Ray Train: %d worker(s) x %s, strategy ddp, global batch %d.", scaling["num_workers"],
-             ", ".join(f"{v:g} {k}" for k, v in scaling["resources_per_worker"].items()),
-             batch_size(job) * scaling["num_workers"] * job.config.trainer.gradient_accumulation_steps)
+    global_batch = batch_size(job) * scaling["num_workers"] * job.config.trainer.gradient_accumulation_steps
+    log.info("%s", describe_plan(scaling, settings.strategy.type, global_batch))
+    loader = job.config.backend.loader
+    datasets = split_datasets(job.data, loader, model_columns(job.config), scaling["num_workers"])
+    feed = {"filler": filler_table(datasets["training"]),
+            "shuffle_rows": shuffle_rows(job.data, loader, batch_size(job)) if job.config.trainer.should_shuffle else None}
     try:
         with _relayed_worker_logs() as logs:
             trainer = TorchTrainer(
                 _worker,
-                train_loop_config={"job": job, "logs": logs},
+                train_loop_config={"job": job, "logs": logs, "feed": feed},
                 scaling_config=ScalingConfig(**scaling),
+                datasets=datasets,
+                dataset_config=exactly_once_data_config(loader.window_size_bytes),
                 # A unique name: Ray resumes silently when a name is reused under the same storage path.
                 run_config=RunConfig(name=f"plait-{uuid.uuid4().hex[:12]}", storage_path=str(run_dir / "ray"),
                                      failure_config=FailureConfig(max_failures=settings.max_retries)),
@@ -99,12 +125,27 @@ def _worker(loop_config: dict) -> None:
         if strategy.is_coordinator and not started.exists():
             started.parent.mkdir(parents=True, exist_ok=True)
             started.write_text("[]")
-        output = fit(job, strategy)
+        output = fit(job, strategy, _shard_batches(job, strategy, loop_config["feed"]))
         if strategy.is_coordinator:
             _write_result(job, output)
         strategy.barrier()
     finally:
         strategy.shutdown()
+
+
+def _shard_batches(job: FitJob, strategy, feed: dict) -> tuple:
+    """This worker's training and validation shards from the Ray Data loader."""
+    import ray.train
+
+    features = job.data.metadata["features"]
+    common = dict(world_size=strategy.world_size, features=features, names=model_columns(job.config), filler=feed["filler"], rank=strategy.rank)
+    train = ShardBatches(ray.train.get_dataset_shard("training"), job.data.rows("training"), batch_size=batch_size(job),
+                         shuffle_rows=feed["shuffle_rows"], seed=job.seed, **common)
+    validation = None
+    if job.data.rows("validation"):
+        validation = ShardBatches(ray.train.get_dataset_shard("validation"), job.data.rows("validation"),
+                                  batch_size=eval_batch_size(job), **common)
+    return train, validation
 
 
 @contextlib.contextmanager

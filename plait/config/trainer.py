@@ -40,13 +40,15 @@ class TrainerConfig(StrictModel):
     train_steps: int | None = Field(None, gt=0)
     """Train for this many optimizer steps instead of ``epochs``."""
     batch_size: int | Literal["auto"] = "auto"
-    """Rows per step per worker. auto: about 1/20 of the training set, between 16 and 256."""
+    """Rows per step per worker. auto: about 1/20 of the training set, between 16 and 256. The
+    global batch is batch_size x workers x gradient_accumulation_steps."""
     eval_batch_size: int | None = Field(None, gt=0)
     """Rows per evaluation batch; unset, 4x batch_size (at least 1024)."""
     learning_rate: float | Literal["auto"] = "auto"
     """auto: 1e-3 (a default that suits Adam-style optimizers on tabular and text data)."""
     learning_rate_scaling: Literal["constant", "sqrt", "linear"] = "linear"
-    """How the learning rate grows with the number of workers."""
+    """How the learning rate grows with the number of workers (the global batch grows with them).
+    When scaled and no warmup is set, it warms up over the first epoch (at most a tenth of the run)."""
     optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig)
     learning_rate_scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     gradient_clipping: GradientClipping = Field(default_factory=GradientClipping)

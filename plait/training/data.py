@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -42,18 +42,17 @@ def table_tensors(table: pa.Table, features: dict, names: list[str]) -> dict[str
 class Batches:
     """Mini-batches over in-memory tensors; each epoch a new seeded permutation.
 
-    With several workers each rank takes every ``world_size``-th row of the permutation. For
-    training (``pad``) the shards are padded by wrapping, so every rank runs the same number of
-    steps (the gradient all-reduce must line up); for evaluation they are not, so every row
-    counts exactly once.
+    With several workers each rank takes every ``world_size``-th row of the permutation, so each
+    row is seen exactly once per epoch. The shards may differ by a row: :func:`lockstep` keeps
+    the workers' steps in line.
     """
 
     def __init__(self, tensors: dict[str, torch.Tensor], batch_size: int, shuffle: bool = True, seed: int = 0,
-                 rank: int = 0, world_size: int = 1, pad: bool = True):
+                 rank: int = 0, world_size: int = 1):
         self.tensors = tensors
         self.rows = len(next(iter(tensors.values())))
         self.batch_size, self.shuffle, self.seed = batch_size, shuffle, seed
-        self.rank, self.world_size, self.pad = rank, world_size, pad
+        self.rank, self.world_size = rank, world_size
 
     def indices(self, epoch: int) -> torch.Tensor:
         if self.shuffle:
@@ -61,16 +60,7 @@ class Batches:
             order = torch.randperm(self.rows, generator=generator)
         else:
             order = torch.arange(self.rows)
-        if self.world_size > 1:
-            if self.pad and self.rows:
-                order = order.repeat(2)[: self._per_rank() * self.world_size]
-            order = order[self.rank :: self.world_size]
-        return order
-
-    def _per_rank(self) -> int:
-        if self.pad:
-            return -(-self.rows // self.world_size)
-        return len(range(self.rank, self.rows, self.world_size))
+        return order[self.rank :: self.world_size] if self.world_size > 1 else order
 
     def _starts(self, rows: int) -> list[int]:
         """Where each batch starts. A last batch of a single row joins the batch before it: batch
@@ -81,9 +71,12 @@ class Batches:
         return starts
 
     def __len__(self) -> int:
-        per_rank = self._per_rank()
-        batches = -(-per_rank // self.batch_size)
-        return batches - 1 if batches > 1 and per_rank % self.batch_size == 1 else batches  # as _starts
+        """Batches per epoch on the worker with the largest shard (the same on every worker)."""
+        return len(self._starts(-(-self.rows // self.world_size)))
+
+    def filler(self) -> dict[str, torch.Tensor]:
+        """A small batch of real rows, for a worker whose shard ran out before the others'."""
+        return {name: tensor[:2] for name, tensor in self.tensors.items()}
 
     def epoch(self, epoch: int = 0) -> Iterator[dict[str, torch.Tensor]]:
         order = self.indices(epoch)
@@ -91,3 +84,35 @@ class Batches:
         for start, end in zip(starts, starts[1:] + [len(order)]):
             index = order[start:end]
             yield {name: tensor.index_select(0, index) for name, tensor in self.tensors.items()}
+
+
+def lockstep(batches: Iterable[dict], strategy, filler: dict) -> Iterator[tuple[dict, bool, bool]]:
+    """This worker's batches as ``(batch, is_real, is_last)``, for as many steps as the worker
+    with the most batches has.
+
+    Shards that hold every row exactly once differ in length, but a collective in each step (the
+    gradient all-reduce, a sharded forward pass) must be run by every worker. A worker whose
+    shard ran out runs ``filler`` (real rows) and discards the result, until all are done. Each
+    step costs one all-reduce of a single number, which also tells every worker which step is
+    the last (where a partial gradient accumulation still makes an optimizer step).
+    """
+    if strategy.world_size == 1:
+        iterator = iter(batches)
+        current = next(iterator, None)
+        while current is not None:
+            upcoming = next(iterator, None)
+            yield current, True, upcoming is None
+            current = upcoming
+        return
+    iterator = iter(batches)
+    current = next(iterator, None)
+    active = _count(strategy, current is not None)
+    while active:
+        upcoming = next(iterator, None) if current is not None else None
+        active = _count(strategy, upcoming is not None)
+        yield (current if current is not None else filler), current is not None, active == 0
+        current = upcoming
+
+
+def _count(strategy, flag: bool) -> int:
+    return int(strategy.all_reduce_sum(torch.tensor([int(flag)], device=strategy.device)).item())

@@ -55,25 +55,41 @@ def batch_size(job: FitJob) -> int:
     return auto_batch_size(job.data.rows("training")) if size == "auto" else size
 
 
-def fit(job: FitJob, strategy: Strategy) -> FitOutput:
-    """Train on this worker's shard (every worker builds the same initial model from the seed)."""
+def model_columns(config) -> list[str]:
+    """The cached columns a model trains on: its input features, then its output features."""
+    return [f.name for f in config.input_features] + [f.name for f in config.output_features]
+
+
+def eval_batch_size(job: FitJob) -> int:
+    return job.config.trainer.eval_batch_size or max(1024, 4 * batch_size(job))
+
+
+def in_memory_batches(job: FitJob, strategy: Strategy) -> tuple[Batches, Batches]:
+    """Training and validation batches over the cached splits read whole into this process,
+    each worker taking its shard (the local backend, and launchers such as torchrun)."""
+    features = job.data.metadata["features"]
+    names = model_columns(job.config)
+    shard = dict(rank=strategy.rank, world_size=strategy.world_size)
+    train = Batches(table_tensors(job.data.read_split("training"), features, names), batch_size(job),
+                    shuffle=job.config.trainer.should_shuffle, seed=job.seed, **shard)
+    validation = Batches(table_tensors(job.data.read_split("validation"), features, names), eval_batch_size(job),
+                         shuffle=False, **shard)
+    return train, validation
+
+
+def fit(job: FitJob, strategy: Strategy, batches: tuple | None = None) -> FitOutput:
+    """Train on this worker's shard (every worker builds the same initial model from the seed).
+    ``batches``: (training, validation) batches from a loader; default: read the cache whole."""
     seed_everything(job.seed)
     module = ECD(job.config, job.metadata)
-    names = module.input_names + module.output_names
-    features = job.data.metadata["features"]
+    train, validation = batches or in_memory_batches(job, strategy)
     size = batch_size(job)
-    eval_size = job.config.trainer.eval_batch_size or max(1024, 4 * size)
-    shard = dict(rank=strategy.rank, world_size=strategy.world_size)
-    train = Batches(table_tensors(job.data.read_split("training"), features, names), size,
-                    shuffle=job.config.trainer.should_shuffle, seed=job.seed, **shard)
-    validation = Batches(table_tensors(job.data.read_split("validation"), features, names), eval_size,
-                         shuffle=False, pad=False, **shard)
     resume_from = strategy.broadcast_object(checkpoint_to_resume(job) if strategy.is_coordinator else None)
     if strategy.is_coordinator:
         log.info("Training on %d rows (validation %d), batch size %d%s.", job.data.rows("training"),
                  job.data.rows("validation"), size, f" per worker x {strategy.world_size} workers" if strategy.world_size > 1 else "")
     trainer = Trainer(job.config, module, strategy, job.seed, job.run_dir, job.progress_bar)
-    progress = trainer.fit(train, validation if validation.rows else None, resume=resume_from)
+    progress = trainer.fit(train, validation if validation is not None and validation.rows else None, resume=resume_from)
     weights = trainer.final_weights()
     final = ECD(job.config, job.metadata)
     if strategy.is_coordinator:  # a sharded strategy has the whole weights on the coordinator only

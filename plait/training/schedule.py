@@ -19,6 +19,17 @@ def learning_rate(trainer, world_size: int) -> float:
     return base * factor[trainer.learning_rate_scaling]
 
 
+def warmup_steps(trainer, total_steps: int, steps_per_epoch: int, scaled_for_workers: bool) -> int:
+    """Steps of linear warmup: ``warmup_fraction`` of the run; when unset and the learning rate
+    was scaled up for several workers, the first epoch (at most a tenth of the run). A learning
+    rate multiplied by the workers diverges easily in the first steps, while the weights are
+    far from any minimum (Goyal et al., 2017, "Accurate, large minibatch SGD")."""
+    fraction = trainer.learning_rate_scheduler.warmup_fraction
+    if fraction == 0 and scaled_for_workers and trainer.learning_rate_scaling != "constant":
+        return max(1, min(steps_per_epoch, total_steps // 10))
+    return int(fraction * total_steps)
+
+
 def build_optimizer(params, trainer, lr: float) -> torch.optim.Optimizer:
     opt = trainer.optimizer
     if opt.type == "sgd":
@@ -27,10 +38,10 @@ def build_optimizer(params, trainer, lr: float) -> torch.optim.Optimizer:
     return cls(params, lr=lr, betas=opt.betas, eps=opt.eps, weight_decay=opt.weight_decay)
 
 
-def build_scheduler(optimizer, trainer, total_steps: int, steps_per_epoch: int):
+def build_scheduler(optimizer, trainer, total_steps: int, steps_per_epoch: int, scaled_for_workers: bool = False):
     """Linear warmup over ``warmup_fraction`` of the run, then the configured decay."""
     config = trainer.learning_rate_scheduler
-    warmup = int(config.warmup_fraction * total_steps)
+    warmup = warmup_steps(trainer, total_steps, steps_per_epoch, scaled_for_workers)
 
     def factor(step: int) -> float:
         if step < warmup:

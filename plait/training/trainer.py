@@ -11,12 +11,13 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterable, Iterator
 
 import torch
 
 from plait.errors import PlaitError, TrainingError
 from plait.training import checkpoint as ckpt
-from plait.training.data import Batches
+from plait.training.data import Batches, lockstep
 from plait.training.metrics import MetricSet
 from plait.training.schedule import build_optimizer, build_scheduler, learning_rate
 from plait.training.strategies import Strategy
@@ -45,6 +46,36 @@ class Progress:
     """Sum of this epoch's batch losses so far (kept across a resume, for the epoch's mean)."""
 
 
+class EpochMeter:
+    """Rows trained and time spent waiting for the next batch, over one epoch on one worker."""
+
+    def __init__(self):
+        self.started = time.perf_counter()
+        self.rows = 0
+        self.waiting = 0.0
+
+    def timed(self, batches: Iterable) -> Iterator:
+        iterator = iter(batches)
+        while True:
+            asked = time.perf_counter()
+            batch = next(iterator, None)
+            self.waiting += time.perf_counter() - asked
+            if batch is None:
+                return
+            yield batch
+
+    def elapsed(self) -> float:
+        return max(time.perf_counter() - self.started, 1e-9)
+
+    def summary(self, strategy) -> dict:
+        """Rows trained by all workers, rows per second and the mean fraction of the epoch each
+        worker waited on data (evaluation excluded). One all-reduce, once per epoch."""
+        elapsed = self.elapsed()
+        totals = strategy.all_reduce_sum(torch.tensor([float(self.rows), self.waiting / elapsed], dtype=torch.float64,
+                                                      device=strategy.device)).tolist()
+        return {"rows": int(totals[0]), "rows_per_s": totals[0] / elapsed, "data_wait_fraction": totals[1] / strategy.world_size}
+
+
 class Trainer:
     def __init__(self, config, model, strategy: Strategy, seed: int, run_dir: Path | None = None,
                  progress_bar: bool = True):
@@ -64,21 +95,23 @@ class Trainer:
         self.state = Progress()
         self.best_weights = None
         self.writer = None
-        self.epoch_rows_per_s: float | None = None
+        self.epoch_speed: dict | None = None
 
     # ---- the loop ----------------------------------------------------------------------------
 
     def fit(self, train: Batches, validation: Batches | None, resume: Path | None = None) -> Progress:
         accumulation = self.trainer.gradient_accumulation_steps
-        # An epoch's leftover batches (fewer than ``accumulation``) still make one step.
+        # An epoch's leftover batches (fewer than ``accumulation``) still make one step. A
+        # streamed shard's length is an estimate: the schedule's length is, the epochs are not.
         steps_per_epoch = max(1, -(-len(train) // accumulation))
         total = self.trainer.train_steps or steps_per_epoch * self.trainer.epochs
-        self.scheduler = build_scheduler(self.optimizer, self.trainer, total, steps_per_epoch)
+        self.scheduler = build_scheduler(self.optimizer, self.trainer, total, steps_per_epoch,
+                                         scaled_for_workers=self.strategy.world_size > 1)
         if resume is not None:
             self._resume(resume)
         self._open_tensorboard()
         try:
-            while self.state.step < total and not self._should_stop():
+            while not self._finished(total) and not self._should_stop():
                 self._run_epoch(train, validation, total, accumulation)
         except KeyboardInterrupt:
             self._interrupted()
@@ -86,6 +119,11 @@ class Trainer:
             if self.writer:
                 self.writer.close()
         return self.state
+
+    def _finished(self, total: int) -> bool:
+        if self.trainer.train_steps:
+            return self.state.step >= total
+        return self.state.epoch >= self.trainer.epochs
 
     def final_weights(self) -> dict:
         """The weights training ends with: the best evaluation's, else the last. Called on every
@@ -96,39 +134,40 @@ class Trainer:
         model, state = self.model, self.state
         model.train()
         eval_every = self.trainer.steps_per_checkpoint
-        batches = len(train)
-        bar = self._bar(batches, f"epoch {state.epoch + 1}")
-        started, seen = time.perf_counter(), 0
+        bar = self._bar(len(train), f"epoch {state.epoch + 1}")
+        meter = EpochMeter()
         if state.batch_in_epoch == 0:
             state.epoch_loss = 0.0
-        for i, batch in enumerate(train.epoch(state.epoch)):
+        for i, (batch, real, last) in enumerate(lockstep(meter.timed(train.epoch(state.epoch)), self.strategy, train.filler())):
             if i < state.batch_in_epoch:
                 continue  # resumed mid-epoch: these batches were already trained on
-            boundary = (i + 1) % accumulation == 0 or i + 1 == batches
-            loss = self._train_step(batch, accumulation, boundary)
+            boundary = (i + 1) % accumulation == 0 or last
+            loss = self._train_step(batch, accumulation, boundary, weight=1.0 if real else 0.0)
             state.batch_in_epoch = i + 1
-            state.epoch_loss += loss
-            seen += len(next(iter(batch.values())))
+            if real:
+                state.epoch_loss += loss
+                meter.rows += len(next(iter(batch.values())))
             if boundary:
                 self._optimizer_step()
                 if eval_every and state.step % eval_every == 0:
                     self._evaluate_and_checkpoint(validation, state.epoch_loss / (i + 1))
-                if state.step >= total or self._should_stop():
+                if (self.trainer.train_steps and state.step >= total) or self._should_stop():
                     break
-            if bar is not None and (i % 10 == 0 or i + 1 == batches):
+            if bar is not None and (i % 10 == 0 or last):
                 bar.update(i + 1 - bar.n)
-                bar.set_postfix(loss=f"{loss:.4f}", rows_per_s=f"{seen * self.strategy.world_size / (time.perf_counter() - started):,.0f}")
+                bar.set_postfix(loss=f"{loss:.4f}", rows_per_s=f"{meter.rows * self.strategy.world_size / meter.elapsed():,.0f}")
         if bar is not None:
             bar.close()
-        # Rows per second over all workers (each ran the same number of rows), evaluation excluded.
-        self.epoch_rows_per_s = seen * self.strategy.world_size / max(time.perf_counter() - started, 1e-9)
+        self.epoch_speed = meter.summary(self.strategy)
         batches_run = max(1, state.batch_in_epoch)  # fewer than len(train) when train_steps ends the epoch
         state.epoch += 1
         state.batch_in_epoch = 0
         if not eval_every:
             self._evaluate_and_checkpoint(validation, state.epoch_loss / batches_run)
 
-    def _train_step(self, batch: dict, accumulation: int, boundary: bool) -> float:
+    def _train_step(self, batch: dict, accumulation: int, boundary: bool, weight: float = 1.0) -> float:
+        """Forward and backward of one batch; ``weight`` 0 for a filler batch, which takes part
+        in the collectives but adds nothing to the gradients."""
         inputs, targets = self._split(batch)
         with self._autocast():
             logits = self.model(inputs)
@@ -136,8 +175,9 @@ class Trainer:
         value = loss.item()
         if not math.isfinite(value):
             raise self._diverged(f"the loss became {value}")
+        scale = weight / accumulation
         # Gradients are exchanged only before an optimizer step, not on every micro-step.
-        self.strategy.backward(loss / accumulation if accumulation > 1 else loss, sync=boundary)
+        self.strategy.backward(loss * scale if scale != 1 else loss, sync=boundary)
         return value
 
     def _optimizer_step(self) -> None:
@@ -184,20 +224,28 @@ class Trainer:
         was_training = model.training
         model.eval()
         stats = self.metrics.zeros(self.strategy.device)
-        for batch in batches.epoch(0):
+        for batch, real in self._evaluation_batches(batches):
             inputs, targets = self._split(batch)
             with self._autocast():
                 logits = model(inputs)
-            self.metrics.update(stats, logits, targets)
+            if real:
+                self.metrics.update(stats, logits, targets)
         model.train(was_training)
         return self.metrics.compute(self.metrics.reduce(stats, self.strategy.all_reduce_sum))
+
+    def _evaluation_batches(self, batches: Batches):
+        """``(batch, is_real)``. Workers evaluate uneven shards independently, except where the
+        forward pass is itself a collective (sharded parameters): then they go in lockstep."""
+        if not self.strategy.forward_is_collective:
+            return ((batch, True) for batch in batches.epoch(0))
+        return ((batch, real) for batch, real, _ in lockstep(batches.epoch(0), self.strategy, batches.filler()))
 
     def _evaluate_and_checkpoint(self, validation: Batches | None, train_loss: float) -> None:
         state = self.state
         record = {"epoch": state.epoch, "step": state.step, "training": {"combined": {"loss": train_loss}}}
-        if self.epoch_rows_per_s is not None:
-            record["rows_per_s"] = self.epoch_rows_per_s
-            self.epoch_rows_per_s = None
+        if self.epoch_speed is not None:
+            record.update(self.epoch_speed)
+            self.epoch_speed = None
         if validation is not None and validation.rows:
             record["validation"] = self.evaluate(validation)
             self._track_best(record["validation"])
@@ -295,7 +343,7 @@ class Trainer:
             return
         parts = [f"epoch {record['epoch']}", f"step {record['step']}", f"train loss {record['training']['combined']['loss']:.4f}"]
         if "rows_per_s" in record:
-            parts.append(f"{record['rows_per_s']:,.0f} rows/s")
+            parts.append(f"{record['rows_per_s']:,.0f} rows/s, {100 * record['data_wait_fraction']:.1f}% waiting on data")
         for name, metrics in record.get("validation", {}).items():
             for metric, value in metrics.items():
                 if self.writer:

@@ -80,7 +80,7 @@ def test_transformer_combiner_trains(train_config, tabular_df):
 def test_same_seed_gives_identical_training_statistics(train_config, tabular_df):
     config = train_config(epochs=3, sections={"combiner": {"type": "concat", "dropout": 0.2}})
     def without_timing(result):
-        return [{k: v for k, v in record.items() if k != "rows_per_s"} for record in result.training_statistics]
+        return [{k: v for k, v in record.items() if k not in ("rows_per_s", "data_wait_fraction")} for record in result.training_statistics]
 
     _, first = _train(config, dataset=tabular_df, random_seed=7)
     _, second = _train(config, dataset=tabular_df, random_seed=7)
@@ -254,11 +254,11 @@ def test_resume_after_an_interruption_matches_an_uninterrupted_run(train_config,
     original = Trainer._train_step
     calls = {"n": 0}
 
-    def interrupt_mid_epoch(self, *args):
+    def interrupt_mid_epoch(self, *args, **kwargs):
         calls["n"] += 1
         if calls["n"] == 14:  # in the second epoch (9 batches each), after its first checkpoint
             raise KeyboardInterrupt
-        return original(self, *args)
+        return original(self, *args, **kwargs)
 
     run = tmp_path / "run"
     monkeypatch.setattr(Trainer, "_train_step", interrupt_mid_epoch)
@@ -283,7 +283,7 @@ def test_resume_without_a_checkpoint_is_a_clear_error(train_config, tabular_df, 
 
 
 def test_interrupting_without_a_run_dir_still_reports_the_interruption(train_config, tabular_df, monkeypatch):
-    def interrupt(self, *args):
+    def interrupt(self, *args, **kwargs):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(Trainer, "_train_step", interrupt)
@@ -324,11 +324,11 @@ def test_a_resumed_run_still_returns_the_best_weights_seen_before_the_interrupti
     config = train_config(epochs=5, early_stop=-1, learning_rate=0.05)
     original, calls = Trainer._train_step, {"n": 0}
 
-    def interrupt_in_the_last_epoch(self, *args):
+    def interrupt_in_the_last_epoch(self, *args, **kwargs):
         calls["n"] += 1
         if calls["n"] == 4 * 7 + 2:  # 7 batches per epoch
             raise KeyboardInterrupt
-        return original(self, *args)
+        return original(self, *args, **kwargs)
 
     run = tmp_path / "run"
     monkeypatch.setattr(Trainer, "_train_step", interrupt_in_the_last_epoch)

@@ -1,0 +1,160 @@
+"""The streaming loader: the cached splits as Ray Datasets, divided between the Ray Train
+workers so that every row is seen exactly once per epoch, and batches of tensors on each worker.
+
+On the driver, :func:`split_datasets` reads the cache's Parquet files (local or any fsspec
+URL) into one Ray Dataset per split, in enough blocks for the workers to share them out.
+``backend.loader.fully_executed`` materializes them once in the object store; otherwise they
+are read from storage every epoch. ``window_size_bytes`` streams them and bounds both the
+object store memory the reads may hold and each worker's shuffle buffer to about that size.
+
+On a worker, :class:`ShardBatches` behaves like the in-memory :class:`Batches`: ``rows``,
+``len()`` (an estimate: shards are handed out block by block as workers ask for them),
+``filler()`` and ``epoch(n)``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Iterator
+
+import pyarrow as pa
+
+from plait.training.data import table_tensors
+
+log = logging.getLogger("plait")
+
+SPLITS = ("training", "validation")
+DEFAULT_SHUFFLE_BYTES = 256 << 20
+"""Without ``window_size_bytes``, each worker shuffles within about this much of its shard."""
+BLOCK_BYTES = 32 << 20
+"""About this much data per block: small enough to stream, large enough to read efficiently."""
+
+
+def exactly_once_data_config(window_size_bytes: int | None):
+    """Ray Train's DataConfig, but with shards that keep every row: Ray Train's own splits with
+    ``equal=True``, which drops up to ``world_size - 1`` rows per epoch to even them out.
+    plait's training loop handles uneven shards (see ``lockstep``)."""
+    from ray.data import ExecutionOptions, ExecutionResources
+    from ray.train import DataConfig
+
+    class ExactlyOnceDataConfig(DataConfig):
+        def configure(self, datasets, world_size, worker_handles, worker_node_ids, **kwargs):
+            output = [{} for _ in range(world_size)]
+            for name, dataset in datasets.items():
+                dataset = dataset.copy(dataset)
+                dataset.context.execution_options = self._resolve_execution_options(name)
+                for rank, shard in enumerate(dataset.streaming_split(world_size, equal=False)):
+                    output[rank][name] = shard
+            return output
+
+    # Blocks in order: with one worker, a seeded run then reads exactly the same batches.
+    options = ExecutionOptions(preserve_order=True)
+    if window_size_bytes:
+        options.resource_limits = ExecutionResources.for_limits(object_store_memory=window_size_bytes)
+    return ExactlyOnceDataConfig(execution_options=options)
+
+
+def split_datasets(data, loader, columns: list[str], world_size: int) -> dict:
+    """``{"training": Dataset, "validation": Dataset}`` over the cache's files (empty splits
+    are left out), materialized when the loader is fully executed."""
+    import ray.data
+
+    streamed = not loader.fully_executed or loader.window_size_bytes is not None
+    datasets = {}
+    for split in SPLITS:
+        if not data.rows(split):
+            continue
+        # Half a CPU per read: reads must find room beside training workers that reserve most CPUs.
+        dataset = ray.data.read_parquet(data.split_files(split), filesystem=_arrow_filesystem(data.fs), num_cpus=0.5)
+        # A streaming (not all-to-all) cut into blocks: a cache file is one block otherwise, and
+        # a worker's shard is made of whole blocks.
+        rows_per_block = -(-data.rows(split) // _block_count(data, split, world_size))
+        dataset = dataset.select_columns(columns).repartition(target_num_rows_per_block=rows_per_block)
+        datasets[split] = dataset if streamed else dataset.materialize()
+    log.info("Ray Data loader: %s.", "streamed from the cache every epoch" +
+             (f", in windows of {loader.window_size_bytes / 2**20:,.0f} MiB" if loader.window_size_bytes else "")
+             if streamed else "materialized once in the object store")
+    return datasets
+
+
+def filler_table(dataset) -> pa.Table:
+    """Two real rows, for a worker whose shard runs out before the others' (see ``lockstep``)."""
+    return dataset.take_batch(2, batch_format="pyarrow")
+
+
+def bytes_per_row(data, split: str) -> float:
+    """In-memory bytes per row, from the Parquet footers (no data is read)."""
+    import pyarrow.parquet as pq
+
+    first = data.split_files(split)[0]
+    with data.fs.open(first, "rb") as handle:
+        metadata = pq.ParquetFile(handle).metadata
+    total = sum(metadata.row_group(i).total_byte_size for i in range(metadata.num_row_groups))
+    return max(1.0, total / max(1, metadata.num_rows))
+
+
+def _block_count(data, split: str, world_size: int) -> int:
+    """At least four blocks per worker, so that the workers' shards come out about even."""
+    size = data.rows(split) * bytes_per_row(data, split)
+    return max(4 * world_size, math.ceil(size / BLOCK_BYTES))
+
+
+def _arrow_filesystem(fs):
+    """The cache's fsspec filesystem as a pyarrow one (Ray's Parquet reader takes those)."""
+    from pyarrow.fs import FSSpecHandler, LocalFileSystem, PyFileSystem
+
+    from plait.utils.fs import is_local
+
+    return LocalFileSystem() if is_local(fs) else PyFileSystem(FSSpecHandler(fs))
+
+
+class ShardBatches:
+    """This worker's shard of a split as batches of tensors, shuffled within a buffer."""
+
+    def __init__(self, shard, rows: int, world_size: int, batch_size: int, features: dict, names: list[str],
+                 filler: pa.Table, shuffle_rows: int | None = None, seed: int = 0, rank: int = 0):
+        self.shard, self.rows, self.world_size = shard, rows, world_size
+        self.batch_size, self.features, self.names = batch_size, features, names
+        self.shuffle_rows, self.seed, self.rank = shuffle_rows, seed, rank
+        self._filler = filler
+
+    def __len__(self) -> int:
+        """Batches per epoch of an even shard: the schedule's estimate (shards are uneven)."""
+        per_worker = -(-self.rows // self.world_size)
+        return max(1, -(-per_worker // self.batch_size))
+
+    def filler(self) -> dict:
+        return table_tensors(self._filler, self.features, self.names)
+
+    def epoch(self, epoch: int = 0) -> Iterator[dict]:
+        shuffle = {}
+        if self.shuffle_rows:
+            # A different seed per epoch and worker: the same rows must not meet in the same
+            # batches epoch after epoch.
+            shuffle = {"local_shuffle_buffer_size": self.shuffle_rows,
+                       "local_shuffle_seed": (self.seed * 100_003 + epoch) * 1_009 + self.rank}
+        tables = self.shard.iter_batches(batch_size=self.batch_size, batch_format="pyarrow", drop_last=False,
+                                         prefetch_batches=2, **shuffle)
+        for table in _without_single_row_tail(tables):
+            yield table_tensors(table, self.features, self.names)
+
+
+def _without_single_row_tail(tables: Iterator[pa.Table]) -> Iterator[pa.Table]:
+    """A last batch of a single row joins the batch before it: batch norm cannot train on one."""
+    previous = None
+    for table in tables:
+        if previous is not None:
+            if table.num_rows == 1:
+                table = pa.concat_tables([previous, table])
+            else:
+                yield previous
+        previous = table
+    if previous is not None:
+        yield previous
+
+
+def shuffle_rows(data, loader, batch_size: int) -> int:
+    """Rows in a worker's shuffle buffer: about a window (or 256 MiB) of data, at least a batch."""
+    window = loader.window_size_bytes or DEFAULT_SHUFFLE_BYTES
+    return max(batch_size, int(window / bytes_per_row(data, "training")))

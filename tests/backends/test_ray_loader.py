@@ -1,0 +1,90 @@
+"""The Ray Data loader on the session's real Ray cluster: shards that hold every row exactly once
+per epoch, for two consumers reading at the same time, materialized, streamed and windowed."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from plait.backends.ray_loader import (ShardBatches, exactly_once_data_config, filler_table, shuffle_rows,
+                                       split_datasets)
+from plait.config import load_config
+from plait.data.preprocess import preprocess
+
+pytestmark = pytest.mark.usefixtures("ray_cluster")
+
+ROWS = 3001  # odd, and not a multiple of the batch size: the shards cannot come out even
+
+
+@pytest.fixture(scope="module")
+def cached(tmp_path_factory):
+    """A preprocessed cache whose ``row_id`` feature (not normalized) names each row."""
+    folder = tmp_path_factory.mktemp("loader")
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"row_id": np.arange(ROWS, dtype=float), "x": rng.normal(size=ROWS), "y": rng.random(ROWS) > 0.5})
+    config = load_config({
+        "input_features": [{"name": "row_id", "type": "number", "preprocessing": {"normalization": "none"}},
+                           {"name": "x", "type": "number"}],
+        "output_features": [{"name": "y", "type": "binary"}],
+        "preprocessing": {"split": {"probabilities": [0.9, 0.1, 0.0]}},
+        "backend": {"type": "local", "cache_dir": str(folder / "cache")},
+    })
+    return config, preprocess(config, df, seed=1)
+
+
+def read_epochs(config, data, loader: dict, workers: int, epochs: int = 2, batch_size: int = 64) -> list[list[list[int]]]:
+    """Row ids each worker got, per epoch: ``[epoch][worker] -> ids``, read concurrently as Ray
+    Train workers read them."""
+    settings = config.backend.loader.model_copy(update=loader)
+    datasets = split_datasets(data, settings, ["row_id", "x", "y"], workers)
+    shards = exactly_once_data_config(settings.window_size_bytes).configure(datasets, workers, None, None)
+    features = data.metadata["features"]
+    filler = filler_table(datasets["training"])
+    batches = [ShardBatches(shards[rank]["training"], data.rows("training"), workers, batch_size, features,
+                            ["row_id", "x", "y"], filler, shuffle_rows(data, settings, batch_size), seed=3, rank=rank)
+               for rank in range(workers)]
+    seen = [[[] for _ in range(workers)] for _ in range(epochs)]
+
+    def consume(rank: int) -> None:
+        for epoch in range(epochs):
+            for batch in batches[rank].epoch(epoch):
+                seen[epoch][rank].extend(batch["row_id"].long().tolist())
+
+    threads = [threading.Thread(target=consume, args=(rank,)) for rank in range(workers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not any(thread.is_alive() for thread in threads), "a consumer hung"
+    return seen
+
+
+def training_ids(data) -> list[int]:
+    return sorted(int(v) for v in data.read_split("training")["row_id"].to_pylist())
+
+
+@pytest.mark.parametrize("loader", [
+    {"fully_executed": True},
+    {"fully_executed": False},
+    {"fully_executed": False, "window_size_bytes": 4096},  # a window of a few hundred rows
+], ids=["materialized", "streamed", "windowed"])
+def test_two_workers_see_every_training_row_exactly_once_per_epoch(cached, loader):
+    config, data = cached
+    for epoch in read_epochs(config, data, loader, workers=2):
+        assert sorted(epoch[0] + epoch[1]) == training_ids(data)
+        assert epoch[0] and epoch[1], "both workers got a share"
+
+
+def test_epochs_are_shuffled_differently(cached):
+    config, data = cached
+    first, second = read_epochs(config, data, {"fully_executed": True}, workers=1)
+    assert sorted(first[0]) == sorted(second[0]) == training_ids(data)
+    assert first[0] != second[0]
+
+
+def test_one_worker_reads_the_same_batches_on_every_run(cached):
+    config, data = cached
+    assert read_epochs(config, data, {}, workers=1, epochs=1) == read_epochs(config, data, {}, workers=1, epochs=1)
