@@ -56,10 +56,6 @@ class Model:
         self.config = load_config(config)
         if backend is not None:
             self.config = self.config.model_copy(update={"backend": self.config.backend.model_copy(update={"type": backend})})
-        if self.config.backend.type in ("horovod", "deepspeed"):
-            raise ConfigError(
-                f"backend.type: the {self.config.backend.type} backend is not available in this version of plait yet; use local or ray"
-            )
         self._backend = None
         self.metadata: dict | None = None
         self.module: ECD | None = None
@@ -68,8 +64,9 @@ class Model:
 
     def preprocess(self, dataset: Any = None, *, training_set=None, validation_set=None, test_set=None,
                    random_seed: int = 42) -> PreprocessedData:
-        return preprocess(self.config, dataset, training_set=training_set, validation_set=validation_set,
-                          test_set=test_set, seed=random_seed, engine=self.backend.data_engine)
+        return self.backend.preprocess(lambda: preprocess(
+            self.config, dataset, training_set=training_set, validation_set=validation_set, test_set=test_set,
+            seed=random_seed, engine=self.backend.data_engine))
 
     @property
     def backend(self):

@@ -27,7 +27,8 @@ def _add_data(p: argparse.ArgumentParser) -> None:
 def _add_run(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("run")
     g.add_argument("--random-seed", type=int, default=42, help="seed for splitting, initialization and shuffling (default 42)")
-    g.add_argument("--backend", choices=["local", "ray", "horovod", "deepspeed"], help="where to run (default: the config's backend.type, else auto)")
+    g.add_argument("--backend", choices=["local", "ray", "torchrun", "horovod", "deepspeed"],
+                   help="where to run (default: the config's backend.type, else auto)")
     g.add_argument("--cache-dir", help="where preprocessed data is cached (overrides backend.cache_dir)")
 
 

@@ -25,14 +25,6 @@ def _config(args):
     return config
 
 
-def _check_backend(config) -> None:
-    if config.backend.type in ("horovod", "deepspeed"):
-        raise ConfigError(
-            f"backend.type: the {config.backend.type} backend is not available in this version of "
-            f"plait yet; use --backend local or --backend ray"
-        )
-
-
 def validate(args) -> int:
     import yaml
 
@@ -49,13 +41,12 @@ def preprocess(args) -> int:
     from plait.backends import get_backend
 
     config = _config(args)
-    _check_backend(config)
     backend = get_backend(config)
     try:
-        data = run(
+        data = backend.preprocess(lambda: run(
             config, args.dataset, training_set=args.training_set, validation_set=args.validation_set,
             test_set=args.test_set, seed=args.random_seed, engine=backend.data_engine,
-        )
+        ))
     finally:
         backend.shutdown()
     summary = {split: info["rows"] for split, info in data.metadata["splits"].items()}
@@ -70,13 +61,13 @@ def _data_args(args) -> dict:
             "validation_set": args.validation_set, "test_set": args.test_set}
 
 
-def _start_run(args, with_test: bool):
-    """The config, data arguments, seed and run directory of a new or resumed run."""
+def _start_run(args):
+    """The model, data arguments, seed and run directory of a new or resumed run. Under a
+    launcher every process runs this: the coordinator creates the run directory and tells the
+    others where it is."""
     from pathlib import Path
 
-    from plait.api import new_run_dir
-    from plait.config.render import resolved_dict
-    from plait.utils.fs import write_json
+    from plait.api import Model
 
     if args.resume:
         run_dir = Path(args.resume)
@@ -85,61 +76,80 @@ def _start_run(args, with_test: bool):
             raise ModelError(f"--resume {args.resume!r}: not a plait run directory (no description.json)")
         saved = json.loads(description.read_text())
         args.config = args.config or str(run_dir / "config.yaml")
-        data = {k: v for k, v in saved["data"].items()}
-        return _config(args), data, saved["random_seed"], run_dir
+        return Model(_config(args)), dict(saved["data"]), saved["random_seed"], run_dir
     if not args.config:
         raise ConfigError("--config is required (unless --resume names a run directory)")
-    config = _config(args)
-    _check_backend(config)
+    model = Model(_config(args))
     data = _data_args(args)
-    run_dir = new_run_dir(args.output_directory, args.experiment_name)
+    run_dir = _new_run_dir(args, model.config, data) if model.backend.is_coordinator else None
+    return model, data, args.random_seed, model.backend.broadcast_object(run_dir)
+
+
+def _new_run_dir(args, config, data: dict):
     import yaml
 
-    (run_dir / "config.yaml").write_text(yaml.safe_dump(resolved_dict(config), sort_keys=False))
-    write_json(run_dir / "description.json", {"data": data, "random_seed": args.random_seed, "command": args.command})
-    return config, data, args.random_seed, run_dir
-
-
-def _train(args):
-    from plait.api import Model
+    from plait.api import new_run_dir
+    from plait.config.render import resolved_dict
     from plait.utils.fs import write_json
 
-    config, data, seed, run_dir = _start_run(args, with_test=False)
-    model = Model(config)
-    log.info("Run directory: %s", run_dir)
-    try:
-        result = model.train(**data, random_seed=seed, run_dir=run_dir, resume=bool(args.resume))
-    finally:
-        model.close()
-    if not args.skip_save_model:
-        model.save(run_dir / "model")
-    if not args.skip_save_training_statistics:
-        write_json(run_dir / "training_statistics.json", result.training_statistics)
-    return model, result, run_dir
+    run_dir = new_run_dir(args.output_directory, args.experiment_name)
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(resolved_dict(config), sort_keys=False))
+    write_json(run_dir / "description.json", {"data": data, "random_seed": args.random_seed, "command": args.command})
+    return run_dir
+
+
+def _train(args, model, data: dict, seed: int, run_dir):
+    """Train and, on the coordinator, save the model and the training statistics."""
+    from plait.utils.fs import write_json
+
+    if model.backend.is_coordinator:
+        log.info("Run directory: %s", run_dir)
+    result = model.train(**data, random_seed=seed, run_dir=run_dir, resume=bool(args.resume))
+    if model.backend.is_coordinator:
+        if not args.skip_save_model:
+            model.save(run_dir / "model")
+        if not args.skip_save_training_statistics:
+            write_json(run_dir / "training_statistics.json", result.training_statistics)
+    return result
 
 
 def train(args) -> int:
-    model, result, run_dir = _train(args)
-    _print_summary(run_dir, result, None, model_saved=not args.skip_save_model)
+    model, data, seed, run_dir = _start_run(args)
+    try:
+        result = _train(args, model, data, seed, run_dir)
+        if model.backend.is_coordinator:
+            _print_summary(run_dir, result, None, model_saved=not args.skip_save_model)
+    finally:
+        model.close()
     return 0
 
 
 def experiment(args) -> int:
+    model, data, seed, run_dir = _start_run(args)
+    try:
+        result = _train(args, model, data, seed, run_dir)
+        if model.backend.is_coordinator:  # the other ranks of a launcher are done
+            test_stats = _test(args, model, result, run_dir)
+            _print_summary(run_dir, result, test_stats, model_saved=not args.skip_save_model)
+    finally:
+        model.close()
+    return 0
+
+
+def _test(args, model, result, run_dir) -> dict | None:
+    """Test statistics and predictions on the test split, written to the run directory."""
     from plait.api import predict_preprocessed
     from plait.utils.fs import write_json
 
-    model, result, run_dir = _train(args)
-    test_stats = None
-    if result.preprocessed.rows("test"):
-        test_stats = model.evaluate_preprocessed(result.preprocessed, "test")
-        if not args.skip_save_test_statistics:
-            write_json(run_dir / "test_statistics.json", test_stats)
-        if not args.skip_save_predictions:
-            _write_table(predict_preprocessed(model, result.preprocessed, "test"), run_dir / "predictions.parquet", "parquet")
-    else:
+    if not result.preprocessed.rows("test"):
         log.info("The test split is empty: no test statistics.")
-    _print_summary(run_dir, result, test_stats, model_saved=not args.skip_save_model)
-    return 0
+        return None
+    test_stats = model.evaluate_preprocessed(result.preprocessed, "test")
+    if not args.skip_save_test_statistics:
+        write_json(run_dir / "test_statistics.json", test_stats)
+    if not args.skip_save_predictions:
+        _write_table(predict_preprocessed(model, result.preprocessed, "test"), run_dir / "predictions.parquet", "parquet")
+    return test_stats
 
 
 def _print_summary(run_dir, result, test_stats, model_saved: bool = True) -> None:

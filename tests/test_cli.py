@@ -199,9 +199,12 @@ def test_several_config_problems_are_listed_in_one_message(cli, write_config):
     assert "  trainer.lerning_rate:" in err and "  trainer.batch_size:" in err
 
 
-def test_backend_that_is_not_available_yet(cli, config_path, dataset):
-    assert_one_clean_error(cli("preprocess", "--config", config_path, "--dataset", dataset, "--backend", "horovod"),
-                           "the horovod backend is not available")
+@pytest.mark.parametrize("backend,launcher", [("horovod", "horovodrun -np 2"), ("deepspeed", "deepspeed --num_gpus 2"),
+                                              ("torchrun", "torchrun --nproc-per-node 2")])
+def test_a_launcher_backend_outside_its_launcher_says_how_to_launch(cli, config_path, dataset, backend, launcher):
+    err = assert_one_clean_error(cli("train", "--config", config_path, "--dataset", dataset, "--backend", backend),
+                                 f"backend.type {backend} runs under its launcher")
+    assert launcher in err
 
 
 def test_real_command_exits_2_without_a_traceback(config_path, tmp_path):

@@ -1,20 +1,32 @@
 """Backends by name, and the choice of one from the config, the command line and the
-environment: an explicit type wins; ``auto`` joins a reachable Ray cluster, else runs locally."""
+environment: an explicit type wins; ``auto`` joins the process group of a launcher that started
+this process (torchrun), else a reachable Ray cluster, else runs locally."""
 
 from __future__ import annotations
 
 import logging
 
 from plait.backends.base import Backend
-from plait.errors import ConfigError
+from plait.errors import BackendError
 
 log = logging.getLogger("plait")
 
 
+LAUNCHED = ("torchrun", "horovod", "deepspeed")
+
+
 def resolve_type(config) -> str:
-    kind = config.backend.type
+    from plait.backends.launched import detect_launch
+
+    kind, launch = config.backend.type, detect_launch()
+    if launch is not None and launch.world_size > 1 and kind in ("local", "ray"):
+        raise BackendError(f"{launch.launcher} started {launch.world_size} processes but backend.type is {kind}: "
+                           f"each process would run the whole job alone. Remove backend.type (auto) or pass "
+                           f"--backend {launch.launcher}")
     if kind != "auto":
         return kind
+    if launch is not None:
+        return launch.launcher
     from plait.backends.ray import running_cluster_address
 
     address = running_cluster_address()
@@ -42,10 +54,9 @@ def get_backend(config) -> Backend:
         from plait.backends.ray import RayBackend
 
         return RayBackend(config)
-    raise ConfigError(
-        f"backend.type: the {kind} backend is not available in this version of plait yet; "
-        f"use local or ray (or --backend local)"
-    )
+    from plait.backends.launched import LaunchedBackend
+
+    return LaunchedBackend(config, kind)
 
 
 __all__ = ["Backend", "get_backend", "resolve_type"]

@@ -103,8 +103,10 @@ class LoaderConfig(StrictModel):
 
 
 class BackendConfig(StrictModel):
-    type: Literal["auto", "local", "ray", "horovod", "deepspeed"] = "auto"
-    """auto: ray when a Ray cluster is reachable, else local."""
+    type: Literal["auto", "local", "ray", "torchrun", "horovod", "deepspeed"] = "auto"
+    """auto: torchrun's group when torchrun started this process, else ray when a Ray cluster is
+    reachable, else local. torchrun, horovod and deepspeed: every process of that launcher runs
+    the command and trains on its shard (strategy: the config's, horovod, deepspeed)."""
     cache_dir: str | None = None
     """Where preprocessed data is cached: a path or an fsspec URL (s3://bucket/prefix). Unset:
     a .plait-cache folder beside the dataset, or the user cache directory for DataFrames."""

@@ -9,34 +9,14 @@ import threading
 import time
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
 import pytest
 
 from plait import Model
 from plait.backends.ray_train import restarts
 from plait.errors import TrainingError
+from distributed_rule import rule_config, rule_data  # a module beside this file
 
 pytestmark = pytest.mark.usefixtures("ray_cluster")
-
-
-def rule_data(rows: int = 1600, seed: int = 0) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    df = pd.DataFrame({"x1": rng.normal(size=rows), "x2": rng.normal(size=rows), "c": rng.choice(list("abc"), rows)})
-    df["y"] = df.x1 + 1.5 * (df.c == "a") > 0.3
-    return df
-
-
-def rule_config(tmp_path: Path, workers: int | None, **trainer) -> dict:
-    backend = {"type": "ray", "cache_dir": str(tmp_path / "cache")}
-    if workers is not None:
-        backend["trainer"] = {"num_workers": workers, "max_retries": trainer.pop("max_retries", 3)}
-    return {
-        "input_features": [{"name": "x1", "type": "number"}, {"name": "x2", "type": "number"}, {"name": "c", "type": "category"}],
-        "output_features": [{"name": "y", "type": "binary"}],
-        "trainer": {"epochs": 6, "batch_size": 64, **trainer},
-        "backend": backend,
-    }
 
 
 def train_worker_pids() -> list[int]:
