@@ -35,14 +35,17 @@ What is timed
 * **start-up**: ``plait --help`` and ``python -c "import plait"`` as subprocesses, best of 5.
 
 With ``--backend ray`` the script compares backends instead: the same config, data, seed,
-epochs and *global* batch trained locally, on Ray Train with one worker and with
-``--num-workers`` workers (``--strategy``: ddp, the one available so far), each batch split
-over the workers, the learning rate unscaled. It reports the training rows/s each run
-recorded per epoch (over all workers, evaluation excluded; the first epoch is left out as
-warm-up), the wall-clock time of the whole ``train`` call (Ray's worker-group start included)
+epochs and *global* batch trained locally, on Ray Train with one worker (ddp) and with
+``--num-workers`` workers for each ``--strategy`` (ddp, fsdp, deepspeed, horovod), each batch
+split over the workers, the learning rate unscaled. ``--backend torchrun`` does the same under
+torchrun (no Ray needed: the way to check the GPU paths on a machine without Ray). It reports
+the training rows/s each run recorded per epoch (over all workers, evaluation excluded; the
+first epoch is left out as warm-up), the median fraction of each epoch a worker waited for its
+next batch, the wall-clock time of the whole ``train`` call (the worker group's start included)
 and the test accuracy reached::
 
-    .venv/bin/python benchmarks/train.py --backend ray --num-workers 2 --rows 100000 --epochs 4
+    .venv/bin/python benchmarks/train.py --backend ray --num-workers 2 --rows 100000 --epochs 4 --strategy ddp fsdp deepspeed
+    python3 benchmarks/train.py --backend torchrun --num-workers 1 --mixed-precision   # on a GPU machine
 """
 
 from __future__ import annotations
@@ -239,43 +242,81 @@ def compare_training(df: pd.DataFrame, args) -> tuple:
 
 
 def compare_backends(df: pd.DataFrame, args) -> dict:
-    """Local, Ray with 1 worker, Ray with ``args.num_workers``: same data, seed and global batch."""
-    from plait import Model
-
+    """Local, then one worker and ``args.num_workers`` workers per strategy, on Ray Train or under
+    torchrun: same data, seed and global batch."""
     runs = {}
     with tempfile.TemporaryDirectory(prefix="plait-bench-") as cache_dir:
-        for name, workers in [("local", None), ("ray_1_worker", 1), (f"ray_{args.num_workers}_workers", args.num_workers)]:
+        plans = [("local", None, None)]
+        if args.backend == "ray":
+            plans.append(("ray_1_worker", 1, "ddp"))
+        plans += [(f"{args.backend}_{args.num_workers}_workers_{s}", args.num_workers, s) for s in args.strategy]
+        for name, workers, strategy in plans:
             config = make_config(args.epochs, args.batch_size // (workers or 1), cache_dir)
-            config["trainer"]["learning_rate_scaling"] = "constant"
-            config["trainer"]["early_stop"] = -1
+            config["trainer"].update(learning_rate_scaling="constant", early_stop=-1, use_mixed_precision=args.mixed_precision)
             if workers:
-                config["backend"] = {"type": "ray", "cache_dir": cache_dir,
-                                     "trainer": {"num_workers": workers, "strategy": args.strategy}}
-            model = Model(config)
-            started = time.perf_counter()
-            result = model.train(dataset=df, random_seed=args.seed, progress_bar=False)
-            wall = time.perf_counter() - started
-            per_epoch = [r["rows_per_s"] for r in result.training_statistics if "rows_per_s" in r]
-            steady = per_epoch[1:] or per_epoch
-            runs[name] = {
-                "workers": workers or 1, "batch_size_per_worker": config["trainer"]["batch_size"],
-                "rows_per_s_per_epoch": per_epoch, "rows_per_s": statistics.median(steady), "train_call_s": wall,
-                "test_accuracy": model.evaluate(df, split="test", random_seed=args.seed)[OUTPUT_COLUMN]["accuracy"],
-            }
-            model.close()
+                config["backend"] = {"type": args.backend, "cache_dir": cache_dir,
+                                     "trainer": {"num_workers": workers, "strategy": strategy}}
+            train = train_launched if workers and args.backend != "ray" else train_in_process
+            runs[name] = {"workers": workers or 1, "strategy": strategy, "batch_size_per_worker": config["trainer"]["batch_size"],
+                          **train(df, config, args)}
     local = runs["local"]
     for run in runs.values():
         run["vs_local"] = run["rows_per_s"] / local["rows_per_s"]
         run["accuracy_minus_local"] = run["test_accuracy"] - local["test_accuracy"]
-    return {"epochs": args.epochs, "global_batch_size": args.batch_size, "strategy": args.strategy, "runs": runs}
+    return {"epochs": args.epochs, "global_batch_size": args.batch_size, "mixed_precision": args.mixed_precision, "runs": runs}
+
+
+def epoch_figures(history: list) -> dict:
+    """Median rows/s and data-wait fraction over the epochs, the first (warm-up) left out."""
+    epochs = [r for r in history if "rows_per_s" in r]
+    steady = epochs[1:] or epochs
+    return {"rows_per_s_per_epoch": [r["rows_per_s"] for r in epochs],
+            "rows_per_s": statistics.median(r["rows_per_s"] for r in steady),
+            "data_wait_fraction": statistics.median(r.get("data_wait_fraction", 0.0) for r in steady)}
+
+
+def train_in_process(df: pd.DataFrame, config: dict, args) -> dict:
+    from plait import Model
+
+    model = Model(config)
+    started = time.perf_counter()
+    result = model.train(dataset=df, random_seed=args.seed, progress_bar=False)
+    wall = time.perf_counter() - started
+    accuracy = model.evaluate(df, split="test", random_seed=args.seed)[OUTPUT_COLUMN]["accuracy"]
+    model.close()
+    return {**epoch_figures(result.training_statistics), "train_call_s": wall, "test_accuracy": accuracy}
+
+
+def train_launched(df: pd.DataFrame, config: dict, args) -> dict:
+    """``torchrun --nproc-per-node N -m plait train`` in a scratch folder (start-up included in
+    the wall-clock time); the figures come from the run's training statistics."""
+    import yaml
+
+    from plait import Model
+
+    workers = config["backend"]["trainer"]["num_workers"]
+    with tempfile.TemporaryDirectory(prefix="plait-bench-run-") as folder:
+        folder = Path(folder)
+        df.to_parquet(folder / "data.parquet")
+        (folder / "config.yaml").write_text(yaml.safe_dump(config))
+        command = [str(Path(sys.executable).parent / "torchrun"), "--nproc-per-node", str(workers), "-m", "plait", "train",
+                   "--config", "config.yaml", "--dataset", "data.parquet", "--random-seed", str(args.seed)]
+        started = time.perf_counter()
+        subprocess.run(command, cwd=folder, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wall = time.perf_counter() - started
+        run_dir = folder / "results" / "experiment_run_0"
+        history = json.loads((run_dir / "training_statistics.json").read_text())
+        accuracy = Model.load(run_dir / "model").evaluate(df, split="test", random_seed=args.seed)[OUTPUT_COLUMN]["accuracy"]
+    return {**epoch_figures(history), "train_call_s": wall, "test_accuracy": accuracy}
 
 
 def print_backends(summary: dict) -> None:
-    print(f"training by backend: {summary['epochs']} epochs, global batch {summary['global_batch_size']}, "
-          f"strategy {summary['strategy']}")
-    print(f"  {'':18} {'rows/s':>10} {'vs local':>9} {'train() s':>10} {'test acc':>9}")
+    print(f"training by backend: {summary['epochs']} epochs, global batch {summary['global_batch_size']}"
+          f"{', bf16 autocast' if summary['mixed_precision'] else ''}")
+    print(f"  {'':28} {'rows/s':>10} {'vs local':>9} {'data wait':>10} {'train() s':>10} {'test acc':>9}")
     for name, run in summary["runs"].items():
-        print(f"  {name:18} {run['rows_per_s']:>10,.0f} {run['vs_local']:>9.2f} {run['train_call_s']:>10.1f} {run['test_accuracy']:>9.4f}")
+        print(f"  {name:28} {run['rows_per_s']:>10,.0f} {run['vs_local']:>9.2f} {100 * run['data_wait_fraction']:>9.1f}% "
+              f"{run['train_call_s']:>10.1f} {run['test_accuracy']:>9.4f}")
 
 
 # Prediction and start-up ------------------------------------------------------------------------
@@ -319,10 +360,12 @@ def main(argv=None) -> int:
     parser.add_argument("--repeat", type=int, default=5, help="training runs of each loop, interleaved; the best of each is reported")
     parser.add_argument("--predict-rows", type=int, default=1_000_000)
     parser.add_argument("--predict-repeat", type=int, default=2, help="prediction runs; the best is reported")
-    parser.add_argument("--backend", choices=["local", "ray"], default="local",
+    parser.add_argument("--backend", choices=["local", "ray", "torchrun"], default="local",
                         help="local: plait against a hand-written loop; ray: local against Ray Train workers")
-    parser.add_argument("--num-workers", type=int, default=2, help="with --backend ray: workers of the larger Ray run")
-    parser.add_argument("--strategy", choices=["ddp"], default="ddp", help="with --backend ray: the distributed strategy")
+    parser.add_argument("--num-workers", type=int, default=2, help="with --backend ray/torchrun: workers of the larger runs")
+    parser.add_argument("--strategy", nargs="+", choices=["ddp", "fsdp", "deepspeed", "horovod"], default=["ddp"],
+                        help="with --backend ray/torchrun: one run of --num-workers workers per strategy")
+    parser.add_argument("--mixed-precision", action="store_true", help="trainer.use_mixed_precision (bf16 autocast)")
     parser.add_argument("--out", default=str(HERE / "out" / "train.json"))
     args = parser.parse_args(argv)
 
@@ -340,10 +383,11 @@ def main(argv=None) -> int:
         "parameters": {k: v for k, v in vars(args).items() if k != "out"},
         "targets": TARGETS,
     }
-    if args.backend == "ray":
+    if args.backend != "local":
         report["backends"] = compare_backends(df, args)
         print_backends(report["backends"])
-        write_report(report, args.out if args.out != str(HERE / "out" / "train.json") else HERE / "out" / "train_ray.json")
+        default_out = HERE / "out" / f"train_{args.backend}.json"
+        write_report(report, args.out if args.out != str(HERE / "out" / "train.json") else default_out)
         return 0
     model, training = compare_training(df, args)
     report["training"] = training

@@ -1,4 +1,4 @@
-"""A real gloo process group of several processes on this machine, for the strategies' tests.
+"""A real process group (gloo; NCCL for GPU tests) of several processes on this machine, for the strategies' tests.
 
 ``run_workers(fn, world_size=2, *args)`` starts ``world_size`` processes, joins them in a gloo
 group (``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT`` set as torchrun sets them),
@@ -23,7 +23,9 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _worker(rank: int, world_size: int, port: int, fn, args, results) -> None:
+def _worker(rank: int, world_size: int, port: int, fn, args, results, backend: str) -> None:
+    if backend == "gloo":  # a CPU test, also on a machine with GPUs (strategies pick a GPU when they see one)
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
     import torch
     import torch.distributed as dist
 
@@ -31,7 +33,9 @@ def _worker(rank: int, world_size: int, port: int, fn, args, results) -> None:
                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
     try:
-        dist.init_process_group("gloo", rank=rank, world_size=world_size)
+        if backend == "nccl":
+            torch.cuda.set_device(rank)
+        dist.init_process_group(backend, rank=rank, world_size=world_size)
         # Plain pickle bytes: a tensor sent through the queue as-is is shared by file descriptor,
         # which vanishes when this process exits.
         results.put((rank, "ok", pickle.dumps(fn(rank, *args))))
@@ -45,11 +49,11 @@ def _worker(rank: int, world_size: int, port: int, fn, args, results) -> None:
             dist.destroy_process_group()
 
 
-def _run_workers(fn, world_size: int = 2, *args, timeout: float = 240):
+def _run_workers(fn, world_size: int = 2, *args, backend: str = "gloo", timeout: float = 240):
     context = mp.get_context("spawn")
     results = context.Queue()
     port = free_port()
-    processes = [context.Process(target=_worker, args=(rank, world_size, port, fn, args, results)) for rank in range(world_size)]
+    processes = [context.Process(target=_worker, args=(rank, world_size, port, fn, args, results, backend)) for rank in range(world_size)]
     for process in processes:
         process.start()
     outcomes = {}
@@ -69,6 +73,6 @@ def _run_workers(fn, world_size: int = 2, *args, timeout: float = 240):
 
 @pytest.fixture
 def run_workers():
-    """run_workers(fn, world_size=2, *args) -> [fn's result on rank 0, rank 1, ...]; ``fn`` must be
-    a module-level function (it is pickled into spawned processes)."""
+    """run_workers(fn, world_size=2, *args, backend="gloo") -> [fn's result on rank 0, rank 1, ...];
+    ``fn`` must be a module-level function (it is pickled into spawned processes)."""
     return _run_workers
