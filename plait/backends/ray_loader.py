@@ -60,6 +60,7 @@ def split_datasets(data, loader, columns: list[str], world_size: int) -> dict:
     are left out), materialized when the loader is fully executed."""
     import ray.data
 
+    _quiet_ray_data()
     streamed = not loader.fully_executed or loader.window_size_bytes is not None
     datasets = {}
     for split in SPLITS:
@@ -76,6 +77,17 @@ def split_datasets(data, loader, columns: list[str], world_size: int) -> dict:
              (f", in windows of {loader.window_size_bytes / 2**20:,.0f} MiB" if loader.window_size_bytes else "")
              if streamed else "materialized once in the object store")
     return datasets
+
+
+def _quiet_ray_data() -> None:
+    """No progress bars or per-dataset start banners in the driver's terminal: plait reports
+    training progress itself, once per evaluation."""
+    from ray.data import DataContext
+
+    context = DataContext.get_current()
+    context.enable_progress_bars = False
+    context.print_on_execution_start = False
+    logging.getLogger("ray.data").setLevel(logging.WARNING)
 
 
 def filler_table(dataset) -> pa.Table:

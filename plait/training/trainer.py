@@ -184,11 +184,9 @@ class Trainer:
         clip = self.trainer.gradient_clipping
         if clip.clipvalue:  # both clip functions skip parameters without a gradient
             torch.nn.utils.clip_grad_value_(self.parameters, clip.clipvalue)
-        if clip.clipglobalnorm:
-            norm = self.strategy.clip_grad_norm(self.parameters, clip.clipglobalnorm)
-            if not math.isfinite(norm):  # clipping would zero every gradient: training has stalled
-                raise self._diverged(f"the gradient norm became {norm}")
-        self.strategy.optimizer_step(self.optimizer)
+        norm = self.strategy.optimizer_step(self.optimizer, self.parameters, clip.clipglobalnorm)
+        if norm is not None and not math.isfinite(norm):  # the step was skipped: training has stalled
+            raise self._diverged(f"the gradient norm became {norm}")
         self.scheduler.step()
         self.state.step += 1
 

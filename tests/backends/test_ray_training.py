@@ -1,5 +1,5 @@
-"""Training on the Ray backend: Ray Train workers with the ddp strategy (gloo), on the real local
-Ray cluster shared by the test session."""
+"""Training on the Ray backend: Ray Train workers with each strategy (gloo on CPU), on the real
+local Ray cluster shared by the test session."""
 
 from __future__ import annotations
 
@@ -41,8 +41,13 @@ def ancestors(pid: int) -> list[int]:
     return chain
 
 
-def test_two_ddp_workers_learn_a_simple_rule(tmp_path):
-    model = Model(rule_config(tmp_path, workers=2))
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp", "deepspeed", "horovod"])
+def test_two_workers_learn_a_simple_rule_with_each_strategy(tmp_path, strategy):
+    if strategy in ("deepspeed", "horovod"):
+        pytest.importorskip({"deepspeed": "deepspeed", "horovod": "horovod.torch"}[strategy])
+    config = rule_config(tmp_path, workers=2)
+    config["backend"]["trainer"]["strategy"] = strategy
+    model = Model(config)
     result = model.train(dataset=rule_data(), run_dir=tmp_path / "run", progress_bar=False)
     assert [r["epoch"] for r in result.training_statistics] == list(range(1, 7))
     training_rows = result.preprocessed.rows("training")

@@ -10,6 +10,7 @@ any strategy whose model and optimizer are whole on every worker.
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from pathlib import Path
 
@@ -54,11 +55,22 @@ class Strategy(ABC):
 
     # ---- defaults: whole model and optimizer on every worker ------------------------------------
 
+    def optimizer_step(self, optimizer: torch.optim.Optimizer, parameters: list[torch.Tensor],
+                       max_norm: float | None = None) -> float | None:
+        """Clip the gradients' global norm to ``max_norm`` (when given), update the weights and
+        zero the gradients. Returns the norm before clipping (None without clipping); a norm that
+        is not finite skips the update, so the weights stay finite for the error that follows."""
+        norm = self.clip_grad_norm(parameters, max_norm) if max_norm else None
+        if norm is None or math.isfinite(norm):
+            self.step(optimizer)
+        return norm
+
     def clip_grad_norm(self, parameters: list[torch.Tensor], max_norm: float) -> float:
         """Clip the global gradient norm; returns the norm before clipping."""
         return torch.nn.utils.clip_grad_norm_(parameters, max_norm).item()
 
-    def optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+    def step(self, optimizer: torch.optim.Optimizer) -> None:
+        """Update the weights and zero the gradients."""
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 

@@ -200,7 +200,7 @@ class HorovodStrategy(Strategy):
             self.optimizer.synchronize()
             self.gradients_synchronized = True
 
-    def optimizer_step(self, optimizer):
+    def step(self, optimizer):
         if not self.gradients_synchronized:  # stepped without a synchronizing backward pass
             optimizer.synchronize()
         with optimizer.skip_synchronize():

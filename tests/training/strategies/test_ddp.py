@@ -15,7 +15,7 @@ def _replicas_after_steps(rank: int) -> dict:
     inputs = torch.full((4, 3), float(rank + 1))
     for sync in (False, True):  # one accumulation micro-step, then a synchronizing one
         strategy.backward(model(inputs).sum(), sync=sync)
-    strategy.optimizer_step(optimizer)
+    strategy.optimizer_step(optimizer, list(model.parameters()))
     weights = strategy.model_state(model)
     strategy.shutdown()
     return {k: v.clone() for k, v in weights.items()}

@@ -46,8 +46,7 @@ def _train(strategy, model, optimizer, batch_of, steps=MICRO_BATCHES_PER_STEP, f
         for micro in range(micro_batches):
             x, y = batch_of(step, micro)
             strategy.backward(F.mse_loss(model(x), y) / micro_batches, sync=micro + 1 == micro_batches)
-        norms.append(strategy.clip_grad_norm(list(model.parameters()), CLIP))
-        strategy.optimizer_step(optimizer)
+        norms.append(strategy.optimizer_step(optimizer, list(model.parameters()), CLIP))
     return norms
 
 

@@ -24,8 +24,7 @@ def _nccl_steps(rank: int, strategy_name: str) -> dict:
         with torch.autocast("cuda", dtype=torch.bfloat16):
             loss = model(inputs).float().pow(2).mean()
         strategy.backward(loss)
-        strategy.clip_grad_norm([p for p in model.parameters()], 1.0)
-        strategy.optimizer_step(optimizer)
+        strategy.optimizer_step(optimizer, list(model.parameters()), 1.0)
     weights = {k: v.float().cpu() for k, v in strategy.model_state(model).items()}
     strategy.shutdown()
     return weights

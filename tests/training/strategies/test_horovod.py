@@ -35,8 +35,7 @@ def _replicas_after_steps(rank: int) -> dict:
     for _ in range(3):
         for sync in (False, True):  # one accumulation micro-step, then the exchanging one
             strategy.backward(model(inputs).sum(), sync=sync)
-        norms.append(strategy.clip_grad_norm(list(model.parameters()), 1e6))
-        strategy.optimizer_step(optimizer)
+        norms.append(strategy.optimizer_step(optimizer, list(model.parameters()), 1e6))
     weights = {k: v.clone() for k, v in strategy.model_state(model).items()}
     strategy.shutdown()
     return {"weights": weights, "norms": norms}
@@ -89,7 +88,7 @@ def _fresh(strategy, seed: int):
 def _train(strategy, model, optimizer, scheduler, steps: range) -> None:
     for step in steps:
         strategy.backward(model(_inputs(strategy.rank, step)).pow(2).mean())
-        strategy.optimizer_step(optimizer)
+        strategy.optimizer_step(optimizer, list(model.parameters()))
         scheduler.step()
 
 

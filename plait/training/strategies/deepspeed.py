@@ -1,0 +1,348 @@
+"""DeepSpeed: ZeRO data parallelism. One process per worker; stage 1 shards the optimizer state
+over the workers, stage 2 also the gradients, stage 3 also the parameters (then a forward pass is
+a collective).
+
+How plait's loop maps onto the DeepSpeed engine:
+
+* The torch optimizer plait built becomes the engine's base optimizer (DeepSpeed's own fused and
+  CPU Adam are C++ extensions compiled on first use), also when offloading. ZeRO points that
+  optimizer's ``param_groups`` at its flat partitions but keeps the group dicts, so plait's LR
+  scheduler, which writes ``lr`` into them, sets the learning rate DeepSpeed steps with.
+* Gradient accumulation: the loop already divides each micro-batch's loss by the number of
+  accumulation steps and says which backward ends a step; the engine is told the same instead of
+  counting micro-steps itself (the last, shorter group of an epoch would confuse its count).
+* Gradient clipping by global norm happens inside ``engine.step()``: under ZeRO the engine alone
+  sees the partitioned gradients, so ``optimizer_step`` steps first and reports the norm after.
+* Checkpoints: the full weights in safetensors (written by the coordinator) and one optimizer file
+  per worker (its partition, with the fp32 master weights), loaded with ``weights_only=True``.
+  Resuming needs the same number of workers, ZeRO stage and precision.
+* fp16/bf16: DeepSpeed keeps the module's weights in half precision (fp32 master weights in the
+  optimizer); the forward pass runs under autocast and returns float32 (fp16 needs a GPU:
+  DeepSpeed's CPU accelerator has none).
+
+The process group comes from whoever launched the workers (Ray Train, or the tests); under
+torchrun this strategy creates it from the environment and destroys it at the end, as ddp does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import json
+import math
+import os
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from plait.errors import BackendError, ConfigError
+from plait.training.strategies.base import MODEL_FILE, Strategy
+
+LAYOUT_FILE = "deepspeed.json"
+"""How the optimizer state in a checkpoint is partitioned: loading needs the same layout."""
+LAYOUT_SETTINGS = {"world_size": "backend.trainer.num_workers",
+                   "zero_stage": "backend.trainer.strategy.zero_optimization.stage",
+                   "fp16": "backend.trainer.strategy.fp16.enabled", "bf16": "backend.trainer.strategy.bf16.enabled"}
+"""The setting that decides each part of the layout."""
+
+
+def optimizer_file(rank: int) -> str:
+    return f"optimizer-rank{rank}.pt"
+
+
+class DeepSpeedStrategy(Strategy):
+    name = "deepspeed"
+
+    def __init__(self, config=None, trainer=None, device: str | None = None):
+        from plait.config.backend import DeepSpeedConfig
+
+        self.config = config or DeepSpeedConfig()
+        check_supported(self.config, trainer)
+        self.stage = self.config.zero_optimization.stage
+        self.forward_is_collective = self.stage == 3
+        if device is None and torch.cuda.is_available():
+            device = f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}"
+        self.device = torch.device(device or "cpu")
+        # Imported before the group is made: a missing package then leaves nothing to clean up.
+        self.deepspeed = import_deepspeed(self.device)
+        if self.config.fp16.enabled and not self.deepspeed.accelerator.get_accelerator().is_fp16_supported():
+            raise ConfigError(f"backend.trainer.strategy.fp16.enabled: DeepSpeed has no fp16 on this device "
+                              f"({self.device.type}); use bf16.enabled instead")
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)
+        self.owns_group = not dist.is_initialized()
+        if self.owns_group:
+            dist.init_process_group("nccl" if self.device.type == "cuda" else "gloo")
+        self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
+        self.ds_config = deepspeed_config(self.config, trainer)
+        self.engine = None
+        self.torch_optimizer = None
+        self.dtypes: dict[str, torch.dtype] = {}
+
+    # ---- model and optimizer ---------------------------------------------------------------------
+
+    def prepare(self, model, optimizer):
+        # The dtypes the plain module was built with, for model_state to hand back (bf16/fp16
+        # training keeps the module itself in half precision).
+        self.dtypes = {name: tensor.dtype for name, tensor in model.state_dict().items()}
+        half = self.half_dtype()
+        if half is not None:
+            run_in_half_precision(model, self.device.type, half)
+        self.engine, *_ = self.deepspeed.initialize(model=model, optimizer=optimizer, config=self.ds_config,
+                                                    dist_init_required=False)
+        self.torch_optimizer = optimizer
+        # The torch optimizer, not the engine's wrapper: the trainer builds its LR scheduler on it.
+        return self.engine, optimizer
+
+    def half_dtype(self) -> torch.dtype | None:
+        if self.config.bf16.enabled:
+            return torch.bfloat16
+        return torch.float16 if self.config.fp16.enabled else None
+
+    def backward(self, loss, sync=True):
+        # The loop has divided the loss by the accumulation steps already: no second division.
+        self.engine.set_gradient_accumulation_boundary(sync)
+        self.engine.backward(loss, scale_wrt_gas=False)
+
+    def optimizer_step(self, optimizer, parameters, max_norm=None):
+        """DeepSpeed clips inside ``engine.step()`` (at ``gradient_clipping``, set from
+        trainer.gradient_clipping.clipglobalnorm when the strategy is built): step, then report
+        the norm before clipping. A non-finite norm makes DeepSpeed skip the step."""
+        clip = self.ds_config["gradient_clipping"]
+        if (max_norm or 0.0) != clip:
+            raise ValueError(f"optimizer_step(max_norm={max_norm}): DeepSpeed clips at gradient_clipping={clip}, "
+                             f"set from trainer.gradient_clipping.clipglobalnorm when the strategy is built")
+        # Without ZeRO or half precision the engine keeps no norm, and would step on a non-finite
+        # gradient; the gradients are whole here.
+        whole = whole_grad_norm(parameters) if self.engine.optimizer is self.torch_optimizer else None
+        if whole is not None and not math.isfinite(whole):
+            return whole
+        self.engine.step()  # also zeroes the gradients
+        if self.config.fp16.enabled and not self.step_applied():
+            # An fp16 overflow is how dynamic loss scaling finds its scale: DeepSpeed skipped the
+            # step and lowered the scale (it raises itself once the scale can go no lower).
+            return 0.0 if max_norm else None
+        if not max_norm:
+            return None
+        norm = self.engine.get_global_grad_norm()
+        return float(norm) if norm is not None else whole
+
+    def step_applied(self) -> bool:
+        applied = getattr(self.engine, "was_step_applied", None)
+        return applied() if applied is not None else True
+
+    # ---- collectives -----------------------------------------------------------------------------
+
+    def all_reduce_sum(self, tensor):
+        total = tensor.detach().clone()
+        dist.all_reduce(total, op=dist.ReduceOp.SUM)
+        return total
+
+    def barrier(self):
+        dist.barrier()
+
+    def broadcast_object(self, value):
+        box = [value]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+    # ---- state -----------------------------------------------------------------------------------
+
+    def model_state(self, model):
+        """The full weights on every worker (ZeRO-3 gathers them: a collective), in the dtypes
+        the plain module was built with."""
+        module = self.unwrap(model)
+        with self.gathered(module):
+            # Cloned inside: leaving the context frees ZeRO-3's gathered parameters.
+            state = {name: tensor.detach().clone() for name, tensor in module.state_dict().items()}
+        return {name: tensor.to(self.dtypes.get(name, tensor.dtype)) for name, tensor in state.items()}
+
+    def gathered(self, module, modifier_rank=None):
+        """Full parameters inside the context under ZeRO-3 (with ``modifier_rank``, that rank's
+        changes are scattered back when it ends); a no-op otherwise."""
+        if self.stage != 3:
+            return contextlib.nullcontext()
+        return self.deepspeed.zero.GatheredParameters(list(module.parameters()), modifier_rank=modifier_rank)
+
+    def save_state(self, directory: Path, model, optimizer) -> None:
+        from plait.training.checkpoint import save_weights
+
+        weights = self.model_state(model)
+        if self.is_coordinator:
+            save_weights(weights, directory / MODEL_FILE)
+            (directory / LAYOUT_FILE).write_text(json.dumps(self.layout()))
+        # Each worker's partition of the optimizer state, with its fp32 master weights.
+        torch.save(self.engine.optimizer.state_dict(), directory / optimizer_file(self.rank))
+
+    def load_state(self, directory: Path, model, optimizer) -> None:
+        from plait.training.checkpoint import load_weights
+
+        self.check_layout(directory)
+        module = self.unwrap(model)
+        with self.gathered(module, modifier_rank=0):
+            module.load_state_dict(load_weights(directory / MODEL_FILE))
+        with torch.serialization.safe_globals(checkpoint_classes()):
+            state = torch.load(directory / optimizer_file(self.rank), weights_only=True)
+        self.load_optimizer_state(state)
+
+    def load_optimizer_state(self, state: dict) -> None:
+        from deepspeed.runtime.base_optimizer import ZeROOptimizer
+
+        wrapper = self.engine.optimizer
+        if wrapper is self.torch_optimizer:
+            wrapper.load_state_dict(state)
+        elif isinstance(wrapper, ZeROOptimizer):
+            # ZeRO reads the entry of its own rank in a list of every rank's state; the others are
+            # needed only to re-partition for another world size, which check_layout refuses.
+            states = [None] * self.world_size
+            states[self.rank] = state
+            wrapper.load_state_dict(state_dict_list=states, load_optimizer_states=True, load_from_fp32_weights=True)
+        else:  # the fp16/bf16 wrappers without ZeRO: whole on every worker
+            wrapper.load_state_dict(state, load_optimizer_states=True)
+
+    def layout(self) -> dict:
+        return {"world_size": self.world_size, "zero_stage": self.stage,
+                "fp16": self.config.fp16.enabled, "bf16": self.config.bf16.enabled}
+
+    def check_layout(self, directory: Path) -> None:
+        path = directory / LAYOUT_FILE
+        if not path.is_file():
+            raise ConfigError(f"backend.trainer.strategy: the checkpoint {directory} was not written by the deepspeed "
+                              f"strategy; resume with the strategy that wrote it")
+        saved, now = json.loads(path.read_text()), self.layout()
+        problems = [f"{LAYOUT_SETTINGS[key]}: the checkpoint {directory} holds DeepSpeed optimizer state written "
+                    f"with {saved.get(key)} (now {now[key]}); resume with the same setting"
+                    for key in now if saved.get(key) != now[key]]
+        if problems:
+            raise ConfigError(problems)
+
+    def shutdown(self):
+        if self.engine is not None and hasattr(self.engine, "destroy"):
+            self.engine.destroy()  # removes ZeRO-3's hooks from the module
+        self.engine = self.torch_optimizer = None
+        gc.collect()  # release the engine before the group: gloo aborts at exit otherwise
+        if self.owns_group and dist.is_initialized():
+            dist.destroy_process_group()
+
+
+# ---- DeepSpeed itself ----------------------------------------------------------------------------
+
+
+def import_deepspeed(device: torch.device):
+    """``deepspeed``, set up for ``device``."""
+    if device.type == "cpu":
+        # DeepSpeed picks its accelerator once, at first use; without a GPU it guesses CPU but warns.
+        os.environ.setdefault("DS_ACCELERATOR", "cpu")
+    try:
+        import deepspeed
+        from deepspeed.accelerator import get_accelerator
+    except ImportError as error:
+        raise BackendError("the deepspeed strategy needs `pip install plait[deepspeed]` (set DS_BUILD_OPS=0 to install "
+                           f"without compiling DeepSpeed's C++ ops); importing deepspeed failed: {error}") from error
+    accelerator = get_accelerator().device_name()
+    if accelerator != device.type:
+        chosen = os.environ.get("DS_ACCELERATOR", "unset")
+        raise BackendError(f"DeepSpeed runs on {accelerator} (DS_ACCELERATOR={chosen}) but this worker trains on "
+                           f"{device}; set DS_ACCELERATOR={device.type}")
+    if accelerator == "cpu":
+        skip_shared_memory_op(deepspeed)
+    return deepspeed
+
+
+def skip_shared_memory_op(deepspeed) -> None:
+    """On the CPU accelerator DeepSpeed's communication backend compiles its shared-memory
+    all-reduce (a C++ extension, over a minute) when it starts, and uses it only for the all-reduce
+    of tensor-parallel inference; marked incompatible, it is never built and gloo does the work."""
+    import deepspeed.ops
+
+    deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
+
+
+def deepspeed_config(config, trainer) -> dict:
+    """The engine's config from the strategy section and the trainer section."""
+    zero = config.zero_optimization
+    clip = trainer.gradient_clipping.clipglobalnorm if trainer is not None else None
+    batch_size = trainer.batch_size if trainer is not None else None
+    return {
+        # DeepSpeed only logs throughput with the batch size (plait makes the batches); "auto"
+        # is resolved after the strategy is built.
+        "train_micro_batch_size_per_gpu": batch_size if isinstance(batch_size, int) else 1,
+        "gradient_accumulation_steps": trainer.gradient_accumulation_steps if trainer is not None else 1,
+        "gradient_clipping": float(clip or 0.0),
+        "zero_optimization": {
+            "stage": zero.stage,
+            "offload_optimizer": {"device": zero.offload_optimizer.device},
+            "offload_param": {"device": zero.offload_param.device},
+        },
+        "fp16": {"enabled": config.fp16.enabled},
+        "bf16": {"enabled": config.bf16.enabled},
+        # Plait's SGD is not on DeepSpeed's list of tested ZeRO optimizers: ZeRO steps any torch
+        # optimizer on its flat partitions alike.
+        "zero_allow_untested_optimizer": True,
+        # Offloading steps plait's torch optimizer on the CPU, not DeepSpeed's compiled CPU Adam.
+        "zero_force_ds_cpu_optimizer": False,
+    }
+
+
+def check_supported(config, trainer) -> None:
+    """Settings DeepSpeed would ignore or reject, refused with what to change."""
+    zero = config.zero_optimization
+    problems = []
+    if config.fp16.enabled and config.bf16.enabled:
+        problems.append("backend.trainer.strategy: fp16 and bf16 are both enabled; enable one")
+    if zero.offload_param.device != "none" and zero.stage != 3:
+        problems.append(f"backend.trainer.strategy.zero_optimization.offload_param: only ZeRO stage 3 offloads "
+                        f"parameters (stage is {zero.stage})")
+    if zero.offload_optimizer.device != "none" and zero.stage == 0:
+        problems.append("backend.trainer.strategy.zero_optimization.offload_optimizer: needs ZeRO stage 1, 2 or 3")
+    wraps_gradients = zero.stage > 0 or config.fp16.enabled or config.bf16.enabled
+    if trainer is not None and trainer.gradient_clipping.clipvalue and wraps_gradients:
+        problems.append("trainer.gradient_clipping.clipvalue: DeepSpeed keeps ZeRO and fp16/bf16 gradients in its "
+                        "own buffers and clips them by global norm only; use clipglobalnorm")
+    if problems:
+        raise ConfigError(problems)
+
+
+def checkpoint_classes() -> list:
+    """The DeepSpeed classes inside its optimizers' state dicts, trusted by ``torch.load(...,
+    weights_only=True)``: plain records (the loss scaler, the ZeRO stage, where each parameter
+    lies in the flat partition) that unpickle without running code."""
+    from deepspeed.runtime.fp16.loss_scaler import DynamicLossScaler, LossScaler
+    from deepspeed.runtime.zero.config import ZeroStageEnum
+    from deepspeed.utils.tensor_fragment import fragment_address
+
+    return [LossScaler, DynamicLossScaler, ZeroStageEnum, fragment_address]
+
+
+def whole_grad_norm(parameters) -> float:
+    grads = [p.grad for p in parameters if p.grad is not None]
+    if not grads:
+        return 0.0
+    return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g.float()) for g in grads])).item()
+
+
+def run_in_half_precision(module: torch.nn.Module, device_type: str, dtype: torch.dtype) -> None:
+    """With fp16/bf16 DeepSpeed turns the module's weights to ``dtype``, but a module may make
+    float32 tensors of its own (plait's encoders call ``.float()``): its forward runs under autocast,
+    which casts both sides of every matmul, and its float outputs come back as float32, so that
+    plait's losses and metrics run in float32. The module's own ``forward`` is replaced (not
+    wrapped in another module) so that its parameter names and attributes stay as they are."""
+    forward = module.forward
+
+    def half_precision_forward(*args, **kwargs):
+        with torch.autocast(device_type, dtype=dtype):
+            output = forward(*args, **kwargs)
+        return cast_floats(output, torch.float32)
+
+    module.forward = half_precision_forward
+
+
+def cast_floats(value, dtype: torch.dtype):
+    if isinstance(value, torch.Tensor):
+        return value.to(dtype) if value.is_floating_point() else value
+    if isinstance(value, dict):
+        return {key: cast_floats(item, dtype) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(cast_floats(item, dtype) for item in value)
+    return value
