@@ -12,26 +12,32 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 def _nccl_steps(rank: int, strategy_name: str) -> dict:
     import torch.distributed as dist
 
+    from plait.config.backend import DeepSpeedConfig
     from plait.training.strategies import get_strategy
 
-    strategy = get_strategy(strategy_name)
+    # DeepSpeed runs bf16 through its own config, not through an autocast around the engine.
+    deepspeed = strategy_name == "deepspeed"
+    options = {"config": DeepSpeedConfig(bf16={"enabled": True})} if deepspeed else {}
+    strategy = get_strategy(strategy_name, **options)
     assert strategy.device.type == "cuda" and dist.get_backend() == "nccl"
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
     model, optimizer = strategy.prepare(model, torch.optim.AdamW(model.parameters(), lr=1e-2))
     inputs = torch.randn(64, 16, device=strategy.device)
     for _ in range(3):
-        with torch.autocast("cuda", dtype=torch.bfloat16):
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=not deepspeed):
             loss = model(inputs).float().pow(2).mean()
         strategy.backward(loss)
-        strategy.optimizer_step(optimizer, list(model.parameters()), 1.0)
+        strategy.optimizer_step(optimizer, list(model.parameters()), None if deepspeed else 1.0)  # no trainer: DeepSpeed has no clip set
     weights = {k: v.float().cpu() for k, v in strategy.model_state(model).items()}
     strategy.shutdown()
     return weights
 
 
-@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp", "deepspeed"])
 def test_a_strategy_trains_over_nccl_with_bf16_autocast(run_workers, strategy):
+    if strategy == "deepspeed":
+        pytest.importorskip("deepspeed")
     workers = torch.cuda.device_count()
     results = run_workers(_nccl_steps, workers, strategy, backend="nccl")
     assert results[0] and all(torch.isfinite(v).all() for v in results[0].values())
