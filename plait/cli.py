@@ -50,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Declarative deep learning: one YAML config, from a laptop to a Ray cluster.",
     )
     parser.add_argument("--verbose", "-v", action="store_true", help="more logging")
+    # The deepspeed launcher (and torch.distributed.launch) pass --local_rank before the command;
+    # the rank itself is read from the environment (LOCAL_RANK), which they set as well.
+    parser.add_argument("--local_rank", "--local-rank", type=int, help=argparse.SUPPRESS)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     p = sub.add_parser("validate", help="check a config and print it with every default filled in")
@@ -91,7 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dataset", required=True, help="data with the input columns (output columns are not needed)")
     _add_run(p)
     _add_output(p)
-    p.add_argument("--output-format", choices=["parquet", "csv"], default="parquet")
+    p.add_argument("--output-format", choices=["parquet", "csv"], default="parquet",
+                   help="predictions.<format> in the output directory: a file, or with --backend ray a folder of "
+                        "part files that in name order hold the input's rows in order (default parquet)")
     return parser
 
 

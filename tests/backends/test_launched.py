@@ -79,3 +79,13 @@ def test_horovodrun_with_two_processes_trains(tmp_path):
     assert "rank 1 of 2 (horovod, strategy horovod)" in result.stderr + result.stdout
     run_dir = only_one_run_directory(tmp_path / "out")
     assert Model.load(run_dir / "model").evaluate(rule_data(), split="test")["y"]["accuracy"] > 0.9
+
+
+@pytest.mark.skipif(shutil.which("deepspeed", path=str(BIN)) is None, reason="DeepSpeed is not installed")
+def test_the_deepspeed_launcher_with_two_processes_trains(tmp_path):
+    config = launched_config(tmp_path)
+    result = run([str(BIN / "deepspeed"), "--num_gpus", "2", str(BIN / "plait"), "train", "--config", str(config),
+                  "--dataset", "data.csv", "--output-directory", "out", "--backend", "deepspeed"], cwd=tmp_path)
+    assert "rank 1 of 2 (deepspeed, strategy deepspeed)" in result.stderr + result.stdout
+    run_dir = only_one_run_directory(tmp_path / "out")
+    assert Model.load(run_dir / "model").evaluate(rule_data(), split="test")["y"]["accuracy"] > 0.9
