@@ -19,7 +19,7 @@ import torch
 from plait.config import PlaitConfig, load_config
 from plait.config.render import resolved_dict
 from plait.data.preprocess import PreprocessedData, preprocess
-from plait.errors import ConfigError, DataError, ModelError
+from plait.errors import ModelError
 from plait.models.ecd import ECD
 from plait.models.saved import read_model, save_model
 from plait.predict import Predictor, iter_chunks
@@ -59,6 +59,8 @@ class Model:
         self._backend = None
         self.metadata: dict | None = None
         self.module: ECD | None = None
+        self.path: Path | None = None
+        """The saved-model directory the weights came from (Ray's prediction actors load it)."""
 
     # ---- training --------------------------------------------------------------------------
 
@@ -75,7 +77,7 @@ class Model:
             from plait.backends import get_backend
 
             self._backend = get_backend(self.config)
-            if self._backend.name != "local":
+            if self._backend.name not in ("local", "ray"):  # Ray predicts and evaluates as Ray Data jobs
                 log.info("Preprocessing and training run on %s; prediction runs in this process.", self._backend.name)
         return self._backend
 
@@ -97,25 +99,27 @@ class Model:
         job = FitJob(self.config, self.metadata, data, random_seed, run_path, resume, progress_bar)
         checkpoint_to_resume(job)  # nothing to resume fails here, before a backend starts workers
         output = self.backend.fit(job)
-        self.module = output.module
+        self.module, self.path = output.module, None
         return TrainResult(output.history, data, run_path)
 
     # ---- evaluation and prediction -------------------------------------------------------------
 
     def evaluate_preprocessed(self, data: PreprocessedData, split: str = "test") -> dict:
         """Metrics on a split of preprocessed data (as the experiment does for the test set)."""
-        self._require_trained()
+        self.require_trained()
         names = self.module.input_names + self.module.output_names
         tensors = table_tensors(data.read_split(split), self.metadata["features"], names)
         return self._evaluate_tensors(tensors)
 
     def evaluate(self, dataset: Any, split: str = "full", random_seed: int | None = None) -> dict:
         """Metrics on raw data holding the output columns; rows missing a target are skipped.
+        The backend computes them: here chunk by chunk, or as a Ray Data job on Ray.
 
         ``split`` (training, validation or test) evaluates only the rows that the config's split
         puts there with ``random_seed`` (default: the seed the model was trained with), so
-        ``split="test"`` on the training data gives the experiment's test metrics again."""
-        self._require_trained()
+        ``split="test"`` on the training data gives the experiment's test metrics again. A split
+        is drawn by global row number, so it is evaluated in this process on every backend."""
+        self.require_trained()
         if split != "full":
             from plait.data.preprocess import transform_split
 
@@ -123,17 +127,7 @@ class Model:
             table = transform_split(self.config, self.metadata["features"], dataset, seed, split)
             names = self.module.input_names + self.module.output_names
             return self._evaluate_tensors(table_tensors(table, self.metadata["features"], names))
-        predictor = self._predictor()
-        chunks = []
-        for chunk in iter_chunks(dataset):
-            predictor.check_columns(chunk, with_outputs=True)
-            for p in predictor.outputs:
-                chunk = chunk.filter(pa.compute.is_valid(chunk[p.column]))
-            chunks.append(predictor.tensors(chunk, predictor.processors))
-        if not chunks or sum(len(next(iter(c.values()))) for c in chunks) == 0:
-            raise DataError("no rows to evaluate (every row lacks a target value)")
-        tensors = {k: torch.cat([c[k] for c in chunks]) for k in chunks[0]}
-        return self._evaluate_tensors(tensors)
+        return self.backend.evaluate(self, dataset)
 
     def _evaluate_tensors(self, tensors: dict) -> dict:
         from plait.training.metrics import MetricSet
@@ -150,37 +144,44 @@ class Model:
         return metrics.compute(stats)
 
     def predict(self, dataset: Any) -> "pd.DataFrame":  # noqa: F821
-        """Predictions for every row of raw data (output columns are not needed)."""
-        import pandas as pd
-
-        tables = list(self.predict_chunks(dataset))
-        return pa.concat_tables(tables).to_pandas() if tables else pd.DataFrame()
+        """Predictions for every row of raw data, in its order (output columns are not needed),
+        as a DataFrame. The backend computes them: here chunk by chunk, or as a Ray Data job on
+        Ray; for data larger than memory write them to files instead (``plait predict``)."""
+        self.require_trained()
+        return self.backend.predict(self, dataset)
 
     def predict_chunks(self, dataset: Any):
-        self._require_trained()
-        predictor = self._predictor()
+        """Predictions in this process, one table per chunk of raw data."""
+
+        self.require_trained()
+        predictor = self.predictor()
         for i, chunk in enumerate(iter_chunks(dataset)):
             if i == 0:
                 predictor.check_columns(chunk, with_outputs=False)
             yield predictor.predict_chunk(chunk)
 
-    def _predictor(self) -> Predictor:
+    def predictor(self) -> Predictor:
+        """The saved preprocessing and this model, to apply to raw data."""
         return Predictor(self.config, self.metadata, self.module)
 
-    def _require_trained(self) -> None:
+    def require_trained(self) -> None:
         if self.module is None:
             raise ModelError("this model is not trained yet: call train() or Model.load() first")
 
     # ---- saving ----------------------------------------------------------------------------------
 
     def save(self, path: str | os.PathLike) -> Path:
-        self._require_trained()
-        return save_model(path, resolved_dict(self.config), self.metadata, self.module.state_dict())
+        self.require_trained()
+        saved = save_model(path, resolved_dict(self.config), self.metadata, self.module.state_dict())
+        self.path = saved.resolve()
+        return saved
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "Model":
+    def load(cls, path: str | os.PathLike, backend: str | None = None) -> "Model":
+        """A saved model, run on ``backend`` (default: its config's backend section; a model
+        trained under a launcher such as torchrun predicts in this process outside of it)."""
         config, metadata, weights = read_model(path)
-        model = cls(config)
+        model = cls(config, backend=backend or _backend_outside_launcher(config))
         model.metadata = metadata
         model.module = ECD(model.config, metadata)
         try:
@@ -188,12 +189,23 @@ class Model:
         except RuntimeError as exc:
             raise ModelError(f"the weights at {str(path)!r} do not fit its config: {str(exc).splitlines()[0]}") from None
         model.module.eval()
+        model.path = Path(path).resolve()
         return model
+
+
+def _backend_outside_launcher(config: dict) -> str | None:
+    """``local`` for a model whose config names a launcher (torchrun, horovod, deepspeed) when
+    this process was not started by one: prediction is not a launched job. None otherwise."""
+    from plait.backends import LAUNCHED
+    from plait.backends.launched import detect_launch
+
+    kind = config.get("backend", {}).get("type")
+    return "local" if kind in LAUNCHED and detect_launch() is None else None
 
 
 def predict_preprocessed(model: Model, data: PreprocessedData, split: str) -> pa.Table:
     """Predictions for a split of preprocessed data (the experiment's test predictions)."""
-    predictor = model._predictor()
+    predictor = model.predictor()
     tensors = table_tensors(data.read_split(split), model.metadata["features"], model.module.input_names)
     from plait.predict import _postprocess
 

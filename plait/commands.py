@@ -177,8 +177,11 @@ def evaluate(args) -> int:
     from plait.api import Model
     from plait.utils.fs import write_json
 
-    model = Model.load(args.model_path)
-    stats = model.evaluate(args.dataset, split=args.split, random_seed=args.random_seed)
+    model = Model.load(args.model_path, backend=args.backend)
+    try:
+        stats = model.evaluate(args.dataset, split=args.split, random_seed=args.random_seed)
+    finally:
+        model.close()
     if not args.skip_save_eval_stats:
         out = Path(args.output_directory)
         out.mkdir(parents=True, exist_ok=True)
@@ -188,60 +191,21 @@ def evaluate(args) -> int:
 
 
 def predict(args) -> int:
-    from pathlib import Path
-
+    """Predictions written to the output directory by the backend: ``predictions.<format>``, a
+    file (local) or a folder of part files in input order (Ray)."""
     from plait.api import Model
 
-    model = Model.load(args.model_path)
-    out = Path(args.output_directory)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"predictions.{args.output_format}"
-    chunks = model.predict_chunks(args.dataset)
-    if args.output_format == "csv":
-        chunks = (_lists_as_text(table, model.config) for table in chunks)
-    rows = _write_chunks(chunks, path, args.output_format)
-    print(json.dumps({"predictions": str(path), "rows": rows}))
+    model = Model.load(args.model_path, backend=args.backend)
+    try:
+        written = model.backend.predict(model, args.dataset, output_directory=args.output_directory,
+                                        output_format=args.output_format)
+    finally:
+        model.close()
+    print(json.dumps({"predictions": written.path, "rows": written.rows}))
     return 0
 
 
-def _lists_as_text(table, config):
-    """CSV has no list type: set predictions become their elements joined as the set feature's
-    tokenizer splits them (space, or comma)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    separators = {f"{f.name}_predictions": "," if f.preprocessing.tokenizer == "comma" else " "
-                  for f in config.output_features if f.type == "set"}
-    for i, name in enumerate(table.column_names):
-        if pa.types.is_list(table.schema.field(i).type):
-            table = table.set_column(i, name, pc.binary_join(table[name], separators.get(name, " ")))
-    return table
-
-
 def _write_table(table, path, fmt: str) -> int:
-    return _write_chunks(iter([table]), path, fmt)
+    from plait.predict import write_chunks
 
-
-def _write_chunks(chunks, path, fmt: str) -> int:
-    """Stream tables into one file under a temporary name, renamed when complete."""
-    import os
-
-    import pyarrow.csv as csv
-    import pyarrow.parquet as pq
-
-    from plait.utils.fs import temporary_name
-
-    tmp, rows, writer = temporary_name(str(path)), 0, None
-    try:
-        for table in chunks:
-            if writer is None:
-                writer = pq.ParquetWriter(tmp, table.schema) if fmt == "parquet" else csv.CSVWriter(tmp, table.schema)
-            writer.write_table(table)
-            rows += table.num_rows
-        if writer is not None:
-            writer.close()
-            os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-    return rows
+    return write_chunks(iter([table]), path, fmt)

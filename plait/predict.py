@@ -7,6 +7,7 @@ preprocessed the training data.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any, Iterator
 
 import numpy as np
@@ -110,7 +111,75 @@ def _postprocess(processor, out: dict, meta: dict) -> dict:
         columns = {f"{name}_predictions": vocab[out["prediction"].numpy()].astype(str), f"{name}_probability": out["probability"].numpy()}
     else:  # set: the labels above the threshold
         chosen = out["prediction"].numpy()
-        columns = {f"{name}_predictions": [list(vocab[row]) for row in chosen]}  # one list per row, vocab-sized masks
+        # Typed: a chunk where every set is empty would otherwise be list<null>, and the chunks or
+        # part files of one output must share one schema.
+        columns = {f"{name}_predictions": pa.array([list(vocab[row]) for row in chosen], type=pa.list_(pa.string()))}
     if len(vocab) <= 100:
         columns.update({f"{name}_probabilities_{label}": probabilities[:, i] for i, label in enumerate(vocab)})
     return columns
+
+
+# ---- shared by every backend's prediction and evaluation ---------------------------------------
+
+@dataclass(frozen=True)
+class WrittenPredictions:
+    """Where predictions were written (a file, or a folder of part files) and how many rows."""
+
+    path: str
+    rows: int
+
+
+def add_statistics(predictor, metrics, chunk: pa.Table, stats: dict) -> int:
+    """Add a raw chunk's metric statistics to ``stats``; the rows counted (those with every target)."""
+    import pyarrow.compute as pc
+
+    predictor.check_columns(chunk, with_outputs=True)
+    for p in predictor.outputs:
+        chunk = chunk.filter(pc.is_valid(chunk[p.column]))
+    if chunk.num_rows:
+        tensors = predictor.tensors(chunk, predictor.processors)
+        logits = predictor.logits({n: tensors[n] for n in predictor.module.input_names})
+        metrics.update(stats, logits, {n: tensors[n] for n in predictor.module.output_names})
+    return chunk.num_rows
+
+
+def metrics_of(metrics, stats: dict, rows: int) -> dict:
+    if rows == 0:
+        raise DataError("no rows to evaluate (every row lacks a target value)")
+    return metrics.compute(stats)
+
+
+def lists_as_text(table: pa.Table, config) -> pa.Table:
+    """CSV has no list type: set predictions become their elements joined as the set feature's
+    tokenizer splits them (space, or comma)."""
+    import pyarrow.compute as pc
+
+    separators = {f"{f.name}_predictions": "," if f.preprocessing.tokenizer == "comma" else " "
+                  for f in config.output_features if f.type == "set"}
+    for i, name in enumerate(table.column_names):
+        if pa.types.is_list(table.schema.field(i).type):
+            table = table.set_column(i, name, pc.binary_join(table[name], separators.get(name, " ")))
+    return table
+
+
+def write_chunks(chunks, path, fmt: str) -> int:
+    """Stream tables into one file under a temporary name, renamed when complete."""
+    import pyarrow.csv as csv
+    import pyarrow.parquet as pq
+
+    from plait.utils.fs import temporary_name
+
+    tmp, rows, writer = temporary_name(str(path)), 0, None
+    try:
+        for table in chunks:
+            if writer is None:
+                writer = pq.ParquetWriter(tmp, table.schema) if fmt == "parquet" else csv.CSVWriter(tmp, table.schema)
+            writer.write_table(table)
+            rows += table.num_rows
+        if writer is not None:
+            writer.close()
+            os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    return rows

@@ -1,5 +1,6 @@
 """The Ray backend: joins a running Ray cluster or starts a local one, preprocesses on it with
-Dask-on-Ray (default) or Modin, and trains on a Ray Train worker group.
+Dask-on-Ray (default) or Modin, trains on a Ray Train worker group, and predicts and evaluates
+as Ray Data jobs.
 
 This module is the one place that reads Ray's environment (``RAY_ADDRESS``).
 """
@@ -130,6 +131,26 @@ class RayBackend(Backend):
 
         self.ensure_connected()
         return fit_on_ray(job, self.config.backend.trainer)
+
+    def predict(self, model, dataset, output_directory=None, output_format: str = "parquet"):
+        """Batch prediction as a Ray Data job (see plait.backends.ray_predict): a DataFrame, or,
+        with ``output_directory``, the folder ``predictions.<output_format>`` of part files."""
+        from plait.backends import ray_predict
+
+        model.require_trained()
+        self.ensure_connected()
+        settings = self.config.backend.trainer
+        if output_directory is None:
+            return ray_predict.predictions_frame(model, dataset, settings)
+        return ray_predict.write_predictions(model, dataset, settings, output_directory, output_format)
+
+    def evaluate(self, model, dataset) -> dict:
+        """Metrics merged from per-batch statistics computed by a Ray Data job."""
+        from plait.backends.ray_predict import evaluate
+
+        model.require_trained()
+        self.ensure_connected()
+        return evaluate(model, dataset, self.config.backend.trainer)
 
     def shutdown(self) -> None:
         if self.started:

@@ -1,0 +1,226 @@
+"""Batch prediction and evaluation as Ray Data jobs, on the real local Ray cluster shared by the
+test session, against the local backend's in-process results for the same saved model."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from plait import Model
+from plait.backends import ray_predict
+from plait.cli import main
+from plait.errors import DataError
+
+pytestmark = pytest.mark.usefixtures("ray_cluster")
+
+INPUTS = [
+    {"name": "num", "type": "number", "preprocessing": {"normalization": "iq"}},
+    {"name": "num_mean", "column": "num", "type": "number", "preprocessing": {"missing_value_strategy": "fill_with_mean"}},
+    {"name": "cat", "type": "category"},
+    {"name": "txt", "type": "text"},
+    {"name": "txt_bpe", "column": "txt", "type": "text", "preprocessing": {"tokenizer": "bpe", "most_common": 40}},
+    {"name": "vec", "type": "vector", "preprocessing": {"missing_value_strategy": "fill_with_mean"}},
+]
+OUTPUTS = [{"name": "label", "type": "category"}, {"name": "score", "type": "number"},
+           {"name": "flag", "type": "binary"}, {"name": "tags", "type": "set"}]
+
+
+def every_type_frame(rows: int, seed: int = 0) -> pd.DataFrame:
+    """Rows for INPUTS and OUTPUTS, with missing values in several columns."""
+    rng = np.random.default_rng(seed)
+    words = ["the", "cat", "sat", "on", "mat", "dog!", "Hello,", "lowest", "newer"]
+    df = pd.DataFrame({
+        "num": rng.normal(10, 3, rows).round(4),
+        "cat": rng.choice(list("abcdefgh"), rows),
+        "txt": [" ".join(rng.choice(words, rng.integers(1, 9))) for _ in range(rows)],
+        "vec": [" ".join(f"{v:.3f}" for v in rng.normal(size=3)) for _ in range(rows)],
+        "score": rng.normal(size=rows),
+    })
+    df["label"] = np.where(df.num > 11, "p", np.where(df.cat < "d", "q", "r"))
+    df["flag"] = np.where(df.txt.str.contains("cat"), "yes", "no")
+    df["tags"] = [" ".join(sorted(set(t.split()) & {"the", "mat", "sat"})) for t in df.txt]
+    for column, every in {"num": 17, "cat": 13, "txt": 11, "vec": 19, "label": 23}.items():
+        df.loc[::every, column] = None
+    return df
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory) -> Path:
+    """A model trained locally on every_type_frame, saved; its folder holds the data files too."""
+    root = tmp_path_factory.mktemp("ray_predict")
+    config = {"input_features": INPUTS, "output_features": OUTPUTS, "trainer": {"epochs": 2, "batch_size": 64},
+              "backend": {"type": "local", "cache_dir": str(root / "cache")}}
+    model = Model(config)
+    model.train(dataset=every_type_frame(400), progress_bar=False)
+    model.save(root / "model")
+    frame = every_type_frame(1000, seed=1)
+    frame.to_csv(root / "data.csv", index=False)
+    frame.to_json(root / "data.jsonl", orient="records", lines=True)
+    (root / "parts").mkdir()
+    for i, start in enumerate(range(0, 1000, 400)):  # three files of small row groups
+        frame.iloc[start : start + 400].to_parquet(root / "parts" / f"part-{i}.parquet", index=False, row_group_size=70)
+    return root
+
+
+@pytest.fixture
+def small_batches(monkeypatch):
+    """Many batches and part files, so that order and retries are exercised on small data."""
+    monkeypatch.setattr(ray_predict, "BATCH_ROWS", 64)
+    monkeypatch.setattr(ray_predict, "PART_BYTES", 1)
+
+
+def local_predictions(saved: Path, dataset) -> pd.DataFrame:
+    return Model.load(saved / "model", backend="local").predict(dataset)
+
+
+def assert_same_predictions(on_ray: pd.DataFrame, local: pd.DataFrame) -> None:
+    """Row for row: labels exactly, numbers to float32 rounding (the model sees other batch
+    sizes on Ray, and matrix products round differently with the batch size)."""
+    pd.testing.assert_frame_equal(on_ray, local, check_exact=False, rtol=1e-5, atol=1e-6)
+
+
+def read_parts(folder: Path, fmt: str) -> pd.DataFrame:
+    """The part files in name order, as one frame."""
+    parts = sorted(folder.glob(f"part-*.{fmt}"))
+    read = pd.read_parquet if fmt == "parquet" else (lambda p: pd.read_csv(p, keep_default_na=False))
+    return pd.concat([read(p) for p in parts], ignore_index=True)
+
+
+def test_model_predict_on_ray_equals_local_row_for_row(saved, small_batches):
+    dataset = saved / "parts"  # a directory: three files, 18 row groups, 16 batches
+    on_ray = Model.load(saved / "model", backend="ray").predict(dataset)
+    assert_same_predictions(on_ray, local_predictions(saved, dataset))
+    frame = every_type_frame(300, seed=2)  # a DataFrame goes through the same job
+    assert_same_predictions(Model.load(saved / "model", backend="ray").predict(frame), local_predictions(saved, frame))
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_cli_predict_on_ray_writes_part_files_in_input_order(saved, small_batches, tmp_path, fmt, capsys):
+    rc = main(["predict", "--model-path", str(saved / "model"), "--dataset", str(saved / "data.csv"), "--backend", "ray",
+               "--output-directory", str(tmp_path / "ray"), "--output-format", fmt])
+    assert rc == 0, capsys.readouterr().err
+    out = tmp_path / "ray" / f"predictions.{fmt}"
+    assert json.loads(capsys.readouterr().out) == {"predictions": str(out), "rows": 1000}
+    assert sorted(p.name for p in (tmp_path / "ray").iterdir()) == [out.name], "no temporary folder is left"
+    assert (out / "_SUCCESS").is_file() and len(list(out.glob("part-*"))) > 1
+    assert main(["predict", "--model-path", str(saved / "model"), "--dataset", str(saved / "data.csv"), "--backend", "local",
+                 "--output-directory", str(tmp_path / "local"), "--output-format", fmt]) == 0
+    local_file = tmp_path / "local" / f"predictions.{fmt}"
+    local = pd.read_parquet(local_file) if fmt == "parquet" else pd.read_csv(local_file, keep_default_na=False)
+    assert_same_predictions(read_parts(out, fmt), local)
+    if fmt == "parquet":
+        assert_same_predictions(pd.read_parquet(out), local)  # the folder as one dataset: the same order
+    if fmt == "csv":
+        assert set(" ".join(local.tags_predictions).split()) <= {"the", "mat", "sat"}, "set predictions as text"
+
+
+def test_evaluate_on_ray_merges_batch_statistics_into_the_local_metrics(saved, small_batches, tmp_path, capsys):
+    """Rows without a label are skipped on both; every metric agrees to float rounding."""
+    local = Model.load(saved / "model", backend="local").evaluate(saved / "data.jsonl")
+    on_ray = Model.load(saved / "model", backend="ray").evaluate(saved / "data.jsonl")
+    assert on_ray.keys() == local.keys()
+    for output, metrics in local.items():
+        assert on_ray[output] == pytest.approx(metrics, rel=1e-6, abs=1e-9), output
+    assert main(["evaluate", "--model-path", str(saved / "model"), "--dataset", str(saved / "parts"), "--backend", "ray",
+                 "--output-directory", str(tmp_path)]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["label"] == pytest.approx(Model.load(saved / "model").evaluate(saved / "parts")["label"], rel=1e-6)
+
+
+def test_data_without_the_models_columns_fails_before_the_job_naming_them(saved, tmp_path):
+    every_type_frame(50).drop(columns=["cat", "vec"]).to_parquet(tmp_path / "other.parquet")
+    with pytest.raises(DataError, match="lacks column\\(s\\) 'cat', 'vec'"):
+        Model.load(saved / "model", backend="ray").predict(tmp_path / "other.parquet")
+
+
+def test_a_failing_job_leaves_no_output_and_keeps_the_earlier_one(saved, small_batches, tmp_path, capsys):
+    """The second file lacks a column: the job fails on the actors after parts were written."""
+    (tmp_path / "data").mkdir()
+    frame = every_type_frame(600)
+    frame.to_csv(tmp_path / "data" / "a.csv", index=False)
+    frame.drop(columns=["num"]).to_csv(tmp_path / "data" / "b.csv", index=False)
+    earlier = tmp_path / "out" / "predictions.parquet"
+    earlier.mkdir(parents=True)
+    (earlier / "part-000000.parquet").write_bytes(b"earlier output")
+    rc = main(["predict", "--model-path", str(saved / "model"), "--dataset", str(tmp_path / "data"), "--backend", "ray",
+               "--output-directory", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert "plait: error: the data lacks column(s) 'num'" in err and "Traceback" not in err
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["predictions.parquet"], "the temporary folder is gone"
+    assert [p.name for p in earlier.iterdir()] == ["part-000000.parquet"]
+    assert (earlier / "part-000000.parquet").read_bytes() == b"earlier output"
+
+
+def prediction_actor_pids() -> list[int]:
+    """Live prediction actors (``ray::MapWorker(MapBatches(Predictions))``) of this session's Ray,
+    which this process started."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and b"MapBatches(Predictions)" in (entry / "cmdline").read_bytes():
+                if os.getpid() in ancestors(int(entry.name)):
+                    pids.append(int(entry.name))
+        except OSError:
+            pass
+    return sorted(pids)
+
+
+def ancestors(pid: int) -> list[int]:
+    chain = []
+    while pid > 1:
+        pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        chain.append(pid)
+    return chain
+
+
+def kill_an_actor_once_parts_appear(output: Path) -> tuple[threading.Thread, list[int]]:
+    """A thread that SIGKILLs a prediction actor (it dies without a word) once the job's
+    temporary folder holds a part file; the killed pids are listed."""
+    killed: list[int] = []
+
+    def watch():
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not any(output.glob(".predictions.parquet.tmp-*/part-*")):
+            time.sleep(0.01)
+        actors = prediction_actor_pids()
+        if actors:
+            os.kill(actors[0], signal.SIGKILL)
+            killed.append(actors[0])
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread, killed
+
+
+def test_a_killed_prediction_actor_loses_and_repeats_no_row(saved, small_batches, tmp_path):
+    frame = pd.concat([every_type_frame(1000, seed=s) for s in range(12)], ignore_index=True)
+    frame.to_parquet(tmp_path / "big.parquet", row_group_size=500)
+    killer, killed = kill_an_actor_once_parts_appear(tmp_path / "out")
+    model = Model.load(saved / "model", backend="ray")
+    written = model.backend.predict(model, tmp_path / "big.parquet", output_directory=tmp_path / "out")
+    killer.join(timeout=5)
+    assert killed, "no actor was killed: the job ended before its first part file"
+    assert written.rows == len(frame)
+    on_ray = read_parts(tmp_path / "out" / "predictions.parquet", "parquet")
+    assert_same_predictions(on_ray, local_predictions(saved, tmp_path / "big.parquet"))
+
+
+def test_the_actor_pool_fills_the_cluster_unless_told():
+    from plait.backends.ray_predict import actor_plan
+    from plait.config.backend import DistributedTrainerConfig
+
+    assert actor_plan(DistributedTrainerConfig(), {"CPU": 8}) == {
+        "num_workers": 7, "use_gpu": False, "resources_per_worker": {"CPU": 1.0}}, "a CPU left for reading and writing"
+    on_gpus = actor_plan(DistributedTrainerConfig(), {"CPU": 16, "GPU": 2})
+    assert on_gpus["num_workers"] == 2 and on_gpus["use_gpu"] and on_gpus["resources_per_worker"]["GPU"] == 1.0
+    told = actor_plan(DistributedTrainerConfig(num_workers=3, resources_per_worker={"CPU": 2}), {"CPU": 8})
+    assert told == {"num_workers": 3, "use_gpu": False, "resources_per_worker": {"CPU": 2}}
