@@ -9,7 +9,8 @@ object store memory the reads may hold and each worker's shuffle buffer to about
 
 On a worker, :class:`ShardBatches` behaves like the in-memory :class:`Batches`: ``rows``,
 ``len()`` (an estimate: shards are handed out block by block as workers ask for them),
-``filler()`` and ``epoch(n)``.
+``filler()`` and ``epoch(n)``. Blocks become tensors as they arrive and are shuffled in
+windows: per batch there is only a slice of tensors, as in memory.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import math
 from typing import Iterator
 
 import pyarrow as pa
+import torch
 
 from plait.training.data import table_tensors
 
@@ -122,7 +124,8 @@ def _arrow_filesystem(fs):
 
 
 class ShardBatches:
-    """This worker's shard of a split as batches of tensors, shuffled within a buffer."""
+    """This worker's shard of a split as batches of tensors, shuffled within windows of
+    ``shuffle_rows`` rows (no shuffle when None)."""
 
     def __init__(self, shard, rows: int, world_size: int, batch_size: int, features: dict, names: list[str],
                  filler: pa.Table, shuffle_rows: int | None = None, seed: int = 0, rank: int = 0):
@@ -140,30 +143,43 @@ class ShardBatches:
         return table_tensors(self._filler, self.features, self.names)
 
     def epoch(self, epoch: int = 0) -> Iterator[dict]:
-        shuffle = {}
-        if self.shuffle_rows:
-            # A different seed per epoch and worker: the same rows must not meet in the same
-            # batches epoch after epoch.
-            shuffle = {"local_shuffle_buffer_size": self.shuffle_rows,
-                       "local_shuffle_seed": (self.seed * 100_003 + epoch) * 1_009 + self.rank}
-        tables = self.shard.iter_batches(batch_size=self.batch_size, batch_format="pyarrow", drop_last=False,
-                                         prefetch_batches=2, **shuffle)
-        for table in _without_single_row_tail(tables):
-            yield table_tensors(table, self.features, self.names)
+        """Blocks as they arrive, each turned into tensors at once (cheaper than batch by batch),
+        gathered into a window, the window permuted and cut into batches. What is left short of
+        a batch, and the last batch, wait for the next window: so the final batch of the epoch
+        can take a lone last row (batch norm cannot train on one row)."""
+        # A different seed per epoch and worker: the same rows must not meet in the same batches
+        # epoch after epoch.
+        generator = torch.Generator().manual_seed((self.seed * 100_003 + epoch) * 1_009 + self.rank)
+        window_rows = max(self.shuffle_rows or 0, 2 * self.batch_size)
+        pending, rows = [], 0
+        for block in self.shard.iter_batches(batch_size=None, batch_format="pyarrow", prefetch_batches=2):
+            if block.num_rows:
+                pending.append(table_tensors(block, self.features, self.names))
+                rows += block.num_rows
+            if rows >= window_rows:
+                window = self._ordered(pending, rows, generator)
+                cut = rows - rows % self.batch_size - self.batch_size
+                for start in range(0, cut, self.batch_size):
+                    yield _take(window, slice(start, start + self.batch_size))
+                pending, rows = [_take(window, slice(cut, rows))], rows - cut
+        if rows:
+            window = self._ordered(pending, rows, generator)
+            starts = list(range(0, rows, self.batch_size))
+            if len(starts) > 1 and rows - starts[-1] == 1:
+                starts.pop()
+            for start, stop in zip(starts, starts[1:] + [rows]):
+                yield _take(window, slice(start, stop))
+
+    def _ordered(self, parts: list[dict], rows: int, generator) -> dict:
+        tensors = parts[0] if len(parts) == 1 else {n: torch.cat([p[n] for p in parts]) for n in self.names}
+        if not self.shuffle_rows:
+            return tensors
+        order = torch.randperm(rows, generator=generator)
+        return {name: tensor.index_select(0, order) for name, tensor in tensors.items()}
 
 
-def _without_single_row_tail(tables: Iterator[pa.Table]) -> Iterator[pa.Table]:
-    """A last batch of a single row joins the batch before it: batch norm cannot train on one."""
-    previous = None
-    for table in tables:
-        if previous is not None:
-            if table.num_rows == 1:
-                table = pa.concat_tables([previous, table])
-            else:
-                yield previous
-        previous = table
-    if previous is not None:
-        yield previous
+def _take(tensors: dict, rows: slice) -> dict:
+    return {name: tensor[rows] for name, tensor in tensors.items()}
 
 
 def shuffle_rows(data, loader, batch_size: int) -> int:
