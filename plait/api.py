@@ -5,10 +5,8 @@ The CLI is a thin layer over these same objects.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +23,6 @@ from plait.models.saved import read_model, save_model
 from plait.predict import Predictor, iter_chunks
 from plait.training.data import Batches, table_tensors
 from plait.training.run import FitJob, checkpoint_to_resume
-from plait.utils.fs import write_json
 
 log = logging.getLogger("plait")
 

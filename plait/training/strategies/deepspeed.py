@@ -27,17 +27,16 @@ torchrun this strategy creates it from the environment and destroys it at the en
 from __future__ import annotations
 
 import contextlib
-import gc
 import json
 import math
 import os
 from pathlib import Path
 
 import torch
-import torch.distributed as dist
 
 from plait.errors import BackendError, ConfigError
-from plait.training.strategies.base import MODEL_FILE, Strategy
+from plait.training.strategies.base import MODEL_FILE
+from plait.training.strategies.process_group import ProcessGroupStrategy
 
 LAYOUT_FILE = "deepspeed.json"
 """How the optimizer state in a checkpoint is partitioned: loading needs the same layout."""
@@ -51,7 +50,7 @@ def optimizer_file(rank: int) -> str:
     return f"optimizer-rank{rank}.pt"
 
 
-class DeepSpeedStrategy(Strategy):
+class DeepSpeedStrategy(ProcessGroupStrategy):
     name = "deepspeed"
 
     def __init__(self, config=None, trainer=None, device: str | None = None):
@@ -61,20 +60,13 @@ class DeepSpeedStrategy(Strategy):
         check_supported(self.config, trainer)
         self.stage = self.config.zero_optimization.stage
         self.forward_is_collective = self.stage == 3
-        if device is None and torch.cuda.is_available():
-            device = f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}"
-        self.device = torch.device(device or "cpu")
         # Imported before the group is made: a missing package then leaves nothing to clean up.
-        self.deepspeed = import_deepspeed(self.device)
+        cuda = device.startswith("cuda") if device else torch.cuda.is_available()
+        self.deepspeed = import_deepspeed(torch.device("cuda" if cuda else "cpu"))
         if self.config.fp16.enabled and not self.deepspeed.accelerator.get_accelerator().is_fp16_supported():
             raise ConfigError(f"backend.trainer.strategy.fp16.enabled: DeepSpeed has no fp16 on this device "
-                              f"({self.device.type}); use bf16.enabled instead")
-        if self.device.type == "cuda":
-            torch.cuda.set_device(self.device)
-        self.owns_group = not dist.is_initialized()
-        if self.owns_group:
-            dist.init_process_group("nccl" if self.device.type == "cuda" else "gloo")
-        self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
+                              f"({'cuda' if cuda else 'cpu'}); use bf16.enabled instead")
+        self._join_group(device)
         self.ds_config = deepspeed_config(self.config, trainer)
         self.engine = None
         self.torch_optimizer = None
@@ -131,21 +123,6 @@ class DeepSpeedStrategy(Strategy):
     def step_applied(self) -> bool:
         applied = getattr(self.engine, "was_step_applied", None)
         return applied() if applied is not None else True
-
-    # ---- collectives -----------------------------------------------------------------------------
-
-    def all_reduce_sum(self, tensor):
-        total = tensor.detach().clone()
-        dist.all_reduce(total, op=dist.ReduceOp.SUM)
-        return total
-
-    def barrier(self):
-        dist.barrier()
-
-    def broadcast_object(self, value):
-        box = [value]
-        dist.broadcast_object_list(box, src=0)
-        return box[0]
 
     # ---- state -----------------------------------------------------------------------------------
 
@@ -217,13 +194,10 @@ class DeepSpeedStrategy(Strategy):
         if problems:
             raise ConfigError(problems)
 
-    def shutdown(self):
+    def _release(self):
         if self.engine is not None and hasattr(self.engine, "destroy"):
             self.engine.destroy()  # removes ZeRO-3's hooks from the module
         self.engine = self.torch_optimizer = None
-        gc.collect()  # release the engine before the group: gloo aborts at exit otherwise
-        if self.owns_group and dist.is_initialized():
-            dist.destroy_process_group()
 
 
 # ---- DeepSpeed itself ----------------------------------------------------------------------------

@@ -14,9 +14,7 @@ too (a one-rank mesh): the same code path, checkpoint format and CPU offload as 
 
 from __future__ import annotations
 
-import gc
 import logging
-import os
 from pathlib import Path
 
 import torch
@@ -36,7 +34,8 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import CPUOffloadPolicy, OffloadPolicy, fully_shard
 from torch.distributed.tensor import DTensor
 
-from plait.training.strategies.base import MODEL_FILE, OPTIMIZER_FILE, Strategy
+from plait.training.strategies.base import MODEL_FILE, OPTIMIZER_FILE
+from plait.training.strategies.process_group import ProcessGroupStrategy
 
 log = logging.getLogger("plait")
 
@@ -50,21 +49,13 @@ FULL_ON_RANK0 = StateDictOptions(full_state_dict=True, cpu_offload=True)
 FULL_FROM_RANK0 = StateDictOptions(full_state_dict=True, broadcast_from_rank0=True)
 
 
-class FSDPStrategy(Strategy):
+class FSDPStrategy(ProcessGroupStrategy):
     name = "fsdp"
     forward_is_collective = True  # every sharded unit all-gathers its parameters in forward
 
     def __init__(self, config=None, trainer=None, device: str | None = None):
         self.state_dict_type = config.state_dict_type if config is not None else "full"
-        self.owns_group = not dist.is_initialized()
-        if self.owns_group:
-            dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-        self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
-        if device is None and torch.cuda.is_available():
-            device = f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}"
-        self.device = torch.device(device or "cpu")
-        if self.device.type == "cuda":
-            torch.cuda.set_device(self.device)
+        self._join_group(device)
         self.offload_policy = self._offload_policy(bool(config and config.cpu_offload))
         self.mesh = init_device_mesh(self.device.type, (self.world_size,))
         self.model = None
@@ -131,21 +122,6 @@ class FSDPStrategy(Strategy):
         dist.all_reduce(squares, op=dist.ReduceOp.SUM)
         return (squares + _sum_of_squares(whole, self.device)).sqrt()
 
-    # ---- collectives ---------------------------------------------------------------------------
-
-    def all_reduce_sum(self, tensor):
-        total = tensor.detach().clone()
-        dist.all_reduce(total, op=dist.ReduceOp.SUM)
-        return total
-
-    def barrier(self):
-        dist.barrier()
-
-    def broadcast_object(self, value):
-        box = [value]
-        dist.broadcast_object_list(box, src=0)
-        return box[0]
-
     # ---- state ---------------------------------------------------------------------------------
 
     def model_state(self, model):
@@ -192,14 +168,10 @@ class FSDPStrategy(Strategy):
         optimizer_state = torch.load(directory / OPTIMIZER_FILE, weights_only=True) if self.is_coordinator else {}
         set_optimizer_state_dict(model, optimizer, optimizer_state, options=FULL_FROM_RANK0)
 
-    def shutdown(self):
-        # Releasing the sharded model (its hooks hold the mesh's group) before destroying the
-        # group avoids gloo's "terminate called without an active exception" at exit.
+    def _release(self):
+        # The sharded model's hooks hold the mesh's group.
         self.model = None
         self.mesh = None
-        gc.collect()
-        if self.owns_group and dist.is_initialized():
-            dist.destroy_process_group()
 
 
 def _shard_units(module: nn.Module) -> list[nn.Module]:
