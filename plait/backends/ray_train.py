@@ -85,7 +85,8 @@ def fit_on_ray(job: FitJob, settings) -> FitOutput:
         with _relayed_worker_logs() as logs:
             trainer = TorchTrainer(
                 _worker,
-                train_loop_config={"job": job, "logs": logs, "feed": feed},
+                train_loop_config={"job": job, "logs": logs, "feed": feed,
+                                   "logdir": str(Path(settings.logdir or run_dir / "logs").resolve())},
                 scaling_config=ScalingConfig(**scaling),
                 datasets=datasets,
                 dataset_config=exactly_once_data_config(loader.window_size_bytes),
@@ -108,7 +109,7 @@ def _worker(loop_config: dict) -> None:
 
     job: FitJob = loop_config["job"]
     _share_cores()
-    _relay_logs(loop_config["logs"])
+    _relay_logs(loop_config["logs"], loop_config["logdir"])
     strategy = job.config.backend.trainer.strategy.build(trainer=job.config.trainer)
     try:
         started = Path(job.run_dir) / RESULT / STARTED
@@ -190,12 +191,19 @@ class _QueueHandler(logging.Handler):
             pass
 
 
-def _relay_logs(queue) -> None:
+def _relay_logs(queue, logdir: str) -> None:
+    """Every worker's plait log lines to ``<logdir>/rank-<n>.log`` (appended across restarts);
+    rank 0's also to the driver."""
     import ray.train
 
-    if ray.train.get_context().get_world_rank() == 0:
-        plait_log = logging.getLogger("plait")
-        plait_log.setLevel(logging.INFO)
+    rank = ray.train.get_context().get_world_rank()
+    plait_log = logging.getLogger("plait")
+    plait_log.setLevel(logging.INFO)
+    Path(logdir).mkdir(parents=True, exist_ok=True)
+    kept = logging.FileHandler(Path(logdir) / f"rank-{rank}.log")
+    kept.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    plait_log.addHandler(kept)
+    if rank == 0:
         plait_log.addHandler(_QueueHandler(queue))
 
 

@@ -85,7 +85,7 @@ class DistributedTrainerConfig(StrictModel):
     resources_per_worker: dict[str, float] | None = None
     """Unset: 1 CPU, plus 1 GPU when GPUs are used. Fractional GPUs are allowed."""
     logdir: str | None = None
-    """Where worker logs are kept."""
+    """Where each worker's log is kept (rank-<n>.log); unset: <run directory>/logs."""
     max_retries: int = Field(3, ge=0)
     """How often the worker group is restarted after a failure."""
 

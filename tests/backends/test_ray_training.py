@@ -52,6 +52,8 @@ def test_two_workers_learn_a_simple_rule_with_each_strategy(tmp_path, strategy):
     assert [r["epoch"] for r in result.training_statistics] == list(range(1, 7))
     training_rows = result.preprocessed.rows("training")
     assert all(r["rows"] == training_rows for r in result.training_statistics), "every row once per epoch"
+    logs = sorted(p.name for p in (tmp_path / "run" / "logs").iterdir())
+    assert logs == ["rank-0.log", "rank-1.log"] and "Training on" in (tmp_path / "run" / "logs" / "rank-0.log").read_text()
     assert model.evaluate(rule_data(), split="test")["y"]["accuracy"] > 0.9
     assert (tmp_path / "run" / "checkpoints" / "latest.json").is_file()
 
