@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import torch
 
 from plait.config import PlaitConfig, load_config
@@ -20,7 +19,7 @@ from plait.data.preprocess import PreprocessedData, preprocess
 from plait.errors import ModelError
 from plait.models.ecd import ECD
 from plait.models.saved import read_model, save_model
-from plait.predict import Predictor, iter_chunks
+from plait.predict import CachedSplit, Predictor, iter_chunks
 from plait.training.data import Batches, table_tensors
 from plait.training.run import FitJob, checkpoint_to_resume
 
@@ -151,15 +150,16 @@ class Model:
         """Predictions in this process, one table per chunk of raw data."""
 
         self.require_trained()
-        predictor = self.predictor()
+        predictor = self.predictor(cached=isinstance(dataset, CachedSplit))
         for i, chunk in enumerate(iter_chunks(dataset)):
             if i == 0:
                 predictor.check_columns(chunk, with_outputs=False)
             yield predictor.predict_chunk(chunk)
 
-    def predictor(self) -> Predictor:
-        """The saved preprocessing and this model, to apply to raw data."""
-        return Predictor(self.config, self.metadata, self.module)
+    def predictor(self, cached: bool = False) -> Predictor:
+        """The saved preprocessing and this model, to apply to raw data (or, ``cached``, to rows
+        of the preprocessing cache)."""
+        return Predictor(self.config, self.metadata, self.module, cached=cached)
 
     def require_trained(self) -> None:
         if self.module is None:
@@ -198,16 +198,3 @@ def _backend_outside_launcher(config: dict) -> str | None:
 
     kind = config.get("backend", {}).get("type")
     return "local" if kind in LAUNCHED and detect_launch() is None else None
-
-
-def predict_preprocessed(model: Model, data: PreprocessedData, split: str) -> pa.Table:
-    """Predictions for a split of preprocessed data (the experiment's test predictions)."""
-    predictor = model.predictor()
-    tensors = table_tensors(data.read_split(split), model.metadata["features"], model.module.input_names)
-    from plait.predict import _postprocess
-
-    logits = predictor.logits(tensors)
-    columns: dict = {}
-    for p in predictor.outputs:
-        columns.update(_postprocess(p, model.module.heads[p.name].predict(logits[p.name]), model.metadata["features"][p.name]))
-    return pa.table(columns)

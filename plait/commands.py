@@ -137,18 +137,20 @@ def experiment(args) -> int:
 
 
 def _test(args, model, result, run_dir) -> dict | None:
-    """Test statistics and predictions on the test split, written to the run directory."""
-    from plait.api import predict_preprocessed
+    """Test statistics and predictions on the cached test split, written to the run directory
+    (computed where the backend predicts: in this process, or as Ray Data jobs on Ray)."""
+    from plait.predict import CachedSplit
     from plait.utils.fs import write_json
 
     if not result.preprocessed.rows("test"):
         log.info("The test split is empty: no test statistics.")
         return None
-    test_stats = model.evaluate_preprocessed(result.preprocessed, "test")
+    test = CachedSplit(result.preprocessed, "test")
+    test_stats = model.backend.evaluate(model, test)
     if not args.skip_save_test_statistics:
         write_json(run_dir / "test_statistics.json", test_stats)
     if not args.skip_save_predictions:
-        _write_table(predict_preprocessed(model, result.preprocessed, "test"), run_dir / "predictions.parquet", "parquet")
+        model.backend.predict(model, test, output_directory=run_dir, output_format="parquet")
     return test_stats
 
 
@@ -203,9 +205,3 @@ def predict(args) -> int:
         model.close()
     print(json.dumps({"predictions": written.path, "rows": written.rows}))
     return 0
-
-
-def _write_table(table, path, fmt: str) -> int:
-    from plait.predict import write_chunks
-
-    return write_chunks(iter([table]), path, fmt)

@@ -23,6 +23,9 @@ CHUNK_ROWS = 100_000
 
 def iter_chunks(source: Any, chunk_rows: int = CHUNK_ROWS) -> Iterator[pa.Table]:
     """Raw data in chunks of about ``chunk_rows`` rows, without reading it all at once."""
+    if isinstance(source, CachedSplit):
+        yield from _cached_chunks(source, chunk_rows)
+        return
     if is_dataframe(source):
         source = from_pandas(source)
     if isinstance(source, pa.Table):
@@ -53,10 +56,22 @@ def iter_chunks(source: Any, chunk_rows: int = CHUNK_ROWS) -> Iterator[pa.Table]
         raise DataError(f"cannot read {path!r}: {str(exc).splitlines()[0]}") from None
 
 
+def _cached_chunks(source: "CachedSplit", chunk_rows: int) -> Iterator[pa.Table]:
+    import pyarrow.parquet as pq
+
+    for path in source.data.split_files(source.split):
+        with source.data.fs.open(path, "rb") as handle:
+            for batch in pq.ParquetFile(handle).iter_batches(batch_size=chunk_rows):
+                yield pa.Table.from_batches([batch])
+
+
 class Predictor:
     """Applies saved preprocessing and a model to raw chunks."""
 
-    def __init__(self, config, metadata: dict, module: torch.nn.Module, batch_size: int = 8192):
+    def __init__(self, config, metadata: dict, module: torch.nn.Module, batch_size: int = 8192, cached: bool = False):
+        """``cached``: the tables are rows of the preprocessing cache (features already
+        transformed, columns named after the features), not raw data."""
+        self.cached = cached
         from plait.features import processors_for
 
         self.features = metadata["features"]
@@ -68,7 +83,7 @@ class Predictor:
 
     def check_columns(self, table: pa.Table, with_outputs: bool) -> None:
         wanted = self.processors if with_outputs else self.inputs
-        missing = [p.column for p in wanted if p.column not in table.column_names]
+        missing = [c for c in (p.name if self.cached else p.column for p in wanted) if c not in table.column_names]
         if missing:
             raise DataError(
                 f"the data lacks column(s) {', '.join(repr(m) for m in missing)} that this model needs "
@@ -76,6 +91,8 @@ class Predictor:
             )
 
     def tensors(self, table: pa.Table, processors) -> dict[str, torch.Tensor]:
+        if self.cached:
+            return table_tensors(table, self.features, [p.name for p in processors])
         columns = {}
         for p in processors:
             raw = table[p.column].combine_chunks() if isinstance(table[p.column], pa.ChunkedArray) else table[p.column]
@@ -122,6 +139,15 @@ def _postprocess(processor, out: dict, meta: dict) -> dict:
 # ---- shared by every backend's prediction and evaluation ---------------------------------------
 
 @dataclass(frozen=True)
+class CachedSplit:
+    """A split of the preprocessing cache, as data to predict on or evaluate (the experiment's
+    test split): its rows are already preprocessed."""
+
+    data: Any
+    split: str
+
+
+@dataclass(frozen=True)
 class WrittenPredictions:
     """Where predictions were written (a file, or a folder of part files) and how many rows."""
 
@@ -135,7 +161,7 @@ def add_statistics(predictor, metrics, chunk: pa.Table, stats: dict) -> int:
 
     predictor.check_columns(chunk, with_outputs=True)
     for p in predictor.outputs:
-        chunk = chunk.filter(pc.is_valid(chunk[p.column]))
+        chunk = chunk.filter(pc.is_valid(chunk[p.name if predictor.cached else p.column]))
     if chunk.num_rows:
         tensors = predictor.tensors(chunk, predictor.processors)
         logits = predictor.logits({n: tensors[n] for n in predictor.module.input_names})

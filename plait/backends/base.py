@@ -66,11 +66,11 @@ class Backend(ABC):
     def evaluate(self, model, dataset: Any) -> dict:
         """Metrics on raw data holding the output columns, here, chunk by chunk; rows missing a
         target are skipped."""
-        from plait.predict import add_statistics, iter_chunks, metrics_of
+        from plait.predict import CachedSplit, add_statistics, iter_chunks, metrics_of
         from plait.training.metrics import MetricSet
 
         model.require_trained()
-        predictor, metrics = model.predictor(), MetricSet(model.module)
+        predictor, metrics = model.predictor(cached=isinstance(dataset, CachedSplit)), MetricSet(model.module)
         stats, rows = metrics.zeros(), 0
         for chunk in iter_chunks(dataset):
             rows += add_statistics(predictor, metrics, chunk, stats)

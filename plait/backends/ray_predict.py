@@ -30,7 +30,7 @@ import pyarrow as pa
 from ray.data import Datasink, Datasource, ReadTask
 from ray.data.block import BlockAccessor, BlockMetadata
 
-from plait.predict import WrittenPredictions, add_statistics, lists_as_text, metrics_of
+from plait.predict import CachedSplit, WrittenPredictions, add_statistics, lists_as_text, metrics_of
 from plait.backends.ray_train import _worker_message, plan
 from plait.data.io import (RowGroups, _dataset_files, _first_line, _read_file, data_format, from_pandas, is_dataframe,
                            parquet_row_groups, read_row_groups)
@@ -78,6 +78,11 @@ def raw_dataset(source):
     """``(Ray Dataset, column names or None when unknown before reading)`` of raw data."""
     import ray.data
 
+    if isinstance(source, CachedSplit):
+        from plait.backends.ray_loader import _arrow_filesystem
+
+        files = source.data.split_files(source.split)
+        return ray.data.read_parquet(files, filesystem=_arrow_filesystem(source.data.fs)), None
     if is_dataframe(source) or isinstance(source, pa.Table):
         table = from_pandas(source) if is_dataframe(source) else source
         blocks = [table.slice(i, TABLE_BLOCK_ROWS) for i in range(0, table.num_rows, TABLE_BLOCK_ROWS)]
@@ -132,8 +137,8 @@ def _csv_blocks(fs, file: str) -> Iterator[pa.Table]:
 class _OnDevice(Predictor):
     """A Predictor whose model runs on ``device``: each batch's tensors go there and back."""
 
-    def __init__(self, config, metadata: dict, module, device: str):
-        super().__init__(config, metadata, module.to(device))
+    def __init__(self, config, metadata: dict, module, device: str, cached: bool):
+        super().__init__(config, metadata, module.to(device), cached=cached)
         self.device = device
 
     def logits(self, inputs: dict) -> dict:
@@ -144,19 +149,19 @@ class _OnDevice(Predictor):
 class _Loaded:
     """The saved model, loaded once per actor from its directory."""
 
-    def __init__(self, model_dir: str, use_gpu: bool):
+    def __init__(self, model_dir: str, use_gpu: bool, cached: bool):
         from plait.api import Model
 
         model = Model.load(model_dir, backend="local")
         self.config = model.config
-        self.predictor = _OnDevice(model.config, model.metadata, model.module, "cuda" if use_gpu else "cpu")
+        self.predictor = _OnDevice(model.config, model.metadata, model.module, "cuda" if use_gpu else "cpu", cached)
 
 
 class Predictions(_Loaded):
     """A batch's predictions, row for row (set predictions as text when written to CSV)."""
 
-    def __init__(self, model_dir: str, use_gpu: bool, for_csv: bool):
-        super().__init__(model_dir, use_gpu)
+    def __init__(self, model_dir: str, use_gpu: bool, cached: bool, for_csv: bool):
+        super().__init__(model_dir, use_gpu, cached)
         self.for_csv = for_csv
 
     def __call__(self, batch: pa.Table) -> pa.Table:
@@ -204,7 +209,8 @@ def _mapped(model, dataset, settings, model_dir: str, actor: type, actor_args: t
     context.enable_progress_bars = context.print_on_execution_start = False
     context.raise_original_map_exception = True  # a worker's DataError reaches the driver as itself
     return data.map_batches(actor, batch_size=BATCH_ROWS, batch_format="pyarrow",
-                            fn_constructor_args=(model_dir, use_gpu, *actor_args), **options)
+                            fn_constructor_args=(model_dir, use_gpu, isinstance(dataset, CachedSplit), *actor_args),
+                            **options)
 
 
 def _pool(settings, what: str) -> tuple[dict, bool]:
