@@ -18,6 +18,7 @@ from plait import Model
 from plait.backends import ray_predict
 from plait.cli import main
 from plait.errors import DataError
+from ray_processes import session_processes  # a module beside this file
 
 pytestmark = pytest.mark.usefixtures("ray_cluster")
 
@@ -161,25 +162,7 @@ def test_a_failing_job_leaves_no_output_and_keeps_the_earlier_one(saved, small_b
 
 
 def prediction_actor_pids() -> list[int]:
-    """Live prediction actors (``ray::MapWorker(MapBatches(Predictions))``) of this session's Ray,
-    which this process started."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and b"MapBatches(Predictions)" in (entry / "cmdline").read_bytes():
-                if os.getpid() in ancestors(int(entry.name)):
-                    pids.append(int(entry.name))
-        except OSError:
-            pass
-    return sorted(pids)
-
-
-def ancestors(pid: int) -> list[int]:
-    chain = []
-    while pid > 1:
-        pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        chain.append(pid)
-    return chain
+    return session_processes(b"MapBatches(Predictions)")
 
 
 def kill_an_actor_once_parts_appear(output: Path) -> tuple[threading.Thread, list[int]]:

@@ -14,31 +14,14 @@ import pytest
 from plait import Model
 from plait.backends.ray_train import restarts
 from plait.errors import TrainingError
-from distributed_rule import rule_config, rule_data  # a module beside this file
+from distributed_rule import rule_config, rule_data  # modules beside this file
+from ray_processes import session_processes
 
 pytestmark = pytest.mark.usefixtures("ray_cluster")
 
 
 def train_worker_pids() -> list[int]:
-    """Live Ray Train workers (Ray names them ``ray::RayTrainWorker...``) of this test session's
-    Ray: descendants of this process, which started its raylet."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and (entry / "cmdline").read_bytes().startswith(b"ray::RayTrainWorker"):
-                if os.getpid() in ancestors(int(entry.name)):
-                    pids.append(int(entry.name))
-        except OSError:
-            pass
-    return sorted(pids)
-
-
-def ancestors(pid: int) -> list[int]:
-    chain = []
-    while pid > 1:
-        pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        chain.append(pid)
-    return chain
+    return session_processes(b"ray::RayTrainWorker")
 
 
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp", "deepspeed", "horovod"])
