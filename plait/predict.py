@@ -71,9 +71,9 @@ class Predictor:
     def __init__(self, config, metadata: dict, module: torch.nn.Module, batch_size: int = 8192, cached: bool = False):
         """``cached``: the tables are rows of the preprocessing cache (features already
         transformed, columns named after the features), not raw data."""
-        self.cached = cached
         from plait.features import processors_for
 
+        self.cached = cached
         self.features = metadata["features"]
         self.processors = processors_for(config)
         self.inputs = [p for p in self.processors if not p.is_output]
@@ -83,12 +83,16 @@ class Predictor:
 
     def check_columns(self, table: pa.Table, with_outputs: bool) -> None:
         wanted = self.processors if with_outputs else self.inputs
-        missing = [c for c in (p.name if self.cached else p.column for p in wanted) if c not in table.column_names]
+        missing = [self.column(p) for p in wanted if self.column(p) not in table.column_names]
         if missing:
             raise DataError(
                 f"the data lacks column(s) {', '.join(repr(m) for m in missing)} that this model needs "
                 f"({'input and output' if with_outputs else 'input'} features). Its columns are: {', '.join(table.column_names)}"
             )
+
+    def column(self, processor) -> str:
+        """Where a feature is in the tables: its raw column, or, in cached rows, its name."""
+        return processor.name if self.cached else processor.column
 
     def tensors(self, table: pa.Table, processors) -> dict[str, torch.Tensor]:
         if self.cached:
@@ -161,7 +165,7 @@ def add_statistics(predictor, metrics, chunk: pa.Table, stats: dict) -> int:
 
     predictor.check_columns(chunk, with_outputs=True)
     for p in predictor.outputs:
-        chunk = chunk.filter(pc.is_valid(chunk[p.name if predictor.cached else p.column]))
+        chunk = chunk.filter(pc.is_valid(chunk[predictor.column(p)]))
     if chunk.num_rows:
         tensors = predictor.tensors(chunk, predictor.processors)
         logits = predictor.logits({n: tensors[n] for n in predictor.module.input_names})

@@ -96,14 +96,6 @@ def lockstep(batches: Iterable[dict], strategy, filler: dict) -> Iterator[tuple[
     step costs one all-reduce of a single number, which also tells every worker which step is
     the last (where a partial gradient accumulation still makes an optimizer step).
     """
-    if strategy.world_size == 1:
-        iterator = iter(batches)
-        current = next(iterator, None)
-        while current is not None:
-            upcoming = next(iterator, None)
-            yield current, True, upcoming is None
-            current = upcoming
-        return
     iterator = iter(batches)
     current = next(iterator, None)
     active = _count(strategy, current is not None)
@@ -115,4 +107,7 @@ def lockstep(batches: Iterable[dict], strategy, filler: dict) -> Iterator[tuple[
 
 
 def _count(strategy, flag: bool) -> int:
+    """How many workers have ``flag`` set (one worker: no collective, and no tensor)."""
+    if strategy.world_size == 1:
+        return int(flag)
     return int(strategy.all_reduce_sum(torch.tensor([int(flag)], device=strategy.device)).item())
