@@ -101,7 +101,7 @@ def test_changed_data_file_rebuilds(run, dataset, make_dataset):
 
 
 def test_touched_data_file_of_the_same_size_rebuilds(run, dataset):
-    first = run(dataset)
+    run(dataset)
     stat = os.stat(dataset)
     os.utime(dataset, ns=(stat.st_atime_ns, stat.st_mtime_ns + 5_000_000_000))
     assert not run(dataset).from_cache

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pyarrow as pa
-import pytest
 
 TRAIN = ["b", "a", "c", "a", "b", "a", None]
 
