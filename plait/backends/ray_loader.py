@@ -10,19 +10,21 @@ object store memory the reads may hold and each worker's shuffle buffer to about
 On a worker, :class:`ShardBatches` behaves like the in-memory :class:`Batches`: ``rows``,
 ``len()`` (an estimate: shards are handed out block by block as workers ask for them),
 ``filler()`` and ``epoch(n)``. Blocks become tensors as they arrive and are shuffled in
-windows: per batch there is only a slice of tensors, as in memory.
+windows: per batch there is only a slice of tensors, as in memory. The training shard reads
+the next epoch's first window while the current epoch trains.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import threading
 from typing import Iterator
 
 import pyarrow as pa
 import torch
 
-from plait.training.data import table_tensors
+from plait.training.data import shuffle_generator, table_tensors
 
 log = logging.getLogger("plait")
 
@@ -125,14 +127,23 @@ def _arrow_filesystem(fs):
 
 class ShardBatches:
     """This worker's shard of a split as batches of tensors, shuffled within windows of
-    ``shuffle_rows`` rows (no shuffle when None)."""
+    ``shuffle_rows`` rows (no shuffle when None).
+
+    With ``read_ahead``, once an epoch's last block has arrived the next epoch's first window is
+    read, turned into tensors and shuffled on a background thread while this epoch's batches
+    train: otherwise each epoch would start by waiting for Ray to hand out its first blocks.
+    ``epochs`` (when known) stops it reading past the last epoch.
+    """
 
     def __init__(self, shard, rows: int, world_size: int, batch_size: int, features: dict, names: list[str],
-                 filler: pa.Table, shuffle_rows: int | None = None, seed: int = 0, rank: int = 0):
+                 filler: pa.Table, shuffle_rows: int | None = None, seed: int = 0, rank: int = 0,
+                 read_ahead: bool = False, epochs: int | None = None):
         self.shard, self.rows, self.world_size = shard, rows, world_size
         self.batch_size, self.features, self.names = batch_size, features, names
         self.shuffle_rows, self.seed, self.rank = shuffle_rows, seed, rank
+        self.read_ahead, self.epochs = read_ahead, epochs
         self._filler = filler
+        self._ahead: dict[int, _FirstAhead] = {}
 
     def __len__(self) -> int:
         """Batches per epoch of an even shard: the schedule's estimate (shards are uneven)."""
@@ -143,39 +154,109 @@ class ShardBatches:
         return table_tensors(self._filler, self.features, self.names)
 
     def epoch(self, epoch: int = 0) -> Iterator[dict]:
-        """Blocks as they arrive, each turned into tensors at once (cheaper than batch by batch),
-        gathered into a window, the window permuted and cut into batches. What is left short of
-        a batch, and the last batch, wait for the next window: so the final batch of the epoch
-        can take a lone last row (batch norm cannot train on one row)."""
-        # A different seed per epoch and worker: the same rows must not meet in the same batches
-        # epoch after epoch.
-        generator = torch.Generator().manual_seed((self.seed * 100_003 + epoch) * 1_009 + self.rank)
-        window_rows = max(self.shuffle_rows or 0, 2 * self.batch_size)
-        pending, rows = [], 0
+        """Windows cut into batches. Rows left short of a batch join the next window's first
+        batch, and the epoch's last batch takes a lone last row (batch norm cannot train on one
+        row)."""
+        windows = self._ahead.pop(epoch, None) or self._windows(epoch)
+        yield from _join_lone_last_row(self._cut(self._reading_ahead_after(windows, epoch)), self.batch_size)
+
+    def _reading_ahead_after(self, windows: Iterator, epoch: int) -> Iterator[dict]:
+        """The windows, starting the next epoch's read once this one's blocks have all arrived."""
+        for window, blocks_done in windows:
+            if blocks_done and self.read_ahead and (self.epochs is None or epoch + 1 < self.epochs):
+                self._ahead[epoch + 1] = _FirstAhead(self._windows(epoch + 1))
+            if window is not None:
+                yield window
+
+    def _windows(self, epoch: int) -> Iterator[tuple[dict | None, bool]]:
+        """``(window, blocks_done)``: blocks turned into tensors as they arrive (cheaper than
+        batch by batch), gathered into windows, each shuffled. The last item comes after the
+        last block, with what is left (or None)."""
+        generator = shuffle_generator(self.seed, epoch, self.rank)
+        window_rows = max(self.shuffle_rows or 0, self.batch_size)
+        parts, rows = [], 0
         for block in self.shard.iter_batches(batch_size=None, batch_format="pyarrow", prefetch_batches=2):
             if block.num_rows:
-                pending.append(table_tensors(block, self.features, self.names))
+                parts.append(table_tensors(block, self.features, self.names))
                 rows += block.num_rows
             if rows >= window_rows:
-                window = self._ordered(pending, rows, generator)
-                cut = rows - rows % self.batch_size - self.batch_size
-                for start in range(0, cut, self.batch_size):
-                    yield _take(window, slice(start, start + self.batch_size))
-                pending, rows = [_take(window, slice(cut, rows))], rows - cut
-        if rows:
-            window = self._ordered(pending, rows, generator)
-            starts = list(range(0, rows, self.batch_size))
-            if len(starts) > 1 and rows - starts[-1] == 1:
-                starts.pop()
-            for start, stop in zip(starts, starts[1:] + [rows]):
-                yield _take(window, slice(start, stop))
+                yield self._shuffled(parts, generator), False
+                parts, rows = [], 0
+        yield (self._shuffled(parts, generator) if rows else None), True
 
-    def _ordered(self, parts: list[dict], rows: int, generator) -> dict:
-        tensors = parts[0] if len(parts) == 1 else {n: torch.cat([p[n] for p in parts]) for n in self.names}
+    def _shuffled(self, parts: list[dict], generator) -> dict:
+        tensors = _concat(parts)
         if not self.shuffle_rows:
             return tensors
-        order = torch.randperm(rows, generator=generator)
+        order = torch.randperm(_rows(tensors), generator=generator)
         return {name: tensor.index_select(0, order) for name, tensor in tensors.items()}
+
+    def _cut(self, windows: Iterator[dict]) -> Iterator[dict]:
+        """Batches of ``batch_size`` rows across windows, then what is left."""
+        size, short = self.batch_size, None
+        for window in windows:
+            start, rows = 0, _rows(window)
+            if short is not None:
+                start = min(rows, size - _rows(short))
+                short = _concat([short, _take(window, slice(0, start))])
+                if _rows(short) < size:
+                    continue
+                yield short
+            cut = start + (rows - start) // size * size
+            for first in range(start, cut, size):
+                yield _take(window, slice(first, first + size))
+            short = _take(window, slice(cut, rows)) if cut < rows else None
+        if short is not None:
+            yield short
+
+
+class _FirstAhead:
+    """A generator whose first item is computed on a background thread, started at once; the
+    rest come on the consumer's thread. A daemon thread: a read ahead of an epoch that never
+    runs (early stopping) must not hold up the worker's exit."""
+
+    _END = object()
+
+    def __init__(self, items: Iterator):
+        self._items, self._first, self._error = items, self._END, None
+        self._thread = threading.Thread(target=self._read_first, name="plait-read-ahead", daemon=True)
+        self._thread.start()
+
+    def _read_first(self) -> None:
+        try:
+            self._first = next(self._items, self._END)
+        except BaseException as error:  # handed to the consumer, on its thread
+            self._error = error
+
+    def __iter__(self) -> Iterator:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        if self._first is not self._END:
+            yield self._first
+            yield from self._items
+
+
+def _join_lone_last_row(batches: Iterator[dict], batch_size: int) -> Iterator[dict]:
+    """The batches, but a last batch of one row joins the batch before it."""
+    previous = None
+    for batch in batches:
+        if previous is not None:
+            if batch_size > 1 and _rows(batch) == 1:
+                batch = _concat([previous, batch])
+            else:
+                yield previous
+        previous = batch
+    if previous is not None:
+        yield previous
+
+
+def _rows(tensors: dict) -> int:
+    return len(next(iter(tensors.values())))
+
+
+def _concat(parts: list[dict]) -> dict:
+    return parts[0] if len(parts) == 1 else {name: torch.cat([part[name] for part in parts]) for name in parts[0]}
 
 
 def _take(tensors: dict, rows: slice) -> dict:

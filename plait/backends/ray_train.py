@@ -141,7 +141,8 @@ def _shard_batches(job: FitJob, strategy, feed: dict) -> tuple:
     features = job.data.metadata["features"]
     common = dict(world_size=strategy.world_size, features=features, names=model_columns(job.config), filler=feed["filler"], rank=strategy.rank)
     train = ShardBatches(ray.train.get_dataset_shard("training"), job.data.rows("training"), batch_size=batch_size(job),
-                         shuffle_rows=feed["shuffle_rows"], seed=job.seed, **common)
+                         shuffle_rows=feed["shuffle_rows"], seed=job.seed, read_ahead=True,
+                         epochs=None if job.config.trainer.train_steps else job.config.trainer.epochs, **common)
     validation = None
     if job.data.rows("validation"):
         validation = ShardBatches(ray.train.get_dataset_shard("validation"), job.data.rows("validation"),
@@ -208,16 +209,19 @@ def _relay_logs(queue, logdir: str) -> None:
 
 
 def _share_cores() -> None:
-    """Torch threads: this node's cores shared by its workers. Ray limits a worker to as many
-    threads as CPUs it reserved (1 by default), which leaves a CPU-only node mostly idle; the
-    reservation stays small so that other Ray work (a data loader) can still be scheduled."""
+    """Torch threads: this node's cores but one, shared by its workers. Ray limits a worker to
+    as many threads as CPUs it reserved (1 by default), which leaves a CPU-only node mostly
+    idle; the reservation stays small so that other Ray work (a data loader) can still be
+    scheduled. The core left over runs Ray's own processes and the loader's read-ahead: with
+    every core busy in torch's parallel regions, each of them stalls whenever another process
+    runs (measured: a third of one worker's runs on two cores lost 20% of their speed)."""
     import ray.train
     import torch
 
     if torch.cuda.is_available():
         return
     workers_here = max(1, ray.train.get_context().get_local_world_size())
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers_here))
+    torch.set_num_threads(max(1, ((os.cpu_count() or 1) - 1) // workers_here))
 
 
 def _step(checkpoint: Path) -> int:

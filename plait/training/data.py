@@ -39,6 +39,14 @@ def table_tensors(table: pa.Table, features: dict, names: list[str]) -> dict[str
     return {name: column_tensor(table[name], features[name]) for name in names}
 
 
+def shuffle_generator(seed: int, epoch: int, rank: int = 0) -> torch.Generator:
+    """The random generator of one epoch's shuffle. A new seed each epoch: the same rows must
+    not meet in the same batches epoch after epoch. Rank 0's is the in-memory order's, so a
+    single Ray worker whose window holds its whole shard shuffles exactly as the local backend
+    does (same batches, same metrics); other ranks shuffle their own shards differently."""
+    return torch.Generator().manual_seed(seed * 100_003 + epoch + rank * 1_000_000_007)
+
+
 class Batches:
     """Mini-batches over in-memory tensors; each epoch a new seeded permutation.
 
@@ -56,8 +64,7 @@ class Batches:
 
     def indices(self, epoch: int) -> torch.Tensor:
         if self.shuffle:
-            generator = torch.Generator().manual_seed(self.seed * 100_003 + epoch)
-            order = torch.randperm(self.rows, generator=generator)
+            order = torch.randperm(self.rows, generator=shuffle_generator(self.seed, epoch))
         else:
             order = torch.arange(self.rows)
         return order[self.rank :: self.world_size] if self.world_size > 1 else order

@@ -35,23 +35,26 @@ def cached(tmp_path_factory):
     return config, preprocess(config, df, seed=1)
 
 
-def read_epochs(config, data, loader: dict, workers: int, epochs: int = 2, batch_size: int = 64) -> list[list[list[int]]]:
-    """Row ids each worker got, per epoch: ``[epoch][worker] -> ids``, read concurrently as Ray
-    Train workers read them."""
+def read_batches(config, data, loader: dict, workers: int, epochs: int = 2, batch_size: int = 64,
+                 read_ahead: bool = False) -> list[list[list[list[int]]]]:
+    """Row ids of each batch each worker got, per epoch: ``[epoch][worker][batch] -> ids``,
+    read concurrently as Ray Train workers read them."""
     settings = config.backend.loader.model_copy(update=loader)
     datasets = split_datasets(data, settings, ["row_id", "x", "y"], workers)
     shards = exactly_once_data_config(settings.window_size_bytes).configure(datasets, workers, None, None)
     features = data.metadata["features"]
     filler = filler_table(datasets["training"])
     batches = [ShardBatches(shards[rank]["training"], data.rows("training"), workers, batch_size, features,
-                            ["row_id", "x", "y"], filler, shuffle_rows(data, settings, batch_size), seed=3, rank=rank)
+                            ["row_id", "x", "y"], filler, shuffle_rows(data, settings, batch_size), seed=3, rank=rank,
+                            read_ahead=read_ahead, epochs=epochs)
                for rank in range(workers)]
     seen = [[[] for _ in range(workers)] for _ in range(epochs)]
 
     def consume(rank: int) -> None:
         for epoch in range(epochs):
             for batch in batches[rank].epoch(epoch):
-                seen[epoch][rank].extend(batch["row_id"].long().tolist())
+                seen[epoch][rank].append(batch["row_id"].long().tolist())
+        assert not batches[rank]._ahead, "read ahead past the last epoch"
 
     threads = [threading.Thread(target=consume, args=(rank,)) for rank in range(workers)]
     for thread in threads:
@@ -60,6 +63,11 @@ def read_epochs(config, data, loader: dict, workers: int, epochs: int = 2, batch
         thread.join(timeout=120)
     assert not any(thread.is_alive() for thread in threads), "a consumer hung"
     return seen
+
+
+def read_epochs(*args, **kwargs) -> list[list[list[int]]]:
+    """Row ids each worker got, per epoch: ``[epoch][worker] -> ids``."""
+    return [[sum(worker, []) for worker in epoch] for epoch in read_batches(*args, **kwargs)]
 
 
 def training_ids(data) -> list[int]:
@@ -73,7 +81,7 @@ def training_ids(data) -> list[int]:
 ], ids=["materialized", "streamed", "windowed"])
 def test_two_workers_see_every_training_row_exactly_once_per_epoch(cached, loader):
     config, data = cached
-    for epoch in read_epochs(config, data, loader, workers=2):
+    for epoch in read_epochs(config, data, loader, workers=2, read_ahead=True):
         assert sorted(epoch[0] + epoch[1]) == training_ids(data)
         assert epoch[0] and epoch[1], "both workers got a share"
 
@@ -88,3 +96,19 @@ def test_epochs_are_shuffled_differently(cached):
 def test_one_worker_reads_the_same_batches_on_every_run(cached):
     config, data = cached
     assert read_epochs(config, data, {}, workers=1, epochs=1) == read_epochs(config, data, {}, workers=1, epochs=1)
+
+
+def test_windowed_batches_are_full_and_the_same_when_read_ahead(cached):
+    """Windows of a few hundred rows rarely hold whole batches: rows left over join the next
+    window's first batch. Every batch but the last is full and none has a single row (batch
+    norm); reading the next epoch ahead changes no batch."""
+    config, data = cached
+    loader, batch_size = {"fully_executed": False, "window_size_bytes": 4096}, 7
+    assert len(training_ids(data)) % batch_size == 1, "a batch size that leaves one row over"
+    read_ahead = read_batches(config, data, loader, workers=1, batch_size=batch_size, read_ahead=True)
+    for epoch in read_ahead:
+        sizes = [len(batch) for batch in epoch[0]]
+        assert sizes[:-1] == [batch_size] * (len(sizes) - 1)
+        assert 1 < sizes[-1] <= batch_size + 1
+        assert sum(sizes) == len(training_ids(data))
+    assert read_batches(config, data, loader, workers=1, batch_size=batch_size) == read_ahead

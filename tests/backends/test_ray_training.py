@@ -41,9 +41,10 @@ def test_two_workers_learn_a_simple_rule_with_each_strategy(tmp_path, strategy):
     assert (tmp_path / "run" / "checkpoints" / "latest.json").is_file()
 
 
-def test_one_ray_worker_gives_the_local_metrics_within_noise(tmp_path):
-    """The Ray Data loader shuffles within a buffer where the local backend permutes the whole
-    split: the batches differ, the metrics agree closely."""
+def test_one_ray_worker_gives_the_local_metrics(tmp_path):
+    """One worker's shard is the whole split in the cache's order, and its shuffle window holds
+    it all: it is permuted with the local backend's generator, so the batches are the same and
+    the metrics differ only by float rounding (torch runs on fewer threads in the worker)."""
     data = rule_data()
     ray_model = Model(rule_config(tmp_path, workers=1, epochs=3))
     ray_stats = ray_model.train(dataset=data, progress_bar=False).training_statistics
@@ -51,9 +52,9 @@ def test_one_ray_worker_gives_the_local_metrics_within_noise(tmp_path):
     local_stats = Model(local_config).train(dataset=data, progress_bar=False).training_statistics
     for ray_record, local_record in zip(ray_stats, local_stats, strict=True):
         ray_metrics, local_metrics = ray_record["validation"]["y"], local_record["validation"]["y"]
-        assert ray_metrics["loss"] == pytest.approx(local_metrics["loss"], rel=0.05)
-        assert ray_metrics["accuracy"] == pytest.approx(local_metrics["accuracy"], abs=0.03)
-        assert ray_metrics["roc_auc"] == pytest.approx(local_metrics["roc_auc"], abs=0.02)
+        assert ray_metrics["loss"] == pytest.approx(local_metrics["loss"], rel=1e-4)
+        assert ray_metrics["accuracy"] == pytest.approx(local_metrics["accuracy"], abs=1e-9)
+        assert ray_metrics["roc_auc"] == pytest.approx(local_metrics["roc_auc"], abs=1e-4)
 
 
 def test_an_error_on_the_workers_reaches_the_driver_with_its_message(tmp_path):
