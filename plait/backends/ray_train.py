@@ -21,16 +21,18 @@ from dataclasses import replace
 from pathlib import Path
 
 from plait.backends.ray_loader import ShardBatches, exactly_once_data_config, filler_table, shuffle_rows, split_datasets
-from plait.errors import BackendError, TrainingError
+from plait.errors import BackendError, PlaitError, TrainingError
 from plait.training import checkpoint as ckpt
 from plait.training.run import FitJob, FitOutput, batch_size, eval_batch_size, model_columns
-from plait.utils.fs import is_local
+from plait.utils.fs import is_local, write_json
 
 log = logging.getLogger("plait")
 
 RESULT = "ray_result"
 """Folder of the run directory where rank 0 leaves the final weights and history."""
 STARTED = "started"
+FINAL_ERROR = "final_error.json"
+"""Left in the result folder by a worker that raised one of plait's own errors (see ``_worker``)."""
 
 
 def plan(settings, resources: dict) -> dict:
@@ -74,7 +76,8 @@ def fit_on_ray(job: FitJob, settings) -> FitOutput:
     if is_local(data.fs):
         data = replace(data, location=os.path.abspath(data.location))
     job = replace(job, data=data, run_dir=run_dir, progress_bar=False)  # worker output does not reach this terminal
-    (run_dir / RESULT / STARTED).unlink(missing_ok=True)  # restarts are counted per run of this driver
+    for stale in (STARTED, FINAL_ERROR):  # restarts and errors are this run of the driver's
+        (run_dir / RESULT / stale).unlink(missing_ok=True)
     global_batch = batch_size(job) * scaling["num_workers"] * job.config.trainer.gradient_accumulation_steps
     log.info("%s", describe_plan(scaling, settings.strategy.type, global_batch))
     loader = job.config.backend.loader
@@ -96,7 +99,9 @@ def fit_on_ray(job: FitJob, settings) -> FitOutput:
             )
             trainer.fit()
     except Exception as exc:  # Ray wraps a worker's exception; show the worker's own message
-        raise TrainingError(f"training on Ray failed: {_worker_message(exc)}") from None
+        raise TrainingError(f"training on Ray failed: {final_error(run_dir) or _worker_message(exc)}") from None
+    if final_error(run_dir):
+        raise TrainingError(f"training on Ray failed: {final_error(run_dir)}")
     for restart in restarts(run_dir):
         step = restart["resumed_from_step"]
         log.warning("A worker failed; the worker group was restarted and %s.",
@@ -105,11 +110,28 @@ def fit_on_ray(job: FitJob, settings) -> FitOutput:
 
 
 def _worker(loop_config: dict) -> None:
-    from plait.training.run import fit
+    """One Ray Train worker's run. plait's own errors (a diverging loss, a missing package, bad
+    data) are the same on every try: Ray Train restarts the group after any error, so the
+    worker that raises one records it, and the restarted workers find it and return at once
+    (no collective, no retry left to spend); the driver then reports it."""
+    import ray.train
 
     job: FitJob = loop_config["job"]
+    if final_error(job.run_dir):
+        return
     _share_cores()
     _relay_logs(loop_config["logs"], loop_config["logdir"])
+    try:
+        _train_on_worker(job, loop_config["feed"])
+    except PlaitError as error:
+        rank = ray.train.get_context().get_world_rank()
+        write_json(Path(job.run_dir) / RESULT / FINAL_ERROR, {"rank": rank, "message": str(error)})
+        raise
+
+
+def _train_on_worker(job: FitJob, feed: dict) -> None:
+    from plait.training.run import fit
+
     strategy = job.config.backend.trainer.strategy.build(trainer=job.config.trainer)
     try:
         started = Path(job.run_dir) / RESULT / STARTED
@@ -125,13 +147,22 @@ def _worker(loop_config: dict) -> None:
             job = replace(job, resume=True)
         if strategy.is_coordinator and not started.exists():
             started.parent.mkdir(parents=True, exist_ok=True)
-            started.write_text("[]")
-        output = fit(job, strategy, _shard_batches(job, strategy, loop_config["feed"]))
+            write_json(started, [])
+        output = fit(job, strategy, _shard_batches(job, strategy, feed))
         if strategy.is_coordinator:
             _write_result(job, output)
         strategy.barrier()
     finally:
         strategy.shutdown()
+
+
+def final_error(run_dir) -> str | None:
+    """The error a worker recorded as one a restart cannot fix, if any."""
+    path = Path(run_dir) / RESULT / FINAL_ERROR
+    if not path.is_file():
+        return None
+    error = json.loads(path.read_text())
+    return f"{error['message']} (worker {error['rank']})"
 
 
 def _shard_batches(job: FitJob, strategy, feed: dict) -> tuple:
@@ -230,20 +261,19 @@ def _step(checkpoint: Path) -> int:
 
 def _record_restart(started: Path, restart: dict) -> None:
     """Restarts are listed in the ``started`` file, for the driver to report."""
-    restarts = json.loads(started.read_text() or "[]")
-    started.write_text(json.dumps([*restarts, restart]))
+    write_json(started, [*json.loads(started.read_text()), restart])
 
 
 def restarts(run_dir: Path) -> list[dict]:
     """The worker group's restarts in a run: ``[{"resumed_from_step": n or None}, ...]``."""
     path = Path(run_dir) / RESULT / STARTED
-    return json.loads(path.read_text() or "[]") if path.is_file() else []
+    return json.loads(path.read_text()) if path.is_file() else []
 
 
 def _write_result(job: FitJob, output: FitOutput) -> None:
     folder = Path(job.run_dir) / RESULT
     ckpt.save_weights(output.module.state_dict(), folder / "model.safetensors")
-    (folder / "history.json").write_text(json.dumps(output.history))
+    write_json(folder / "history.json", output.history)
 
 
 def _read_result(job: FitJob) -> FitOutput:

@@ -57,12 +57,16 @@ def test_one_ray_worker_gives_the_local_metrics(tmp_path):
         assert ray_metrics["roc_auc"] == pytest.approx(local_metrics["roc_auc"], abs=1e-4)
 
 
-def test_an_error_on_the_workers_reaches_the_driver_with_its_message(tmp_path):
-    config = rule_config(tmp_path, workers=2, learning_rate=1e12, max_retries=0)
+def test_an_error_on_the_workers_reaches_the_driver_with_its_message_and_is_not_retried(tmp_path):
+    """A diverging loss is plait's own error: it would come back on every restart, so the run
+    stops with it at once (the default three retries are not spent training again)."""
+    config = rule_config(tmp_path, workers=2, learning_rate=1e12)
     started = time.monotonic()
     with pytest.raises(TrainingError) as info:
-        Model(config).train(dataset=rule_data(), progress_bar=False)
+        Model(config).train(dataset=rule_data(), progress_bar=False, run_dir=tmp_path / "run")
     assert "loss became" in str(info.value) or "gradient norm became" in str(info.value)
+    assert "(worker " in str(info.value)
+    assert (tmp_path / "run" / "logs" / "rank-0.log").read_text().count("Training on") == 1
     assert time.monotonic() - started < 60
 
 
