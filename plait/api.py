@@ -16,7 +16,7 @@ import torch
 from plait.config import PlaitConfig, load_config
 from plait.config.render import resolved_dict
 from plait.data.preprocess import PreprocessedData, preprocess
-from plait.errors import ModelError
+from plait.errors import ModelError, UsageError
 from plait.models.ecd import ECD
 from plait.models.saved import read_model, save_model
 from plait.predict import CachedSplit, Predictor, iter_chunks
@@ -35,6 +35,11 @@ class TrainResult:
 
 def new_run_dir(output_directory: str | os.PathLike, experiment_name: str) -> Path:
     """``<output_directory>/<experiment_name>_run_<n>`` with the first unused n."""
+    if "://" in os.fspath(output_directory):
+        raise UsageError(f"--output-directory {os.fspath(output_directory)!r}: a run directory (checkpoints, "
+                          "TensorBoard logs, the model) must be a local or mounted path that every worker can "
+                          "write; copy it to object storage when the run is done. (predict and evaluate "
+                          "write to URLs.)")
     root = Path(output_directory)
     root.mkdir(parents=True, exist_ok=True)
     n = 0

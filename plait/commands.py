@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import logging
+import posixpath
 import sys
 
-from plait.errors import ConfigError, ModelError
+from plait.errors import ModelError, UsageError
 
 log = logging.getLogger("plait")
 
@@ -78,7 +79,7 @@ def _start_run(args):
         args.config = args.config or str(run_dir / "config.yaml")
         return Model(_config(args)), dict(saved["data"]), saved["random_seed"], run_dir
     if not args.config:
-        raise ConfigError("--config is required (unless --resume names a run directory)")
+        raise UsageError("--config is required (unless --resume names a run directory)")
     model = Model(_config(args))
     data = _data_args(args)
     run_dir = _new_run_dir(args, model.config, data) if model.backend.is_coordinator else None
@@ -174,10 +175,8 @@ def _print_summary(run_dir, result, test_stats, model_saved: bool = True) -> Non
 # ---- evaluate / predict --------------------------------------------------------------------------
 
 def evaluate(args) -> int:
-    from pathlib import Path
-
     from plait.api import Model
-    from plait.utils.fs import write_json
+    from plait.utils.fs import ensure_dir, resolve, write_json_atomic
 
     model = Model.load(args.model_path, backend=args.backend)
     try:
@@ -185,9 +184,9 @@ def evaluate(args) -> int:
     finally:
         model.close()
     if not args.skip_save_eval_stats:
-        out = Path(args.output_directory)
-        out.mkdir(parents=True, exist_ok=True)
-        write_json(out / "evaluation_statistics.json", stats)
+        fs, folder = resolve(args.output_directory)
+        ensure_dir(fs, folder)
+        write_json_atomic(fs, posixpath.join(folder, "evaluation_statistics.json"), stats)
     print(json.dumps({k: v for k, v in stats.items() if k != "combined"}, indent=2))
     return 0
 

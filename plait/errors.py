@@ -34,6 +34,11 @@ class ConfigError(PlaitError):
         self.args = (self.problems,)
 
 
+class UsageError(PlaitError):
+    """A command-line argument cannot be used as given (a missing --config, a URL where only a
+    local path works)."""
+
+
 class DataError(PlaitError):
     """A dataset is missing, unreadable, empty or does not match the config."""
 

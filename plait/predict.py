@@ -6,6 +6,7 @@ preprocessed the training data.
 
 from __future__ import annotations
 
+import itertools
 import os
 from dataclasses import dataclass
 from typing import Any, Iterator
@@ -192,24 +193,23 @@ def lists_as_text(table: pa.Table, config) -> pa.Table:
     return table
 
 
-def write_chunks(chunks, path, fmt: str) -> int:
-    """Stream tables into one file under a temporary name, renamed when complete."""
+def write_chunks(chunks, fs, path: str, fmt: str) -> int:
+    """Stream tables into one file (local or any fsspec filesystem) under a temporary name,
+    renamed when complete. No tables, no file."""
     import pyarrow.csv as csv
     import pyarrow.parquet as pq
 
-    from plait.utils.fs import temporary_name
+    from plait.utils.fs import atomic_open
 
-    tmp, rows, writer = temporary_name(str(path)), 0, None
-    try:
-        for table in chunks:
-            if writer is None:
-                writer = pq.ParquetWriter(tmp, table.schema) if fmt == "parquet" else csv.CSVWriter(tmp, table.schema)
+    tables = iter(chunks)
+    first = next(tables, None)
+    if first is None:
+        return 0
+    rows = 0
+    with atomic_open(fs, path, "wb") as handle:
+        writer = pq.ParquetWriter(handle, first.schema) if fmt == "parquet" else csv.CSVWriter(handle, first.schema)
+        for table in itertools.chain([first], tables):
             writer.write_table(table)
             rows += table.num_rows
-        if writer is not None:
-            writer.close()
-            os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+        writer.close()
     return rows

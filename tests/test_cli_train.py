@@ -343,3 +343,40 @@ def test_sigint_during_training_exits_130_with_a_checkpoint_and_resume_hint(tmp_
     assert {"model.safetensors", "optimizer.pt", "trainer.pt", "state.json"} <= {p.name for p in checkpoint.iterdir()}
     assert json.loads((checkpoint / "state.json").read_text())["step"] == pointer["step"] >= 10
     assert not [p for p in run.rglob("*") if ".tmp-" in p.name]
+
+
+# ---- output directories on object storage ------------------------------------------------------
+
+def test_predict_and_evaluate_write_to_an_s3_url(experiment, files, cli, s3_bucket, monkeypatch):
+    """On the local backend too: the output directory may be any fsspec URL (credentials from
+    the environment, as for the data)."""
+    import s3fs
+
+    bucket, credentials = s3_bucket
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", credentials["key"])
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", credentials["secret"])
+    monkeypatch.setenv("AWS_ENDPOINT_URL", credentials["endpoint_url"])
+    run, _ = experiment
+    rc, out, err = cli("predict", "--model-path", run / "model", "--dataset", files / "new.csv",
+                       "--output-directory", f"s3://{bucket}/preds")
+    assert rc == 0, err
+    assert json.loads(out) == {"predictions": f"s3://{bucket}/preds/predictions.parquet", "rows": 37}
+    rc, out, err = cli("evaluate", "--model-path", run / "model", "--dataset", files / "data.csv",
+                       "--output-directory", f"s3://{bucket}/eval")
+    assert rc == 0, err
+    s3 = s3fs.S3FileSystem(key=credentials["key"], secret=credentials["secret"],
+                           client_kwargs={"endpoint_url": credentials["endpoint_url"]})
+    assert sorted(s3.find(bucket)) == [f"{bucket}/eval/evaluation_statistics.json", f"{bucket}/preds/predictions.parquet"]
+    with s3.open(f"{bucket}/preds/predictions.parquet", "rb") as handle:
+        assert pq.read_table(handle).num_rows == 37
+    with s3.open(f"{bucket}/eval/evaluation_statistics.json") as handle:
+        assert json.load(handle)["y"] == json.loads(out)["y"]
+
+
+def test_train_refuses_a_url_output_directory_before_any_work(files, cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    rc, _, err = cli("train", "-c", files / "config.yaml", "--dataset", files / "data.csv",
+                     "--output-directory", "s3://bucket/runs")
+    assert rc == 2
+    assert "must be a local or mounted path" in _error_line(err)
+    assert list(tmp_path.iterdir()) == []  # no local folder named "s3:"

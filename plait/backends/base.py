@@ -10,9 +10,9 @@ coordinator writes outputs, and ``broadcast_object`` gives every process the coo
 from __future__ import annotations
 
 import os
+import posixpath
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -49,6 +49,7 @@ class Backend(ABC):
         """Predictions for every row of raw data, here, chunk by chunk: a pandas DataFrame, or,
         with ``output_directory``, the file ``predictions.<output_format>`` written there."""
         from plait.predict import WrittenPredictions, lists_as_text, write_chunks
+        from plait.utils.fs import ensure_dir, resolve
 
         chunks = model.predict_chunks(dataset)
         if output_directory is None:
@@ -56,12 +57,13 @@ class Backend(ABC):
 
             tables = list(chunks)
             return pa.concat_tables(tables).to_pandas() if tables else pd.DataFrame()
-        out = Path(output_directory)
-        out.mkdir(parents=True, exist_ok=True)
-        path = out / f"predictions.{output_format}"
+        name = f"predictions.{output_format}"
+        fs, folder = resolve(os.fspath(output_directory))
+        ensure_dir(fs, folder)
         if output_format == "csv":
             chunks = (lists_as_text(table, model.config) for table in chunks)
-        return WrittenPredictions(str(path), write_chunks(chunks, path, output_format))
+        rows = write_chunks(chunks, fs, posixpath.join(folder, name), output_format)
+        return WrittenPredictions(posixpath.join(os.fspath(output_directory), name), rows)
 
     def evaluate(self, model, dataset: Any) -> dict:
         """Metrics on raw data holding the output columns, here, chunk by chunk; rows missing a
