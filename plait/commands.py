@@ -76,14 +76,26 @@ def _start_run(args):
         if not description.is_file():
             raise ModelError(f"--resume {args.resume!r}: not a plait run directory (no description.json)")
         saved = json.loads(description.read_text())
+        config_given = bool(args.config)
         args.config = args.config or str(run_dir / "config.yaml")
-        return Model(_config(args)), dict(saved["data"]), saved["random_seed"], run_dir
+        config = _config(args)
+        if not config_given and _hidden_credentials(config):
+            raise UsageError(f"--resume {args.resume!r}: the run's config.yaml hides the cache credentials it was "
+                             "given inline; resume with the original config as well (--config), or keep the "
+                             "credentials in a JSON file named by backend.cache_credentials")
+        return Model(config), dict(saved["data"]), saved["random_seed"], run_dir
     if not args.config:
         raise UsageError("--config is required (unless --resume names a run directory)")
     model = Model(_config(args))
     data = _data_args(args)
     run_dir = _new_run_dir(args, model.config, data) if model.backend.is_coordinator else None
     return model, data, args.random_seed, model.backend.broadcast_object(run_dir)
+
+
+def _hidden_credentials(config) -> bool:
+    """Whether the config's inline cache credentials are the ``***`` a saved config shows."""
+    credentials = config.backend.cache_credentials
+    return isinstance(credentials, dict) and bool(credentials) and set(map(str, credentials.values())) == {"***"}
 
 
 def _new_run_dir(args, config, data: dict):

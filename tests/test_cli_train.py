@@ -262,6 +262,29 @@ def test_resume_of_a_folder_that_is_not_a_run(cli, tmp_path):
     assert "not a plait run directory" in _error_line(err)
 
 
+def test_resume_of_a_run_whose_saved_config_hides_inline_credentials(files, cli, tmp_path):
+    """A run's config.yaml shows inline cache credentials as ***: resuming from it alone would
+    hand *** to the object store, so plait asks for the original config."""
+    config = _config("s3://bucket/cache")
+    config["backend"]["cache_credentials"] = {"key": "id", "secret": "a-secret-value"}
+    (tmp_path / "original.yaml").write_text(yaml.safe_dump(config))
+    saved = yaml.safe_load(_out_of(cli, "validate", "-c", tmp_path / "original.yaml"))
+    assert saved["backend"]["cache_credentials"] == {"key": "***", "secret": "***"}
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text(yaml.safe_dump(saved))
+    (run / "description.json").write_text(json.dumps({"data": {"dataset": str(files / "data.csv")}, "random_seed": 1}))
+    rc, _, err = cli("train", "--resume", run)
+    assert rc == 2
+    assert "hides the cache credentials" in _error_line(err) and "a-secret-value" not in err
+
+
+def _out_of(cli, *args) -> str:
+    rc, out, err = cli(*args)
+    assert rc == 0, err
+    return out
+
+
 def test_cli_errors_from_a_real_process_print_one_line(tmp_path):
     result = subprocess.run([PLAIT, "predict", "--model-path", str(tmp_path), "--dataset", "x.csv"],
                             capture_output=True, text=True, timeout=120)
