@@ -132,7 +132,7 @@ def _worker(loop_config: dict) -> None:
 def _train_on_worker(job: FitJob, feed: dict) -> None:
     from plait.training.run import fit
 
-    strategy = job.config.backend.trainer.strategy.build(trainer=job.config.trainer)
+    strategy = job.config.backend.trainer.strategy.build(trainer=job.config.trainer, device=_assigned_gpu())
     try:
         started = Path(job.run_dir) / RESULT / STARTED
         # A restarted group (a worker died) continues from the last checkpoint, if there is one;
@@ -237,6 +237,16 @@ def _relay_logs(queue, logdir: str) -> None:
     plait_log.addHandler(kept)
     if rank == 0:
         plait_log.addHandler(_QueueHandler(queue))
+
+
+def _assigned_gpu() -> str | None:
+    """The GPU Ray gave this worker (None without one). Not ``cuda:<local rank>``: with
+    fractional GPUs several workers share one device, and the order of a node's visible devices
+    need not follow the workers' ranks."""
+    import ray.train.torch
+    import torch
+
+    return str(ray.train.torch.get_device()) if torch.cuda.is_available() else None
 
 
 def _share_cores() -> None:

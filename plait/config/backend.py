@@ -26,10 +26,11 @@ class ProcessorConfig(StrictModel):
 class StrategySection(StrictModel):
     """Options of one training strategy; ``build`` makes the strategy on a worker."""
 
-    def build(self, trainer=None):
+    def build(self, trainer=None, device: str | None = None):
+        """The strategy, on ``device`` (default: the worker's local GPU by rank, else the CPU)."""
         from plait.training.strategies import get_strategy
 
-        return get_strategy(self.type, config=self, trainer=trainer)
+        return get_strategy(self.type, config=self, trainer=trainer, device=device)
 
 
 class DDPConfig(StrategySection):
