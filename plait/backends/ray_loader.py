@@ -132,7 +132,8 @@ class ShardBatches:
     With ``read_ahead``, once an epoch's last block has arrived the next epoch's first window is
     read, turned into tensors and shuffled on a background thread while this epoch's batches
     train: otherwise each epoch would start by waiting for Ray to hand out its first blocks.
-    ``epochs`` (when known) stops it reading past the last epoch.
+    The price: near an epoch's end a worker holds two windows, not one. ``epochs`` (when known)
+    stops it reading past the last epoch; a run that stops early reads one window it never uses.
     """
 
     def __init__(self, shard, rows: int, world_size: int, batch_size: int, features: dict, names: list[str],

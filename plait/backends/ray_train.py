@@ -47,6 +47,10 @@ def plan(settings, resources: dict) -> dict:
     if per_worker.get("GPU") and not use_gpu:
         raise BackendError("backend.trainer.resources_per_worker asks for a GPU but use_gpu is false; "
                            "set use_gpu: true or remove GPU from resources_per_worker")
+    if 0 < per_worker.get("GPU", 0) < 1 and workers > 1:
+        raise BackendError(f"backend.trainer.resources_per_worker: {per_worker['GPU']:g} GPU per worker would put "
+                           f"several of the {workers} workers on one GPU, which NCCL refuses; give each worker a "
+                           "whole GPU, or train with one worker (fractions suit one worker per trial)")
     return {"num_workers": workers, "use_gpu": use_gpu, "resources_per_worker": per_worker}
 
 
@@ -76,8 +80,10 @@ def fit_on_ray(job: FitJob, settings) -> FitOutput:
     if is_local(data.fs):
         data = replace(data, location=os.path.abspath(data.location))
     job = replace(job, data=data, run_dir=run_dir, progress_bar=False)  # worker output does not reach this terminal
+    (run_dir / RESULT).mkdir(parents=True, exist_ok=True)
     for stale in (STARTED, FINAL_ERROR):  # restarts and errors are this run of the driver's
         (run_dir / RESULT / stale).unlink(missing_ok=True)
+    settings.strategy.check(job.config.trainer)  # settings a worker would refuse, refused here and now
     global_batch = batch_size(job) * scaling["num_workers"] * job.config.trainer.gradient_accumulation_steps
     log.info("%s", describe_plan(scaling, settings.strategy.type, global_batch))
     loader = job.config.backend.loader
@@ -100,8 +106,9 @@ def fit_on_ray(job: FitJob, settings) -> FitOutput:
             trainer.fit()
     except Exception as exc:  # Ray wraps a worker's exception; show the worker's own message
         raise TrainingError(f"training on Ray failed: {final_error(run_dir) or _worker_message(exc)}") from None
-    if final_error(run_dir):
-        raise TrainingError(f"training on Ray failed: {final_error(run_dir)}")
+    recorded = final_error(run_dir)  # a restarted group found it and returned
+    if recorded:
+        raise TrainingError(f"training on Ray failed: {recorded}")
     for restart in restarts(run_dir):
         step = restart["resumed_from_step"]
         log.warning("A worker failed; the worker group was restarted and %s.",
@@ -125,7 +132,10 @@ def _worker(loop_config: dict) -> None:
         _train_on_worker(job, loop_config["feed"])
     except PlaitError as error:
         rank = ray.train.get_context().get_world_rank()
-        write_json(Path(job.run_dir) / RESULT / FINAL_ERROR, {"rank": rank, "message": str(error)})
+        try:
+            write_json(Path(job.run_dir) / RESULT / FINAL_ERROR, {"rank": rank, "message": str(error)})
+        except OSError as unrecorded:  # the worker's own error matters more than this one
+            logging.getLogger("plait").warning("Could not record the error for the driver: %s", unrecorded)
         raise
 
 
@@ -172,13 +182,22 @@ def _shard_batches(job: FitJob, strategy, feed: dict) -> tuple:
     features = job.data.metadata["features"]
     common = dict(world_size=strategy.world_size, features=features, names=model_columns(job.config), filler=feed["filler"], rank=strategy.rank)
     train = ShardBatches(ray.train.get_dataset_shard("training"), job.data.rows("training"), batch_size=batch_size(job),
-                         shuffle_rows=feed["shuffle_rows"], seed=job.seed, read_ahead=True,
-                         epochs=None if job.config.trainer.train_steps else job.config.trainer.epochs, **common)
+                         shuffle_rows=feed["shuffle_rows"], seed=job.seed, read_ahead=True, **common)
+    train.epochs = _epochs_to_run(job.config.trainer, len(train))
     validation = None
     if job.data.rows("validation"):
         validation = ShardBatches(ray.train.get_dataset_shard("validation"), job.data.rows("validation"),
                                   batch_size=eval_batch_size(job), **common)
     return train, validation
+
+
+def _epochs_to_run(trainer, batches_per_epoch: int) -> int:
+    """Epochs the run starts (early stopping may end it sooner): ``trainer.epochs``, or those
+    ``train_steps`` take at the shard's estimated length."""
+    if not trainer.train_steps:
+        return trainer.epochs
+    steps_per_epoch = max(1, -(-batches_per_epoch // trainer.gradient_accumulation_steps))
+    return -(-trainer.train_steps // steps_per_epoch)
 
 
 @contextlib.contextmanager
@@ -262,7 +281,8 @@ def _share_cores() -> None:
     if torch.cuda.is_available():
         return
     workers_here = max(1, ray.train.get_context().get_local_world_size())
-    torch.set_num_threads(max(1, ((os.cpu_count() or 1) - 1) // workers_here))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    torch.set_num_threads(max(1, (cores - 1) // workers_here))
 
 
 def _step(checkpoint: Path) -> int:

@@ -32,6 +32,9 @@ class StrategySection(StrictModel):
 
         return get_strategy(self.type, config=self, trainer=trainer, device=device)
 
+    def check(self, trainer=None) -> None:
+        """Refuse settings the strategy would refuse on a worker, before any worker starts."""
+
 
 class DDPConfig(StrategySection):
     type: Literal["ddp"] = "ddp"
@@ -68,6 +71,11 @@ class DeepSpeedConfig(StrategySection):
     fp16: Enabled = Field(default_factory=Enabled)
     bf16: Enabled = Field(default_factory=Enabled)
 
+    def check(self, trainer=None) -> None:
+        from plait.training.strategies.deepspeed import check_supported
+
+        check_supported(self, trainer)
+
 
 class HorovodConfig(StrategySection):
     type: Literal["horovod"] = "horovod"
@@ -84,7 +92,7 @@ class DistributedTrainerConfig(StrictModel):
     num_workers: int | None = Field(None, gt=0)
     """Unset: the number of GPUs in the cluster, or 1 when there are none."""
     resources_per_worker: dict[str, float] | None = None
-    """Unset: 1 CPU, plus 1 GPU when GPUs are used. Fractional GPUs are allowed."""
+    """Unset: 1 CPU, plus 1 GPU when GPUs are used. A fraction of a GPU only with one worker."""
     logdir: str | None = None
     """Where each worker's log is kept (rank-<n>.log); unset: <run directory>/logs."""
     max_retries: int = Field(3, ge=0)
