@@ -35,11 +35,12 @@ class TrainResult:
 
 def new_run_dir(output_directory: str | os.PathLike, experiment_name: str) -> Path:
     """``<output_directory>/<experiment_name>_run_<n>`` with the first unused n."""
-    if "://" in os.fspath(output_directory):
-        raise UsageError(f"--output-directory {os.fspath(output_directory)!r}: a run directory (checkpoints, "
-                          "TensorBoard logs, the model) must be a local or mounted path that every worker can "
-                          "write; copy it to object storage when the run is done. (predict and evaluate "
-                          "write to URLs.)")
+    output_directory = os.fspath(output_directory).removeprefix("file://")
+    if "://" in output_directory:
+        raise UsageError(f"--output-directory {output_directory!r}: a run directory (checkpoints, "
+                         "TensorBoard logs, the model) must be a local or mounted path that every worker can "
+                         "write; copy it to object storage when the run is done. (predict and evaluate "
+                         "write to URLs.)")
     root = Path(output_directory)
     root.mkdir(parents=True, exist_ok=True)
     n = 0

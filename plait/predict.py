@@ -208,8 +208,10 @@ def write_chunks(chunks, fs, path: str, fmt: str) -> int:
     rows = 0
     with atomic_open(fs, path, "wb") as handle:
         writer = pq.ParquetWriter(handle, first.schema) if fmt == "parquet" else csv.CSVWriter(handle, first.schema)
-        for table in itertools.chain([first], tables):
-            writer.write_table(table)
-            rows += table.num_rows
-        writer.close()
+        try:
+            for table in itertools.chain([first], tables):
+                writer.write_table(table)
+                rows += table.num_rows
+        finally:  # also on an error: the temporary file is removed, not left to the writer's finalizer
+            writer.close()
     return rows

@@ -162,6 +162,8 @@ class HorovodStrategy(Strategy):
         # Horovod's hooks count backward passes and exchange a gradient on the last one of an
         # accumulation cycle, overlapping the exchange with the rest of the backward pass.
         self.backward_passes_per_step = trainer.gradient_accumulation_steps if trainer is not None else 1
+        if device is not None and device.startswith("cuda") and not self.hvd.cuda_built():
+            device = None  # a Horovod built without CUDA reduces CPU tensors only
         if device is None and torch.cuda.is_available() and self.hvd.cuda_built():
             device = f"cuda:{self.hvd.local_rank()}"
         self.device = torch.device(device or "cpu")
