@@ -79,7 +79,7 @@ def _start_run(args):
         config_given = bool(args.config)
         args.config = args.config or str(run_dir / "config.yaml")
         config = _config(args)
-        if not config_given and _hidden_credentials(config):
+        if not config_given and config.backend.credentials_hidden():
             raise UsageError(f"--resume {args.resume!r}: the run's config.yaml hides the cache credentials it was "
                              "given inline; resume with the original config as well (--config), or keep the "
                              "credentials in a JSON file named by backend.cache_credentials")
@@ -90,12 +90,6 @@ def _start_run(args):
     data = _data_args(args)
     run_dir = _new_run_dir(args, model.config, data) if model.backend.is_coordinator else None
     return model, data, args.random_seed, model.backend.broadcast_object(run_dir)
-
-
-def _hidden_credentials(config) -> bool:
-    """Whether the config's inline cache credentials are the ``***`` a saved config shows."""
-    credentials = config.backend.cache_credentials
-    return isinstance(credentials, dict) and bool(credentials) and set(map(str, credentials.values())) == {"***"}
 
 
 def _new_run_dir(args, config, data: dict):

@@ -13,6 +13,9 @@ from pydantic import Field, field_serializer, field_validator
 
 from plait.config.base import StrictModel
 
+HIDDEN = "***"
+"""What a resolved or saved config shows in place of each inline credential."""
+
 
 class ProcessorConfig(StrictModel):
     type: Literal["dask", "modin"] = "dask"
@@ -129,5 +132,11 @@ class BackendConfig(StrictModel):
     @field_serializer("cache_credentials")
     def _hide_credentials(self, value):
         if isinstance(value, dict):
-            return {key: "***" for key in value}
+            return {key: HIDDEN for key in value}
         return value
+
+    def credentials_hidden(self) -> bool:
+        """Whether the inline cache credentials are what a saved config shows in their place
+        (a config read back from a run directory)."""
+        credentials = self.cache_credentials
+        return isinstance(credentials, dict) and bool(credentials) and set(map(str, credentials.values())) == {HIDDEN}
