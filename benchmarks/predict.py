@@ -94,7 +94,7 @@ def worker(spec: dict) -> dict:
     before = resource.getrusage(resource.RUSAGE_SELF)
     try:
         started = time.perf_counter()
-        written = model.backend.predict(model, spec["dataset"], output_directory=out)
+        written = model.write_predictions(spec["dataset"], out)
         seconds = time.perf_counter() - started
     finally:
         model.close()

@@ -223,7 +223,7 @@ def worker(spec: dict) -> dict:
 
         def engine():  # started only on a cache miss, as plait does
             nonlocal startup
-            from plait.backends.ray import connect
+            from plait.backends.ray.cluster import connect
 
             begun = time.perf_counter()
             connect()

@@ -7,21 +7,24 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
 
 from plait.config import PlaitConfig, load_config
 from plait.config.render import resolved_dict
 from plait.data.preprocess import PreprocessedData, preprocess
-from plait.errors import ModelError, UsageError
+from plait.errors import ModelError
 from plait.models.ecd import ECD
 from plait.models.saved import read_model, save_model
-from plait.predict import CachedSplit, Predictor, iter_chunks
-from plait.training.data import Batches, table_tensors
+from plait.run_directory import RunDirectory
+from plait import inference
+from plait.inference import CachedSplit, PredictorSpec, WrittenPredictions
 from plait.training.run import FitJob, checkpoint_to_resume
+
+if TYPE_CHECKING:
+    import pandas
 
 log = logging.getLogger("plait")
 
@@ -30,25 +33,9 @@ log = logging.getLogger("plait")
 class TrainResult:
     training_statistics: list
     preprocessed: PreprocessedData
-    run_dir: Path | None
-
-
-def new_run_dir(output_directory: str | os.PathLike, experiment_name: str) -> Path:
-    """``<output_directory>/<experiment_name>_run_<n>`` with the first unused n."""
-    output_directory = os.fspath(output_directory).removeprefix("file://")
-    if "://" in output_directory:
-        raise UsageError(f"--output-directory {output_directory!r}: a run directory (checkpoints, "
-                         "TensorBoard logs, the model) must be a local or mounted path that every worker can "
-                         "write; copy it to object storage when the run is done. (predict and evaluate "
-                         "write to URLs.)")
-    root = Path(output_directory)
-    root.mkdir(parents=True, exist_ok=True)
-    n = 0
-    while (root / f"{experiment_name}_run_{n}").exists():
-        n += 1
-    path = root / f"{experiment_name}_run_{n}"
-    path.mkdir()
-    return path
+    run_dir: RunDirectory | None
+    restarts: list = field(default_factory=list)
+    """The worker group's restarts after failures (Ray): ``[{"resumed_from_step": n or None}]``."""
 
 
 class Model:
@@ -97,21 +84,20 @@ class Model:
         data = self.preprocess(dataset, training_set=training_set, validation_set=validation_set,
                                test_set=test_set, random_seed=random_seed)
         self.metadata = {"features": data.metadata["features"], "splits": data.metadata["splits"], "seed": random_seed}
-        run_path = Path(run_dir) if run_dir is not None else None
-        job = FitJob(self.config, self.metadata, data, random_seed, run_path, resume, progress_bar)
+        run = run_dir if isinstance(run_dir, RunDirectory) or run_dir is None else RunDirectory(run_dir)
+        job = FitJob(self.config, self.metadata, data, random_seed, run, resume, progress_bar)
         checkpoint_to_resume(job)  # nothing to resume fails here, before a backend starts workers
         output = self.backend.fit(job)
         self.module, self.path = output.module, None
-        return TrainResult(output.history, data, run_path)
+        return TrainResult(output.history, data, run, output.restarts)
 
     # ---- evaluation and prediction -------------------------------------------------------------
 
     def evaluate_preprocessed(self, data: PreprocessedData, split: str = "test") -> dict:
-        """Metrics on a split of preprocessed data (as the experiment does for the test set)."""
+        """Metrics on a split of preprocessed data (as the experiment does for the test set),
+        computed where the backend maps batches."""
         self.require_trained()
-        names = self.module.input_names + self.module.output_names
-        tensors = table_tensors(data.read_split(split), self.metadata["features"], names)
-        return self._evaluate_tensors(tensors)
+        return inference.evaluate(self.backend, self.predictor_spec(), CachedSplit(data, split))
 
     def evaluate(self, dataset: Any, split: str = "full", random_seed: int | None = None) -> dict:
         """Metrics on raw data holding the output columns; rows missing a target are skipped.
@@ -122,50 +108,36 @@ class Model:
         ``split="test"`` on the training data gives the experiment's test metrics again. A split
         is drawn by global row number, so it is evaluated in this process on every backend."""
         self.require_trained()
-        if split != "full":
-            from plait.data.preprocess import transform_split
+        if split == "full":
+            return inference.evaluate(self.backend, self.predictor_spec(), dataset)
+        from plait.backends.local import LocalBackend
+        from plait.data.preprocess import transform_split
 
-            seed = random_seed if random_seed is not None else self.metadata.get("seed", 42)
-            table = transform_split(self.config, self.metadata["features"], dataset, seed, split)
-            names = self.module.input_names + self.module.output_names
-            return self._evaluate_tensors(table_tensors(table, self.metadata["features"], names))
-        return self.backend.evaluate(self, dataset)
+        seed = random_seed if random_seed is not None else self.metadata.get("seed", 42)
+        table = transform_split(self.config, self.metadata["features"], dataset, seed, split)
+        return inference.evaluate(LocalBackend(self.config), self.predictor_spec(), table, cached=True)
 
-    def _evaluate_tensors(self, tensors: dict) -> dict:
-        from plait.training.metrics import MetricSet
-
-        metrics = MetricSet(self.module)
-        stats = metrics.zeros()
-        self.module.eval()
-        batches = Batches(tensors, 8192, shuffle=False)
-        with torch.no_grad():
-            for batch in batches.epoch(0):
-                inputs = {n: batch[n] for n in self.module.input_names}
-                targets = {n: batch[n] for n in self.module.output_names}
-                metrics.update(stats, self.module(inputs), targets)
-        return metrics.compute(stats)
-
-    def predict(self, dataset: Any) -> "pd.DataFrame":  # noqa: F821
+    def predict(self, dataset: Any) -> "pandas.DataFrame":
         """Predictions for every row of raw data, in its order (output columns are not needed),
         as a DataFrame. The backend computes them: here chunk by chunk, or as a Ray Data job on
-        Ray; for data larger than memory write them to files instead (``plait predict``)."""
+        Ray; for data larger than memory write them to files instead (``write_predictions``)."""
         self.require_trained()
-        return self.backend.predict(self, dataset)
+        return inference.predict(self.backend, self.predictor_spec(), dataset)
 
-    def predict_chunks(self, dataset: Any):
-        """Predictions in this process, one table per chunk of raw data."""
-
+    def write_predictions(self, dataset: Any, output_directory: str | os.PathLike,
+                          output_format: str = "parquet") -> WrittenPredictions:
+        """Predictions for every row of ``dataset`` written to ``<output_directory>/predictions.<format>``:
+        a file here, a folder of part files (in input order) from a Ray Data job."""
         self.require_trained()
-        predictor = self.predictor(cached=isinstance(dataset, CachedSplit))
-        for i, chunk in enumerate(iter_chunks(dataset)):
-            if i == 0:
-                predictor.check_columns(chunk, with_outputs=False)
-            yield predictor.predict_chunk(chunk)
+        return inference.write_predictions(self.backend, self.predictor_spec(), dataset, output_directory, output_format)
 
-    def predictor(self, cached: bool = False) -> Predictor:
-        """The saved preprocessing and this model, to apply to raw data (or, ``cached``, to rows
-        of the preprocessing cache)."""
-        return Predictor(self.config, self.metadata, self.module, cached=cached)
+    def predictor_spec(self) -> PredictorSpec:
+        """This model as a picklable spec any process can rebuild a predictor from: the folder it
+        was saved in (every node must see it), else its weights."""
+        self.require_trained()
+        if self.path is not None and self.path.is_dir():
+            return PredictorSpec(resolved_dict(self.config), self.metadata, model_dir=str(self.path))
+        return PredictorSpec(resolved_dict(self.config), self.metadata, weights=self.module.state_dict())
 
     def require_trained(self) -> None:
         if self.module is None:
@@ -200,7 +172,7 @@ def _backend_outside_launcher(config: dict) -> str | None:
     """``local`` for a model whose config names a launcher (torchrun, horovod, deepspeed) when
     this process was not started by one: prediction is not a launched job. None otherwise."""
     from plait.backends import LAUNCHED
-    from plait.backends.launched import detect_launch
+    from plait.backends.environment import detect_launch
 
     kind = config.get("backend", {}).get("type")
     return "local" if kind in LAUNCHED and detect_launch() is None else None

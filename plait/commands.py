@@ -7,7 +7,7 @@ import logging
 import posixpath
 import sys
 
-from plait.errors import ModelError, UsageError
+from plait.errors import UsageError
 
 log = logging.getLogger("plait")
 
@@ -66,108 +66,98 @@ def _start_run(args):
     """The model, data arguments, seed and run directory of a new or resumed run. Under a
     launcher every process runs this: the coordinator creates the run directory and tells the
     others where it is."""
-    from pathlib import Path
-
     from plait.api import Model
+    from plait.run_directory import RunDirectory
 
     if args.resume:
-        run_dir = Path(args.resume)
-        description = run_dir / "description.json"
-        if not description.is_file():
-            raise ModelError(f"--resume {args.resume!r}: not a plait run directory (no description.json)")
-        saved = json.loads(description.read_text())
+        run = RunDirectory.existing(args.resume)
+        saved = run.description()
         config_given = bool(args.config)
-        args.config = args.config or str(run_dir / "config.yaml")
+        args.config = args.config or str(run.config_file)
         config = _config(args)
         if not config_given and config.backend.credentials_hidden():
             raise UsageError(f"--resume {args.resume!r}: the run's config.yaml hides the cache credentials it was "
                              "given inline; resume with the original config as well (--config), or keep the "
                              "credentials in a JSON file named by backend.cache_credentials")
-        return Model(config), dict(saved["data"]), saved["random_seed"], run_dir
+        return Model(config), dict(saved["data"]), saved["random_seed"], run
     if not args.config:
         raise UsageError("--config is required (unless --resume names a run directory)")
     model = Model(_config(args))
     data = _data_args(args)
-    run_dir = _new_run_dir(args, model.config, data) if model.backend.is_coordinator else None
-    return model, data, args.random_seed, model.backend.broadcast_object(run_dir)
+    run = _new_run(args, model.config, data) if model.backend.is_coordinator else None
+    return model, data, args.random_seed, model.backend.broadcast_object(run)
 
 
-def _new_run_dir(args, config, data: dict):
+def _new_run(args, config, data: dict):
     import yaml
 
-    from plait.api import new_run_dir
     from plait.config.render import resolved_dict
-    from plait.utils.fs import write_json
+    from plait.run_directory import RunDirectory
 
-    run_dir = new_run_dir(args.output_directory, args.experiment_name)
-    (run_dir / "config.yaml").write_text(yaml.safe_dump(resolved_dict(config), sort_keys=False))
-    write_json(run_dir / "description.json", {"data": data, "random_seed": args.random_seed, "command": args.command})
-    return run_dir
+    run = RunDirectory.create(args.output_directory, args.experiment_name)
+    run.write_start(yaml.safe_dump(resolved_dict(config), sort_keys=False), data, args.random_seed, args.command)
+    return run
 
 
-def _train(args, model, data: dict, seed: int, run_dir):
+def _train(args, model, data: dict, seed: int, run):
     """Train and, on the coordinator, save the model and the training statistics."""
-    from plait.utils.fs import write_json
-
     if model.backend.is_coordinator:
-        log.info("Run directory: %s", run_dir)
-    result = model.train(**data, random_seed=seed, run_dir=run_dir, resume=bool(args.resume))
+        log.info("Run directory: %s", run)
+    result = model.train(**data, random_seed=seed, run_dir=run, resume=bool(args.resume))
     if model.backend.is_coordinator:
         if not args.skip_save_model:
-            model.save(run_dir / "model")
+            model.save(run.model_dir)
         if not args.skip_save_training_statistics:
-            write_json(run_dir / "training_statistics.json", result.training_statistics)
+            run.write_statistics("training", result.training_statistics)
     return result
 
 
 def train(args) -> int:
-    model, data, seed, run_dir = _start_run(args)
+    model, data, seed, run = _start_run(args)
     try:
-        result = _train(args, model, data, seed, run_dir)
+        result = _train(args, model, data, seed, run)
         if model.backend.is_coordinator:
-            _print_summary(run_dir, result, None, model_saved=not args.skip_save_model)
+            _print_summary(run, result, None, model_saved=not args.skip_save_model)
     finally:
         model.close()
     return 0
 
 
 def experiment(args) -> int:
-    model, data, seed, run_dir = _start_run(args)
+    model, data, seed, run = _start_run(args)
     try:
-        result = _train(args, model, data, seed, run_dir)
+        result = _train(args, model, data, seed, run)
         if model.backend.is_coordinator:  # the other ranks of a launcher are done
-            test_stats = _test(args, model, result, run_dir)
-            _print_summary(run_dir, result, test_stats, model_saved=not args.skip_save_model)
+            test_stats = _test(args, model, result, run)
+            _print_summary(run, result, test_stats, model_saved=not args.skip_save_model)
     finally:
         model.close()
     return 0
 
 
-def _test(args, model, result, run_dir) -> dict | None:
+def _test(args, model, result, run) -> dict | None:
     """Test statistics and predictions on the cached test split, written to the run directory
-    (computed where the backend predicts: in this process, or as Ray Data jobs on Ray)."""
-    from plait.predict import CachedSplit
-    from plait.utils.fs import write_json
+    (computed where the backend maps batches: in this process, or as Ray Data jobs on Ray)."""
+    from plait.inference import CachedSplit
 
     if not result.preprocessed.rows("test"):
         log.info("The test split is empty: no test statistics.")
         return None
-    test = CachedSplit(result.preprocessed, "test")
-    test_stats = model.backend.evaluate(model, test)
+    test_stats = model.evaluate_preprocessed(result.preprocessed, "test")
     if not args.skip_save_test_statistics:
-        write_json(run_dir / "test_statistics.json", test_stats)
+        run.write_statistics("test", test_stats)
     if not args.skip_save_predictions:
-        model.backend.predict(model, test, output_directory=run_dir, output_format="parquet")
+        model.write_predictions(CachedSplit(result.preprocessed, "test"), run.path, output_format="parquet")
     return test_stats
 
 
-def _print_summary(run_dir, result, test_stats, model_saved: bool = True) -> None:
+def _print_summary(run, result, test_stats, model_saved: bool = True) -> None:
     history = result.training_statistics
     best = None
     if history:
         best = max((h for h in history if "validation" in h), key=lambda h: h["step"], default=history[-1])
-    print(f"\nRun: {run_dir}")
-    where = f"model in {run_dir / 'model'}" if model_saved else "model not saved (--skip-save-model)"
+    print(f"\nRun: {run}")
+    where = f"model in {run.model_dir}" if model_saved else "model not saved (--skip-save-model)"
     print(f"Trained {history[-1]['epoch'] if history else 0} epochs, {history[-1]['step'] if history else 0} steps; {where}")
     shown = test_stats if test_stats is not None else (best or {}).get("validation")
     if shown:
@@ -204,8 +194,7 @@ def predict(args) -> int:
 
     model = Model.load(args.model_path, backend=args.backend)
     try:
-        written = model.backend.predict(model, args.dataset, output_directory=args.output_directory,
-                                        output_format=args.output_format)
+        written = model.write_predictions(args.dataset, args.output_directory, args.output_format)
     finally:
         model.close()
     print(json.dumps({"predictions": written.path, "rows": written.rows}))

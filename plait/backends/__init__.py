@@ -16,7 +16,7 @@ LAUNCHED = ("torchrun", "horovod", "deepspeed")
 
 
 def resolve_type(config) -> str:
-    from plait.backends.launched import detect_launch
+    from plait.backends.environment import detect_launch
 
     kind, launch = config.backend.type, detect_launch()
     if launch is not None and launch.world_size > 1 and kind in ("local", "ray"):
@@ -27,9 +27,9 @@ def resolve_type(config) -> str:
         return kind
     if launch is not None:
         return launch.launcher
-    from plait.backends.ray import running_cluster_address
+    from plait.backends.environment import ray_address
 
-    address = running_cluster_address()
+    address = ray_address()
     if address is None and not _ray_initialized():
         return "local"
     log.info("Found a Ray cluster (%s): using the ray backend. Pass --backend local to run in this process.",

@@ -1,23 +1,28 @@
-"""The backend interface: where a run's work executes.
+"""The backend interface: where a run's work executes, and nothing else.
 
-A backend hands out the data engine preprocessing runs on, runs training (in this process by
-default; on a worker group for Ray; in every process of a launcher such as torchrun), predicts
-and evaluates on raw data (here, chunk by chunk, by default; as a Ray Data job for Ray) and
-releases what it started. Under a launcher several processes run the same command: only the
-coordinator writes outputs, and ``broadcast_object`` gives every process the coordinator's value.
+A backend hands out the data engine preprocessing runs on, runs training (``fit``: in this
+process by default; on a worker group for Ray; in every process of a launcher such as
+torchrun), maps a function over the batches of a data source (here, chunk by chunk, by
+default; as a Ray Data job for Ray), and releases what it started. What the work is (preprocess,
+train, predict, evaluate) is decided above it; local, Ray and the launchers differ only here.
+Under a launcher several processes run the same command: only the coordinator writes outputs,
+and ``broadcast_object`` gives every process the coordinator's value.
 """
 
 from __future__ import annotations
 
-import os
-import posixpath
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pyarrow as pa
 
 from plait.data.engines import DataEngine
+
+BatchFunction = Callable[[pa.Table], pa.Table]
+MakeBatchFunction = Callable[[str], BatchFunction]
+"""A picklable factory ``make(device) -> function``: each process that maps batches builds the
+function once (loading a model, say) on the device it was given (``cpu`` or ``cuda``)."""
 
 
 class Backend(ABC):
@@ -29,54 +34,35 @@ class Backend(ABC):
     def data_engine(self) -> DataEngine:
         """The engine that preprocesses data on this backend."""
 
-    def preprocess(self, run: Callable[[], "PreprocessedData"]) -> "PreprocessedData":  # noqa: F821
+    def preprocess(self, run: Callable[[], Any]) -> Any:
         """Run preprocessing (``run`` reads or builds the cache entry)."""
         return run()
 
-    def broadcast_object(self, value):
-        """``value`` as the coordinator has it (one process: itself)."""
-        return value
-
-    def fit(self, job: "FitJob") -> "FitOutput":  # noqa: F821
+    def fit(self, job):
         """Train: here, in this process, with the local strategy."""
         from plait.training.run import fit
         from plait.training.strategies import get_strategy
 
         return fit(job, get_strategy("local"))
 
-    def predict(self, model, dataset: Any, output_directory: str | os.PathLike | None = None,
-                output_format: str = "parquet"):
-        """Predictions for every row of raw data, here, chunk by chunk: a pandas DataFrame, or,
-        with ``output_directory``, the file ``predictions.<output_format>`` written there."""
-        from plait.predict import WrittenPredictions, lists_as_text, write_chunks
-        from plait.utils.fs import ensure_dir, resolve
+    def map_batches(self, source: Any, make_function: MakeBatchFunction, *, ordered: bool = True,
+                    what: str = "prediction") -> Iterator[pa.Table]:
+        """``function(batch)`` for each batch of ``source`` (raw data or a cached split), here,
+        chunk by chunk, in order. ``what`` names the job in messages."""
+        from plait.inference.reader import iter_chunks
 
-        chunks = model.predict_chunks(dataset)
-        if output_directory is None:
-            import pandas as pd
+        function = make_function("cpu")
+        for chunk in iter_chunks(source):
+            yield function(chunk)
 
-            tables = list(chunks)
-            return pa.concat_tables(tables).to_pandas() if tables else pd.DataFrame()
-        name = f"predictions.{output_format}"
-        fs, folder = resolve(os.fspath(output_directory))
-        ensure_dir(fs, folder)
-        if output_format == "csv":
-            chunks = (lists_as_text(table, model.config) for table in chunks)
-        rows = write_chunks(chunks, fs, posixpath.join(folder, name), output_format)
-        return WrittenPredictions(posixpath.join(os.fspath(output_directory), name), rows)
+    def write_batches(self, source: Any, make_function: MakeBatchFunction, sink) -> Any:
+        """``function(batch)`` for each batch of ``source``, written in order to ``sink`` (a
+        :class:`~plait.inference.sink.PredictionsSink`): here, as one file."""
+        return sink.write_file(self.map_batches(source, make_function))
 
-    def evaluate(self, model, dataset: Any) -> dict:
-        """Metrics on raw data holding the output columns, here, chunk by chunk; rows missing a
-        target are skipped."""
-        from plait.predict import CachedSplit, add_statistics, iter_chunks, metrics_of
-        from plait.training.metrics import MetricSet
-
-        model.require_trained()
-        predictor, metrics = model.predictor(cached=isinstance(dataset, CachedSplit)), MetricSet(model.module)
-        stats, rows = metrics.zeros(), 0
-        for chunk in iter_chunks(dataset):
-            rows += add_statistics(predictor, metrics, chunk, stats)
-        return metrics_of(metrics, stats, rows)
+    def broadcast_object(self, value):
+        """``value`` as the coordinator has it (one process: itself)."""
+        return value
 
     def shutdown(self) -> None:
         """Release what this backend started (a Ray instance it launched, say)."""

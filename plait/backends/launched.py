@@ -6,16 +6,15 @@ implies (``horovod`` under horovodrun, ``deepspeed`` under the deepspeed launche
 ``backend.trainer.strategy`` under torchrun: ddp by default). Rank 0 alone writes outputs;
 evaluation and prediction after training run on rank 0.
 
-This module is the one place that reads the launchers' environment variables.
+The launcher's environment is read in ``plait.backends.environment``.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-from dataclasses import dataclass
 
 from plait.backends.base import Backend
+from plait.backends.environment import detect_launch, launched_device, strategy_options
 from plait.data.engines import get_engine
 from plait.errors import BackendError
 
@@ -26,25 +25,6 @@ HOW_TO_LAUNCH = {
     "horovod": "horovodrun -np 2 -H localhost:2 plait train --config c.yaml --dataset d.csv --backend horovod",
     "deepspeed": 'deepspeed --num_gpus 2 "$(which plait)" train --config c.yaml --dataset d.csv --backend deepspeed',
 }
-
-
-@dataclass(frozen=True)
-class Launch:
-    """Who started this process, and its place in the group."""
-
-    launcher: str
-    rank: int
-    world_size: int
-
-
-def detect_launch(environ=os.environ) -> Launch | None:
-    """The launcher this process runs under, from the variables each one sets; None if none."""
-    if "HOROVOD_RANK" in environ:
-        return Launch("horovod", int(environ["HOROVOD_RANK"]), int(environ["HOROVOD_SIZE"]))
-    if "RANK" in environ and "WORLD_SIZE" in environ and "MASTER_ADDR" in environ:
-        # torchrun and the deepspeed launcher set the same variables; --backend deepspeed tells them apart.
-        return Launch("torchrun", int(environ["RANK"]), int(environ["WORLD_SIZE"]))
-    return None
 
 
 def strategy_for(kind: str, config):
@@ -68,7 +48,8 @@ class LaunchedBackend(Backend):
                                f"Launch it as: {HOW_TO_LAUNCH[kind]}")
         self.config, self.name = config, kind
         section = strategy_for(kind, config)
-        self.strategy = section.build(trainer=config.trainer)  # joins the launcher's process group
+        # Joins the launcher's process group.
+        self.strategy = section.build(trainer=config.trainer, **strategy_options(section.type, launched_device(launch)))
         wanted = config.backend.trainer.num_workers
         if wanted and wanted != self.strategy.world_size:
             log.warning("backend.trainer.num_workers is %d but %s started %d processes: the launcher's %d win.",

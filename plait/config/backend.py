@@ -29,11 +29,11 @@ class ProcessorConfig(StrictModel):
 class StrategySection(StrictModel):
     """Options of one training strategy; ``build`` makes the strategy on a worker."""
 
-    def build(self, trainer=None, device: str | None = None):
-        """The strategy, on ``device`` (default: the worker's local GPU by rank, else the CPU)."""
+    def build(self, trainer=None, device: str | None = None, **options):
+        """The strategy, on ``device`` (default: the CPU)."""
         from plait.training.strategies import get_strategy
 
-        return get_strategy(self.type, config=self, trainer=trainer, device=device)
+        return get_strategy(self.type, config=self, trainer=trainer, device=device, **options)
 
     def check(self, trainer=None) -> None:
         """Refuse settings the strategy would refuse on a worker, before any worker starts."""

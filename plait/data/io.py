@@ -55,14 +55,14 @@ def read_table(source: Any, storage_options: dict | None = None) -> pa.Table:
     import fsspec
 
     fs, fs_path = fsspec.core.url_to_fs(path, **(storage_options or {}))
-    files = _dataset_files(fs, fs_path, path)
+    files = dataset_files(fs, fs_path, path)
     if files is not None:
-        return _read_files(fs, files, path)
+        return read_files_as_one(fs, files, path)
     fmt = data_format(path)
     try:
-        table = _read_file(fs, fs_path, fmt)
+        table = read_file(fs, fs_path, fmt)
     except (pa.ArrowInvalid, pa.ArrowException, OSError, ValueError, UnicodeDecodeError) as exc:
-        raise DataError(f"cannot read {path!r} as {fmt.upper()}: {_first_line(exc)}. Is the file complete and in that format?") from None
+        raise DataError(f"cannot read {path!r} as {fmt.upper()}: {first_line(exc)}. Is the file complete and in that format?") from None
     if table.num_rows == 0:
         raise DataError(f"dataset {path!r} has no rows")
     return table
@@ -84,7 +84,7 @@ def from_pandas(df) -> pa.Table:
         return pa.Table.from_pandas(fixed, preserve_index=False)
 
 
-def _read_file(fs, fs_path: str, fmt: str) -> pa.Table:
+def read_file(fs, fs_path: str, fmt: str) -> pa.Table:
     import pyarrow.csv as csv
     import pyarrow.json as pj
     import pyarrow.parquet as pq
@@ -93,9 +93,7 @@ def _read_file(fs, fs_path: str, fmt: str) -> pa.Table:
         return pq.read_table(fs_path, filesystem=fs)
     with fs.open(fs_path, "rb", compression="infer") as handle:
         if fmt in ("csv", "tsv"):
-            parse = csv.ParseOptions(delimiter="\t" if fmt == "tsv" else ",", newlines_in_values=True)
-            convert = csv.ConvertOptions(strings_can_be_null=True)
-            return csv.read_csv(handle, parse_options=parse, convert_options=convert)
+            return csv.read_csv(handle, **csv_options(fmt))
         head = handle.read(1024).lstrip()
         handle.seek(0)
         if fmt == "json" and head.startswith(b"["):
@@ -105,11 +103,21 @@ def _read_file(fs, fs_path: str, fmt: str) -> pa.Table:
         return pj.read_json(handle)
 
 
+def csv_options(fmt: str, block_size: int | None = None) -> dict:
+    """The options every CSV or TSV read in plait uses, so that a file parses the same whether it
+    is read whole (preprocessing) or in blocks (prediction)."""
+    import pyarrow.csv as csv
+
+    read = csv.ReadOptions(block_size=block_size) if block_size else csv.ReadOptions()
+    return {"parse_options": csv.ParseOptions(delimiter="\t" if fmt == "tsv" else ",", newlines_in_values=True),
+            "convert_options": csv.ConvertOptions(strings_can_be_null=True), "read_options": read}
+
+
 def is_glob(path: str) -> bool:
     return any(c in path for c in "*?[")
 
 
-def _dataset_files(fs, fs_path: str, path: str) -> list[str] | None:
+def dataset_files(fs, fs_path: str, path: str) -> list[str] | None:
     """The data files of a glob or a directory, in name order (hidden and ``_`` files skipped);
     None for a single file."""
     if is_glob(path):
@@ -146,7 +154,7 @@ def parquet_row_groups(source: Any, storage_options: dict | None = None):
 
     path = os.fspath(source)
     fs, fs_path = fsspec.core.url_to_fs(path, **(storage_options or {}))
-    files = _dataset_files(fs, fs_path, path) or [fs_path]
+    files = dataset_files(fs, fs_path, path) or [fs_path]
     if not all(_is_parquet(f) for f in files):
         return None
     groups, schema = [], None
@@ -155,7 +163,7 @@ def parquet_row_groups(source: Any, storage_options: dict | None = None):
             with fs.open(file, "rb") as handle:
                 meta = pq.ParquetFile(handle).metadata
         except (pa.ArrowInvalid, OSError, ValueError) as exc:
-            raise DataError(f"cannot read {file!r} as PARQUET: {_first_line(exc)}. Is the file complete and in that format?") from None
+            raise DataError(f"cannot read {file!r} as PARQUET: {first_line(exc)}. Is the file complete and in that format?") from None
         file_schema = meta.schema.to_arrow_schema().remove_metadata()
         if schema is not None and not file_schema.equals(schema):
             return None  # the whole-table reader reconciles differing schemas; leave it to that
@@ -180,19 +188,19 @@ def _is_parquet(path: str) -> bool:
         return False
 
 
-def _read_files(fs, files: list[str], path: str) -> pa.Table:
+def read_files_as_one(fs, files: list[str], path: str) -> pa.Table:
     """Every data file of a directory or glob, in name order, as one table."""
     tables = []
     for file in files:
         try:
-            tables.append(_read_file(fs, file, data_format(file)))
+            tables.append(read_file(fs, file, data_format(file)))
         except (pa.ArrowInvalid, OSError, ValueError) as exc:
-            raise DataError(f"cannot read {file!r}: {_first_line(exc)}") from None
+            raise DataError(f"cannot read {file!r}: {first_line(exc)}") from None
     try:
         return pa.concat_tables(tables, promote_options="permissive")
     except pa.ArrowInvalid as exc:
-        raise DataError(f"files in {path!r} do not share one schema: {_first_line(exc)}") from None
+        raise DataError(f"files in {path!r} do not share one schema: {first_line(exc)}") from None
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     return str(exc).strip().splitlines()[0].rstrip(".") if str(exc).strip() else type(exc).__name__

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +16,7 @@ import torch
 from plait.data.preprocess import PreprocessedData
 from plait.errors import ModelError
 from plait.models.ecd import ECD
+from plait.run_directory import RunDirectory
 from plait.training import checkpoint as ckpt
 from plait.training.data import Batches, table_tensors
 from plait.training.schedule import auto_batch_size
@@ -33,7 +34,7 @@ class FitJob:
     metadata: dict
     data: PreprocessedData
     seed: int
-    run_dir: Path | None = None
+    run_dir: RunDirectory | None = None
     resume: bool = False
     progress_bar: bool = True
 
@@ -42,6 +43,8 @@ class FitJob:
 class FitOutput:
     module: ECD
     history: list
+    restarts: list = field(default_factory=list)
+    """Restarts of a worker group after failures: ``[{"resumed_from_step": n or None}, ...]``."""
 
 
 def seed_everything(seed: int) -> None:
@@ -101,7 +104,7 @@ def checkpoint_to_resume(job: FitJob) -> Path | None:
     """The checkpoint a job continues from (None unless it resumes); an error if there is none."""
     if not job.resume:
         return None
-    found = ckpt.latest_checkpoint(job.run_dir / "checkpoints") if job.run_dir else None
+    found = ckpt.latest_checkpoint(job.run_dir.checkpoints) if job.run_dir else None
     if found is None:
         raise ModelError(f"nothing to resume in {str(job.run_dir)!r}: it has no complete checkpoint")
     return found

@@ -5,7 +5,6 @@ which engine runs it: the same loop runs in one process, on Ray Train workers or
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import math
 import time
@@ -277,7 +276,7 @@ class Trainer:
         return {k: v.detach().cpu().clone() for k, v in self.strategy.model_state(self.model).items()}
 
     def _save_checkpoint(self) -> Path:
-        return ckpt.save_checkpoint(self.run_dir / "checkpoints", self.strategy, self.model, self.optimizer,
+        return ckpt.save_checkpoint(self.run_dir.checkpoints, self.strategy, self.model, self.optimizer,
                                     self.scheduler, self._state_dict(), best_weights=self._best_to_save())
 
     def _state_dict(self) -> dict:
@@ -307,15 +306,12 @@ class Trainer:
 
     def _command(self) -> str:
         """The command that started this run (train or experiment), as its run directory says."""
-        try:
-            return json.loads((self.run_dir / "description.json").read_text()).get("command", "train")
-        except (OSError, ValueError):
-            return "train"
+        return self.run_dir.command()
 
     def _last_checkpoint_hint(self) -> str:
         if self.run_dir is None:
             return ""
-        last = ckpt.latest_checkpoint(self.run_dir / "checkpoints")
+        last = ckpt.latest_checkpoint(self.run_dir.checkpoints)
         return f" The last good checkpoint is {last}." if last else ""
 
     # ---- reporting -----------------------------------------------------------------------------
@@ -334,7 +330,7 @@ class Trainer:
             except ImportError:  # tensorboard is a dependency; a trimmed install still trains
                 log.warning("tensorboard is not installed; no TensorBoard logs will be written")
                 return
-            self.writer = SummaryWriter(log_dir=str(self.run_dir / "tensorboard"))
+            self.writer = SummaryWriter(log_dir=str(self.run_dir.tensorboard))
 
     def _log(self, record: dict) -> None:
         if not self.strategy.is_coordinator:

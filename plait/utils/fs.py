@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
@@ -93,3 +94,24 @@ def write_json(path: str | os.PathLike, data: Any) -> None:
     from fsspec.implementations.local import LocalFileSystem
 
     write_json_atomic(LocalFileSystem(), str(path), data)
+
+
+def publish_folder(fs, tmp: str, final: str) -> None:
+    """Put a complete folder built at ``tmp`` in place of any older ``final``, then mark it
+    complete with ``_SUCCESS``. Locally a rename (the old folder moved aside first, removed
+    after); on an object store, which has no rename, a copy of each file, and the ``_SUCCESS``
+    marker written last is what tells a complete folder."""
+    fs.invalidate_cache()  # other processes may have written into tmp: list it afresh
+    old = f"{tmp}.old"
+    if fs.exists(final) and is_local(fs):
+        fs.mv(final, old, recursive=True)
+    elif fs.exists(final):
+        fs.rm(final, recursive=True)
+    if is_local(fs):
+        fs.mv(tmp, final, recursive=True)
+    else:
+        files = fs.find(tmp)
+        fs.copy(files, [posixpath.join(final, posixpath.relpath(f, tmp)) for f in files])
+    fs.pipe_file(posixpath.join(final, "_SUCCESS"), b"")
+    if fs.exists(old):
+        fs.rm(old, recursive=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 def session_processes(marker: bytes) -> list[int]:
     """Live processes whose command line holds ``marker`` (Ray names its workers after what they
-    run, e.g. ``ray::RayTrainWorker`` or ``MapBatches(Predictions)``) and that descend from this
+    run, e.g. ``ray::RayTrainWorker`` or ``MapBatches(BatchActor)``) and that descend from this
     process, which started the session's raylet: never another session's."""
     pids = []
     for entry in Path("/proc").iterdir():

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from plait.backends.ray_loader import (ShardBatches, exactly_once_data_config, filler_table, shuffle_rows,
+from plait.backends.ray.loader import (ShardBatches, exactly_once_data_config, filler_table, shuffle_rows,
                                        split_datasets)
 from plait.config import load_config
 from plait.data.preprocess import preprocess

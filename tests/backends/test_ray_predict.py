@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from plait import Model
-from plait.backends import ray_predict
+from plait.backends.ray import batches as ray_predict
 from plait.cli import main
 from plait.errors import DataError
 from ray_processes import session_processes  # a module beside this file
@@ -162,7 +162,7 @@ def test_a_failing_job_leaves_no_output_and_keeps_the_earlier_one(saved, small_b
 
 
 def prediction_actor_pids() -> list[int]:
-    return session_processes(b"MapBatches(Predictions)")
+    return session_processes(b"MapBatches(BatchActor)")
 
 
 def kill_an_actor_once_parts_appear(output: Path) -> tuple[threading.Thread, list[int]]:
@@ -189,7 +189,7 @@ def test_a_killed_prediction_actor_loses_and_repeats_no_row(saved, small_batches
     frame.to_parquet(tmp_path / "big.parquet", row_group_size=500)
     killer, killed = kill_an_actor_once_parts_appear(tmp_path / "out")
     model = Model.load(saved / "model", backend="ray")
-    written = model.backend.predict(model, tmp_path / "big.parquet", output_directory=tmp_path / "out")
+    written = model.write_predictions(tmp_path / "big.parquet", tmp_path / "out")
     killer.join(timeout=5)
     assert killed, "no actor was killed: the job ended before its first part file"
     assert written.rows == len(frame)
@@ -198,7 +198,7 @@ def test_a_killed_prediction_actor_loses_and_repeats_no_row(saved, small_batches
 
 
 def test_the_actor_pool_fills_the_cluster_unless_told():
-    from plait.backends.ray_predict import actor_plan
+    from plait.backends.ray.batches import actor_plan
     from plait.config.backend import DistributedTrainerConfig
 
     assert actor_plan(DistributedTrainerConfig(), {"CPU": 8}) == {
@@ -216,7 +216,6 @@ def test_experiment_on_ray_tests_the_cached_test_split_as_ray_data_jobs(tmp_path
 
     from distributed_rule import rule_config, rule_data  # a module beside this file
     from plait.data.preprocess import preprocess
-    from plait.predict import CachedSplit
 
     monkeypatch.chdir(tmp_path)
     rule_data(800).to_csv("data.csv", index=False)
@@ -229,7 +228,7 @@ def test_experiment_on_ray_tests_the_cached_test_split_as_ray_data_jobs(tmp_path
     model = Model.load(run / "model", backend="local")
     data = preprocess(model.config, "data.csv", seed=42)
     assert len(predictions) == data.rows("test")
-    local = model.backend.evaluate(model, CachedSplit(data, "test"))
+    local = model.evaluate_preprocessed(data, "test")
     stats = json.loads((run / "test_statistics.json").read_text())
     assert stats["y"]["accuracy"] == pytest.approx(local["y"]["accuracy"], abs=1e-6)
     model.close()

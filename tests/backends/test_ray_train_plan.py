@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from plait.backends.ray_train import _epochs_to_run, plan
+from plait.backends.ray.train import _epochs_to_run, plan
 from plait.config.backend import DeepSpeedConfig, DistributedTrainerConfig
 from plait.config.trainer import TrainerConfig
 from plait.errors import BackendError, ConfigError

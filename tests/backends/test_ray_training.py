@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from plait import Model
-from plait.backends.ray_train import restarts
 from plait.errors import TrainingError
 from distributed_rule import rule_config, rule_data  # modules beside this file
 from ray_processes import session_processes
@@ -96,7 +95,7 @@ def test_a_killed_worker_is_replaced_and_training_resumes_from_the_checkpoint(tm
     result = model.train(dataset=rule_data(), run_dir=run, progress_bar=False)
     killer.join(timeout=5)
     assert killed, "no worker was killed: training ended before the first checkpoint was seen"
-    [restart] = restarts(run)
+    [restart] = result.restarts
     assert restart["resumed_from_step"] > 0, "the new worker group resumed from a checkpoint, not from scratch"
     epochs = [r["epoch"] for r in result.training_statistics]
     assert epochs == list(range(1, 41)), "every epoch recorded once: resumed, not restarted or repeated"
@@ -105,12 +104,12 @@ def test_a_killed_worker_is_replaced_and_training_resumes_from_the_checkpoint(tm
 
 def test_a_worker_killed_before_the_first_checkpoint_starts_the_group_over(tmp_path):
     run = tmp_path / "run"
-    killer, killed = kill_a_worker_when(run / "ray_result" / "started", unless=run / "checkpoints" / "latest.json")
+    killer, killed = kill_a_worker_when(run / "logs" / "rank-0.log", unless=run / "checkpoints" / "latest.json")
     model = Model(rule_config(tmp_path, workers=2, epochs=4, batch_size=8))
     result = model.train(dataset=rule_data(), run_dir=run, progress_bar=False)
     killer.join(timeout=5)
     assert killed
-    assert restarts(run) == [{"resumed_from_step": None}]
+    assert result.restarts == [{"resumed_from_step": None}]
     assert [r["epoch"] for r in result.training_statistics] == [1, 2, 3, 4]
 
 

@@ -216,8 +216,7 @@ def import_deepspeed(device: torch.device):
                            f"without compiling DeepSpeed's C++ ops); importing deepspeed failed: {error}") from error
     accelerator = get_accelerator().device_name()
     if accelerator != device.type:
-        chosen = os.environ.get("DS_ACCELERATOR", "unset")
-        raise BackendError(f"DeepSpeed runs on {accelerator} (DS_ACCELERATOR={chosen}) but this worker trains on "
+        raise BackendError(f"DeepSpeed runs on {accelerator} but this worker trains on "
                            f"{device}; set DS_ACCELERATOR={device.type}")
     if accelerator == "cpu":
         skip_shared_memory_op(deepspeed)

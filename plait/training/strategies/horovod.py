@@ -62,11 +62,12 @@ def slot_plan(hostnames: list[str]):
     ]
 
 
-def coordinator_address() -> str:
+def coordinator_address(master_addr: str | None) -> str:
     """An address of this host (rank 0's) that the other workers can reach: the torch group's
-    master address where it is set (rank 0 listens there already), else Ray's node address."""
-    if os.environ.get("MASTER_ADDR"):
-        return os.environ["MASTER_ADDR"]
+    master address where the backend knows it (rank 0 listens there already), else Ray's node
+    address."""
+    if master_addr:
+        return master_addr
     if "ray" in sys.modules:
         import ray
 
@@ -102,7 +103,7 @@ class Rendezvous:
     port: int
 
 
-def rendezvous_through_torch() -> Rendezvous:
+def rendezvous_through_torch(master_addr: str | None = None) -> Rendezvous:
     """Prepare ``hvd.init()`` on every rank of the current torch.distributed group (a collective).
 
     Rank 0 starts Horovod's HTTP rendezvous server, which Gloo's workers use to find each other,
@@ -120,7 +121,7 @@ def rendezvous_through_torch() -> Rendezvous:
         server = RendezvousServer()
         port = server.start()
         server.init(plan)  # the size of each scope: the server clears a scope once all its ranks are done
-        where = [(coordinator_address(), port)]
+        where = [(coordinator_address(master_addr), port)]
     dist.broadcast_object_list(where, src=0)
     address, port = where[0]
     mine = plan[rank]
@@ -132,19 +133,19 @@ def rendezvous_through_torch() -> Rendezvous:
         HOROVOD_CROSS_RANK=str(mine.cross_rank), HOROVOD_CROSS_SIZE=str(mine.cross_size),
     )
     iface = interface_towards(address)
-    if iface and "HOROVOD_GLOO_IFACE" not in os.environ:  # one the user set wins
-        os.environ["HOROVOD_GLOO_IFACE"] = iface
+    if iface:
+        os.environ.setdefault("HOROVOD_GLOO_IFACE", iface)  # one the user set wins
     return Rendezvous(server, address, port)
 
 
-def start_horovod(hvd) -> Rendezvous | None:
+def start_horovod(hvd, master_addr: str | None = None) -> Rendezvous | None:
     """``hvd.init()``, after a rendezvous through the torch group where there is one. Without a
     torch group, Horovod reads its launcher's environment (or runs as a single process)."""
     import torch.distributed as dist
 
     # The torch group decides, not HOROVOD_* in the environment: a process that ran a Horovod job
     # before still has the previous job's variables.
-    rendezvous = rendezvous_through_torch() if dist.is_available() and dist.is_initialized() else None
+    rendezvous = rendezvous_through_torch(master_addr) if dist.is_available() and dist.is_initialized() else None
     hvd.init()
     return rendezvous
 
@@ -155,9 +156,11 @@ def start_horovod(hvd) -> Rendezvous | None:
 class HorovodStrategy(Strategy):
     name = "horovod"
 
-    def __init__(self, config=None, trainer=None, device: str | None = None):
+    def __init__(self, config=None, trainer=None, device: str | None = None, master_addr: str | None = None):
+        """``master_addr``: where rank 0's torch group listens, if the backend knows it (the
+        rendezvous server starts beside it)."""
         self.hvd = import_horovod()
-        self.rendezvous = start_horovod(self.hvd)
+        self.rendezvous = start_horovod(self.hvd, master_addr)
         self.rank, self.world_size = self.hvd.rank(), self.hvd.size()
         # Horovod's hooks count backward passes and exchange a gradient on the last one of an
         # accumulation cycle, overlapping the exchange with the rest of the backward pass.

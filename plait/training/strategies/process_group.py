@@ -1,14 +1,13 @@
 """What ddp, fsdp and deepspeed share: one process per worker in a ``torch.distributed`` group.
 
 The group comes from whoever launched the workers: Ray Train (and the deepspeed launcher, and
-the tests) make it before the strategy is built; under torchrun the strategy makes it from the
-environment (``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``...) and destroys it at the end.
+the tests) make it before the strategy is built; under torchrun the strategy makes it (torch reads
+the launcher's ``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``...) and destroys it at the end.
 """
 
 from __future__ import annotations
 
 import gc
-import os
 
 import torch
 import torch.distributed as dist
@@ -20,10 +19,8 @@ class ProcessGroupStrategy(Strategy):
     owns_group: bool = False
 
     def _join_group(self, device: str | None) -> None:
-        """Pick this worker's device (its local GPU, else the CPU) and join the process group
-        (NCCL on GPU, gloo on CPU)."""
-        if device is None and torch.cuda.is_available():
-            device = f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}"
+        """Train on ``device`` (the backend picks it: the worker's own GPU, or None for the CPU)
+        and join the process group (NCCL on GPU, gloo on CPU)."""
         self.device = torch.device(device or "cpu")
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)

@@ -71,7 +71,7 @@ def split_datasets(data, loader, columns: list[str], world_size: int) -> dict:
         if not data.rows(split):
             continue
         # Half a CPU per read: reads must find room beside training workers that reserve most CPUs.
-        dataset = ray.data.read_parquet(data.split_files(split), filesystem=_arrow_filesystem(data.fs), num_cpus=0.5)
+        dataset = ray.data.read_parquet(data.split_files(split), filesystem=arrow_filesystem(data.fs), num_cpus=0.5)
         # A streaming (not all-to-all) cut into blocks: a cache file is one block otherwise, and
         # a worker's shard is made of whole blocks.
         rows_per_block = -(-data.rows(split) // _block_count(data, split, world_size))
@@ -116,7 +116,7 @@ def _block_count(data, split: str, world_size: int) -> int:
     return max(4 * world_size, math.ceil(size / BLOCK_BYTES))
 
 
-def _arrow_filesystem(fs):
+def arrow_filesystem(fs):
     """The cache's fsspec filesystem as a pyarrow one (Ray's Parquet reader takes those)."""
     from pyarrow.fs import FSSpecHandler, LocalFileSystem, PyFileSystem
 

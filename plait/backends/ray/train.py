@@ -2,11 +2,14 @@
 ``backend.trainer.strategy`` names (ddp, fsdp, deepspeed or horovod).
 
 Each worker reads its shard of the cached splits through the Ray Data loader
-(``plait.backends.ray_loader``); checkpoints are written to the run directory (every worker
-must see it: one machine, or a shared filesystem). When a
-worker dies, Ray restarts the group (``backend.trainer.max_retries`` times) and the workers
-resume from the last checkpoint. Rank 0 leaves the final weights and history in the run
-directory for the driver.
+(``plait.backends.ray.loader``); checkpoints are written to the run directory (every worker
+must see it: one machine, or a shared filesystem). Rank 0 hands the final weights and history
+back through Ray Train's own result: a checkpoint it reports when training ends.
+
+Failures: the driver runs the worker group again (``backend.trainer.max_retries`` times) after a
+worker dies, resuming from the last checkpoint. plait's own errors (a diverging loss, a missing
+package, bad data) would come back on every try, so they end the run at once; that is why the
+driver, not Ray Train, decides about retries (Ray Train retries every error alike).
 """
 
 from __future__ import annotations
@@ -20,19 +23,20 @@ import uuid
 from dataclasses import replace
 from pathlib import Path
 
-from plait.backends.ray_loader import ShardBatches, exactly_once_data_config, filler_table, shuffle_rows, split_datasets
-from plait.errors import BackendError, PlaitError, TrainingError
+from plait.backends.environment import strategy_options
+from plait.backends.ray.errors import plait_error_of, worker_message
+from plait.backends.ray.loader import ShardBatches, exactly_once_data_config, filler_table, shuffle_rows, split_datasets
+from plait.errors import BackendError, TrainingError
+from plait.run_directory import RunDirectory
 from plait.training import checkpoint as ckpt
 from plait.training.run import FitJob, FitOutput, batch_size, eval_batch_size, model_columns
-from plait.utils.fs import is_local, write_json
+from plait.utils.fs import is_local
 
 log = logging.getLogger("plait")
 
-RESULT = "ray_result"
-"""Folder of the run directory where rank 0 leaves the final weights and history."""
-STARTED = "started"
-FINAL_ERROR = "final_error.json"
-"""Left in the result folder by a worker that raised one of plait's own errors (see ``_worker``)."""
+RESULT_WEIGHTS = "model.safetensors"
+RESULT_HISTORY = "history.json"
+"""The files of the checkpoint rank 0 reports when training ends."""
 
 
 def plan(settings, resources: dict) -> dict:
@@ -70,19 +74,9 @@ def describe_plan(scaling: dict, strategy: str, global_batch: int) -> str:
 
 def fit_on_ray(job: FitJob, settings) -> FitOutput:
     import ray
-    from ray.train import FailureConfig, RunConfig, ScalingConfig
-    from ray.train.torch import TorchTrainer
 
     scaling = plan(settings, ray.cluster_resources())
-    # Absolute paths: Ray workers run in a working directory of their own.
-    run_dir = Path(job.run_dir or tempfile.mkdtemp(prefix="plait-ray-run-")).resolve()
-    data = job.data
-    if is_local(data.fs):
-        data = replace(data, location=os.path.abspath(data.location))
-    job = replace(job, data=data, run_dir=run_dir, progress_bar=False)  # worker output does not reach this terminal
-    (run_dir / RESULT).mkdir(parents=True, exist_ok=True)
-    for stale in (STARTED, FINAL_ERROR):  # restarts and errors are this run of the driver's
-        (run_dir / RESULT / stale).unlink(missing_ok=True)
+    job = _for_workers(job)
     settings.strategy.check(job.config.trainer)  # settings a worker would refuse, refused here and now
     global_batch = batch_size(job) * scaling["num_workers"] * job.config.trainer.gradient_accumulation_steps
     log.info("%s", describe_plan(scaling, settings.strategy.type, global_batch))
@@ -90,89 +84,107 @@ def fit_on_ray(job: FitJob, settings) -> FitOutput:
     datasets = split_datasets(job.data, loader, model_columns(job.config), scaling["num_workers"])
     feed = {"filler": filler_table(datasets["training"]),
             "shuffle_rows": shuffle_rows(job.data, loader, batch_size(job)) if job.config.trainer.should_shuffle else None}
-    try:
-        with _relayed_worker_logs() as logs:
-            trainer = TorchTrainer(
-                _worker,
-                train_loop_config={"job": job, "logs": logs, "feed": feed,
-                                   "logdir": str(Path(settings.logdir or run_dir / "logs").resolve())},
-                scaling_config=ScalingConfig(**scaling),
-                datasets=datasets,
-                dataset_config=exactly_once_data_config(loader.window_size_bytes),
-                # A unique name: Ray resumes silently when a name is reused under the same storage path.
-                run_config=RunConfig(name=f"plait-{uuid.uuid4().hex[:12]}", storage_path=str(run_dir / "ray"),
-                                     failure_config=FailureConfig(max_failures=settings.max_retries)),
-            )
-            trainer.fit()
-    except Exception as exc:  # Ray wraps a worker's exception; show the worker's own message
-        raise TrainingError(f"training on Ray failed: {final_error(run_dir) or _worker_message(exc)}") from None
-    recorded = final_error(run_dir)  # a restarted group found it and returned
-    if recorded:
-        raise TrainingError(f"training on Ray failed: {recorded}")
-    for restart in restarts(run_dir):
-        step = restart["resumed_from_step"]
-        log.warning("A worker failed; the worker group was restarted and %s.",
-                    f"resumed from the checkpoint at step {step}" if step is not None else "started over (no checkpoint yet)")
-    return _read_result(job)
+    restarts: list[dict] = []
+    with _relayed_worker_logs() as logs:
+        while True:
+            trainer = _trainer(job, settings, scaling, datasets, {"job": job, "logs": logs, "feed": feed})
+            try:
+                return _output(job, trainer.fit(), restarts)
+            except Exception as failure:  # noqa: BLE001 (Ray wraps what a worker raised)
+                job = _after_failure(job, failure, restarts, settings.max_retries)
+
+
+def _for_workers(job: FitJob) -> FitJob:
+    """The job with absolute paths (Ray workers run in a working directory of their own) and a
+    run directory (a temporary one when the caller keeps none)."""
+    run = (job.run_dir or RunDirectory(tempfile.mkdtemp(prefix="plait-ray-run-"))).resolved()
+    data = job.data
+    if is_local(data.fs):
+        data = replace(data, location=os.path.abspath(data.location))
+    return replace(job, data=data, run_dir=run, progress_bar=False)  # worker output does not reach this terminal
+
+
+def _trainer(job: FitJob, settings, scaling: dict, datasets: dict, loop_config: dict):
+    from ray.train import FailureConfig, RunConfig, ScalingConfig
+    from ray.train.torch import TorchTrainer
+
+    logdir = str(Path(settings.logdir or job.run_dir.logs).resolve())
+    return TorchTrainer(
+        _worker,
+        train_loop_config={**loop_config, "logdir": logdir},
+        scaling_config=ScalingConfig(**scaling),
+        datasets=datasets,
+        dataset_config=exactly_once_data_config(job.config.backend.loader.window_size_bytes),
+        # A unique name: Ray resumes silently when a name is reused under the same storage path.
+        run_config=RunConfig(name=f"plait-{uuid.uuid4().hex[:12]}", storage_path=str(job.run_dir.ray_storage),
+                             failure_config=FailureConfig(max_failures=0)),
+    )
+
+
+def _after_failure(job: FitJob, failure: Exception, restarts: list, max_retries: int) -> FitJob:
+    """The job to run again after a failed try (resuming from the last checkpoint, if any), or
+    the error that ends the run: plait's own, or any once the retries are spent."""
+    error = plait_error_of(failure)
+    if error is not None:
+        raise TrainingError(f"training on Ray failed: {error}") from None
+    if len(restarts) >= max_retries:
+        raise TrainingError(f"training on Ray failed: {worker_message(failure)}") from None
+    latest = ckpt.latest_checkpoint(job.run_dir.checkpoints)
+    step = _step(latest) if latest else None
+    restarts.append({"resumed_from_step": step})
+    log.warning("A worker failed (%s); the worker group was restarted and %s.", worker_message(failure),
+                f"resumed from the checkpoint at step {step}" if step is not None else "started over (no checkpoint yet)")
+    return replace(job, resume=step is not None or job.resume)
 
 
 def _worker(loop_config: dict) -> None:
-    """One Ray Train worker's run. plait's own errors (a diverging loss, a missing package, bad
-    data) are the same on every try: Ray Train restarts the group after any error, so the
-    worker that raises one records it, and the restarted workers find it and return at once
-    (no collective, no retry left to spend); the driver then reports it."""
-    import ray.train
-
-    job: FitJob = loop_config["job"]
-    if final_error(job.run_dir):
-        return
+    """One Ray Train worker's run: train, then rank 0 reports the final weights and history as
+    Ray Train's result. A plait error is tagged with the worker's rank for the driver."""
     _share_cores()
     _relay_logs(loop_config["logs"], loop_config["logdir"])
+    job: FitJob = loop_config["job"]
+    section = job.config.backend.trainer.strategy
+    strategy = section.build(trainer=job.config.trainer, **strategy_options(section.type, _assigned_gpu()))
     try:
-        _train_on_worker(job, loop_config["feed"])
-    except PlaitError as error:
-        rank = ray.train.get_context().get_world_rank()
-        try:
-            write_json(Path(job.run_dir) / RESULT / FINAL_ERROR, {"rank": rank, "message": str(error)})
-        except OSError as unrecorded:  # the worker's own error matters more than this one
-            logging.getLogger("plait").warning("Could not record the error for the driver: %s", unrecorded)
-        raise
-
-
-def _train_on_worker(job: FitJob, feed: dict) -> None:
-    from plait.training.run import fit
-
-    strategy = job.config.backend.trainer.strategy.build(trainer=job.config.trainer, device=_assigned_gpu())
-    try:
-        started = Path(job.run_dir) / RESULT / STARTED
-        # A restarted group (a worker died) continues from the last checkpoint, if there is one;
-        # rank 0 decides, so every worker resumes from the same one.
-        restart = None
-        if strategy.is_coordinator and started.exists():
-            latest = ckpt.latest_checkpoint(Path(job.run_dir) / "checkpoints")
-            restart = {"resumed_from_step": _step(latest) if latest else None}
-            _record_restart(started, restart)
-        restart = strategy.broadcast_object(restart)
-        if restart and restart["resumed_from_step"] is not None:
-            job = replace(job, resume=True)
-        if strategy.is_coordinator and not started.exists():
-            started.parent.mkdir(parents=True, exist_ok=True)
-            write_json(started, [])
-        output = fit(job, strategy, _shard_batches(job, strategy, feed))
-        if strategy.is_coordinator:
-            _write_result(job, output)
-        strategy.barrier()
+        output = _fit_on_worker(job, strategy, loop_config["feed"])
+        _report_result(output, strategy.is_coordinator)
     finally:
         strategy.shutdown()
 
 
-def final_error(run_dir) -> str | None:
-    """The error a worker recorded as one a restart cannot fix, if any."""
-    path = Path(run_dir) / RESULT / FINAL_ERROR
-    if not path.is_file():
-        return None
-    error = json.loads(path.read_text())
-    return f"{error['message']} (worker {error['rank']})"
+def _fit_on_worker(job: FitJob, strategy, feed: dict) -> FitOutput:
+    from plait.errors import PlaitError
+    from plait.training.run import fit
+
+    try:
+        return fit(job, strategy, _shard_batches(job, strategy, feed))
+    except PlaitError as error:  # the driver reports it as a training failure, naming the worker
+        raise TrainingError(f"{error} (worker {strategy.rank})") from None
+
+
+def _report_result(output: FitOutput, is_coordinator: bool) -> None:
+    """Every worker reports once (Ray Train's report is collective); rank 0 attaches a
+    checkpoint with the final weights and the history."""
+    import ray.train
+
+    with tempfile.TemporaryDirectory(prefix="plait-result-") as folder:
+        checkpoint = None
+        if is_coordinator:
+            ckpt.save_weights(output.module.state_dict(), Path(folder) / RESULT_WEIGHTS)
+            (Path(folder) / RESULT_HISTORY).write_text(json.dumps(output.history))
+            checkpoint = ray.train.Checkpoint.from_directory(folder)
+        ray.train.report({"epochs": len(output.history)}, checkpoint=checkpoint)
+
+
+def _output(job: FitJob, result, restarts: list) -> FitOutput:
+    """The model and history rank 0 reported."""
+    from plait.models.ecd import ECD
+
+    module = ECD(job.config, job.metadata)
+    with result.checkpoint.as_directory() as folder:
+        module.load_state_dict(ckpt.load_weights(Path(folder) / RESULT_WEIGHTS))
+        history = json.loads((Path(folder) / RESULT_HISTORY).read_text())
+    return FitOutput(module, history, restarts)
 
 
 def _shard_batches(job: FitJob, strategy, feed: dict) -> tuple:
@@ -287,37 +299,3 @@ def _share_cores() -> None:
 
 def _step(checkpoint: Path) -> int:
     return json.loads((checkpoint / "state.json").read_text())["step"]
-
-
-def _record_restart(started: Path, restart: dict) -> None:
-    """Restarts are listed in the ``started`` file, for the driver to report."""
-    write_json(started, [*json.loads(started.read_text()), restart])
-
-
-def restarts(run_dir: Path) -> list[dict]:
-    """The worker group's restarts in a run: ``[{"resumed_from_step": n or None}, ...]``."""
-    path = Path(run_dir) / RESULT / STARTED
-    return json.loads(path.read_text()) if path.is_file() else []
-
-
-def _write_result(job: FitJob, output: FitOutput) -> None:
-    folder = Path(job.run_dir) / RESULT
-    ckpt.save_weights(output.module.state_dict(), folder / "model.safetensors")
-    write_json(folder / "history.json", output.history)
-
-
-def _read_result(job: FitJob) -> FitOutput:
-    from plait.models.ecd import ECD
-
-    folder = Path(job.run_dir) / RESULT
-    module = ECD(job.config, job.metadata)
-    module.load_state_dict(ckpt.load_weights(folder / "model.safetensors"))
-    return FitOutput(module, json.loads((folder / "history.json").read_text()))
-
-
-def _worker_message(exc: BaseException) -> str:
-    """The innermost cause's last line: the worker's error, not Ray's wrapping."""
-    while exc.__cause__ is not None:
-        exc = exc.__cause__
-    lines = [line for line in str(exc).strip().splitlines() if line.strip()]
-    return lines[-1] if lines else type(exc).__name__

@@ -1,0 +1,176 @@
+"""A function mapped over batches of data as a Ray Data job (prediction and evaluation at scale).
+
+* Reading: plait's own chunk reader in parallel read tasks (a Parquet row group, or a file of
+  another format, each), so rows parse as on the local backend; a DataFrame goes to the object
+  store; a cached split is read as Parquet.
+* The function: an autoscaling pool of actors (``backend.trainer``: at most ``num_workers``,
+  each with ``resources_per_worker``, on GPUs with ``use_gpu``), each building it once from its
+  picklable factory (a model is loaded once per actor), applied to batches of ``BATCH_ROWS``.
+* Writing: each write task writes one part file of the sink's part folder, named by the task's
+  index, so the parts in name order hold the rows in input order; a dead actor is restarted and
+  its batch retried, and a retried write task rewrites its own part.
+
+The driver holds metadata and statistics, never the data (except where its caller collects it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from functools import partial
+from typing import Iterator
+
+import pyarrow as pa
+from ray.data import Datasink, Datasource, ReadTask
+from ray.data.block import BlockAccessor, BlockMetadata
+
+from plait.backends.ray.errors import plait_error_of, worker_message
+from plait.backends.ray.train import plan
+from plait.errors import BackendError
+from plait.inference.reader import CachedSplit, Piece, in_memory_table, pieces, read_piece
+
+log = logging.getLogger("plait")
+
+BATCH_ROWS = 16_384
+"""Rows per call on an actor: enough to amortize Ray's cost per batch, few enough that a retried
+batch is cheap."""
+PART_BYTES = 128 << 20
+"""A write task gathers about this much data (in memory) into one part file."""
+TABLE_BLOCK_ROWS = 100_000
+"""Rows per object store block of a DataFrame."""
+
+
+# ---- reading ---------------------------------------------------------------------------------------
+
+class RawFiles(Datasource):
+    """A dataset's files through plait's reader, one read task per piece, in dataset order."""
+
+    def __init__(self, fs, found: list[Piece]):
+        self.fs, self.pieces = fs, found
+
+    def estimate_inmemory_data_size(self) -> int | None:
+        return None
+
+    def get_read_tasks(self, parallelism: int, per_task_row_limit: int | None = None, data_context=None) -> list[ReadTask]:
+        return [ReadTask(partial(read_piece, self.fs, piece),
+                         BlockMetadata(num_rows=piece.rows, size_bytes=None, exec_stats=None, input_files=[piece.file]),
+                         per_task_row_limit=per_task_row_limit)
+                for piece in self.pieces]
+
+
+def source_dataset(source):
+    """A Ray Dataset of raw data or of a cached split."""
+    import ray.data
+
+    if isinstance(source, CachedSplit):
+        from plait.backends.ray.loader import arrow_filesystem
+
+        files = source.data.split_files(source.split)
+        return ray.data.read_parquet(files, filesystem=arrow_filesystem(source.data.fs))
+    table = in_memory_table(source)
+    if table is not None:
+        blocks = [table.slice(i, TABLE_BLOCK_ROWS) for i in range(0, table.num_rows, TABLE_BLOCK_ROWS)]
+        return ray.data.from_arrow(blocks or [table])
+    fs, found = pieces(source)
+    return ray.data.read_datasource(RawFiles(fs, found))
+
+
+# ---- the actors ------------------------------------------------------------------------------------
+
+class BatchActor:
+    """An actor's function, built once from its factory on the actor's device."""
+
+    def __init__(self, make_function, use_gpu: bool):
+        self.function = make_function("cuda" if use_gpu else "cpu")
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        return self.function(batch)
+
+
+def actor_plan(settings, resources: dict) -> dict:
+    """Training's ``plan``, except that without ``num_workers`` on CPUs the pool may grow to an
+    actor per CPU but one (left for the read and write tasks), not just one."""
+    use_gpu = settings.use_gpu if settings.use_gpu is not None else resources.get("GPU", 0) > 0
+    if settings.num_workers is None and not use_gpu:
+        settings = settings.model_copy(update={"num_workers": max(1, int(resources.get("CPU", 1)) - 1)})
+    return plan(settings, resources)
+
+
+def _mapped(source, make_function, settings, ordered: bool, what: str):
+    """The source with the function applied to each batch by the actor pool."""
+    from ray.data import ExecutionOptions
+
+    data = source_dataset(source)
+    options, use_gpu = _pool(settings, what)
+    context = data.context  # this dataset's own copy
+    context.execution_options = ExecutionOptions(preserve_order=ordered)
+    context.enable_progress_bars = context.print_on_execution_start = False
+    context.raise_original_map_exception = True  # a worker's DataError reaches the driver as itself
+    return data.map_batches(BatchActor, batch_size=BATCH_ROWS, batch_format="pyarrow",
+                            fn_constructor_args=(make_function, use_gpu), **options)
+
+
+def _pool(settings, what: str) -> tuple[dict, bool]:
+    """``map_batches`` options for the actor pool (its plan logged), and whether it uses GPUs."""
+    import ray
+    from ray.data import ActorPoolStrategy
+
+    scaling = actor_plan(settings, ray.cluster_resources())
+    resources = dict(scaling["resources_per_worker"])
+    log.info("Ray Data %s: up to %d actor(s) x %s, on %s.", what, scaling["num_workers"],
+             ", ".join(f"{v:g} {k}" for k, v in resources.items()), "GPU" if scaling["use_gpu"] else "CPU")
+    options = {"compute": ActorPoolStrategy(min_size=1, max_size=scaling["num_workers"]),
+               "num_cpus": resources.pop("CPU", None), "num_gpus": resources.pop("GPU", None), "resources": resources or None}
+    return options, scaling["use_gpu"]
+
+
+# ---- the jobs --------------------------------------------------------------------------------------
+
+def mapped_batches(source, make_function, settings, ordered: bool, what: str) -> Iterator[pa.Table]:
+    """The function's output for every batch, streamed back to this process."""
+    with _ray_job(what):
+        yield from _mapped(source, make_function, settings, ordered, what).iter_batches(
+            batch_size=None, batch_format="pyarrow")
+
+
+def write_mapped_batches(source, make_function, settings, sink):
+    """The function's output written by parallel write tasks as the sink's part files, all or
+    nothing."""
+    with sink.part_folder() as parts, _ray_job("prediction"):
+        writer = PartFiles(parts)
+        _mapped(source, make_function, settings, ordered=True, what="prediction").write_datasink(writer)
+    return sink.written(writer.rows)
+
+
+class PartFiles(Datasink):
+    """Each write task's rows as one part file named by the task's index."""
+
+    def __init__(self, parts):
+        self.parts, self.rows = parts, 0
+
+    @property
+    def min_bytes_per_write(self) -> int:
+        return PART_BYTES
+
+    def write(self, blocks, ctx) -> None:
+        self.parts.write_part(ctx.task_idx, [BlockAccessor.for_block(b).to_arrow() for b in blocks])
+
+    def on_write_complete(self, write_result) -> None:
+        self.rows = int(write_result.num_rows)
+
+
+@contextlib.contextmanager
+def _ray_job(what: str):
+    """Ray Data's own log lines muted unless plait is verbose (plait logs its own), and a failure
+    raised as plait's error: a worker's DataError as itself, anything else as a BackendError."""
+    ray_log = logging.getLogger("ray.data")
+    level = ray_log.level
+    if not log.isEnabledFor(logging.DEBUG):
+        ray_log.setLevel(logging.CRITICAL)
+    try:
+        yield
+    except Exception as exc:
+        log.debug("The Ray Data job failed.", exc_info=True)
+        raise plait_error_of(exc) or BackendError(f"{what} on Ray failed: {worker_message(exc)}") from None
+    finally:
+        ray_log.setLevel(level)

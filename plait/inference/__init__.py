@@ -1,0 +1,87 @@
+"""Prediction and evaluation with a trained model, on any backend.
+
+What is computed lives here: a picklable :class:`PredictorSpec` rebuilt by whichever process
+runs the work, one chunk reader, one predictions sink and one evaluation pipeline. Where it is
+computed is the backend's business: it maps the batch functions below over the data (in this
+process, or as a Ray Data job) and nothing else.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+import pyarrow as pa
+
+from plait.inference.evaluation import ChunkStatistics, Evaluation
+from plait.inference.predictor import Predictor, PredictorSpec
+from plait.inference.reader import CachedSplit, iter_chunks, known_columns
+from plait.inference.sink import PredictionsSink, WrittenPredictions
+
+
+class ChunkPredictions:
+    """A batch function for a backend's map: one chunk in, its predictions out."""
+
+    def __init__(self, spec: PredictorSpec, cached: bool, device: str = "cpu"):
+        self.predictor = spec.build(device=device, cached=cached)
+
+    def __call__(self, chunk: pa.Table) -> pa.Table:
+        self.predictor.check_columns(chunk.column_names, with_outputs=False)
+        return self.predictor.predict_chunk(chunk)
+
+
+def predict(backend, spec: PredictorSpec, dataset: Any):
+    """Predictions for every row of ``dataset``, in its order, as a pandas DataFrame."""
+    import pandas as pd
+
+    _check_known_columns(spec, dataset, with_outputs=False)
+    make = partial(_make, ChunkPredictions, spec, isinstance(dataset, CachedSplit))
+    tables = [t for t in backend.map_batches(dataset, make, ordered=True, what="prediction")]
+    return pa.concat_tables(tables).to_pandas() if tables else pd.DataFrame()
+
+
+def write_predictions(backend, spec: PredictorSpec, dataset: Any, output_directory, fmt: str = "parquet"
+                      ) -> WrittenPredictions:
+    """Predictions for every row of ``dataset`` written to ``<output_directory>/predictions.<fmt>``
+    (a file, or on a distributed backend a folder of part files in input order)."""
+    from plait.config import load_config
+
+    _check_known_columns(spec, dataset, with_outputs=False)
+    sink = PredictionsSink.for_config(output_directory, fmt, load_config(spec.config))
+    make = partial(_make, ChunkPredictions, spec, isinstance(dataset, CachedSplit))
+    return backend.write_batches(dataset, make, sink)
+
+
+def evaluate(backend, spec: PredictorSpec, dataset: Any, cached: bool | None = None) -> dict:
+    """Metrics on data holding the output columns (rows missing a target are skipped): each
+    batch's statistics, computed where the backend maps batches, added up here. ``cached``: the
+    rows are preprocessed (default: for a cached split)."""
+    cached = isinstance(dataset, CachedSplit) if cached is None else cached
+    if not cached:
+        _check_known_columns(spec, dataset, with_outputs=True)
+    total = Evaluation(spec.build(cached=cached).module)
+    for shipped in backend.map_batches(dataset, partial(_make, ChunkStatistics, spec, cached), ordered=False,
+                                       what="evaluation"):
+        total.add_rows(shipped)
+    return total.metrics_or_error()
+
+
+def _make(function_class, spec: PredictorSpec, cached: bool, device: str):
+    return function_class(spec, cached, device)
+
+
+def _check_known_columns(spec: PredictorSpec, dataset: Any, with_outputs: bool) -> None:
+    """Fail before any work starts when the columns are known without reading (footers, frames)."""
+    columns = None if isinstance(dataset, CachedSplit) else known_columns(dataset)
+    if columns is not None:
+        from plait.config import load_config
+        from plait.features import processors_for
+
+        processors = [p for p in processors_for(load_config(spec.config)) if with_outputs or not p.is_output]
+        missing = [p.column for p in processors if p.column not in columns]
+        if missing:
+            Predictor.missing_columns_error(missing, columns, with_outputs)
+
+
+__all__ = ["CachedSplit", "ChunkPredictions", "ChunkStatistics", "Evaluation", "Predictor", "PredictorSpec",
+           "PredictionsSink", "WrittenPredictions", "evaluate", "iter_chunks", "predict", "write_predictions"]

@@ -1,0 +1,79 @@
+"""One evaluation pipeline: metric statistics that add up exactly, wherever they are computed.
+
+An :class:`Evaluation` holds a model's metric statistics (counts and float64 sums). Training's
+validation adds batches of tensors to it and sums it over workers; ``evaluate`` on raw data or a
+cached split adds chunks through a :class:`~plait.inference.predictor.Predictor`; a Ray Data job
+adds one batch per call on its actors and ships the statistics back as one flat vector, which
+the driver adds up. Every path ends in the same :meth:`Evaluation.metrics`, so the numbers agree.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import torch
+
+from plait.errors import DataError
+from plait.training.metrics import MetricSet
+
+
+class Evaluation:
+    """Metric statistics of one model, and the rows they cover."""
+
+    def __init__(self, module, device="cpu"):
+        self.metrics = MetricSet(module)
+        self.stats = self.metrics.zeros(device)
+        self.rows = 0
+
+    def add(self, logits: dict, targets: dict) -> None:
+        """A batch of model outputs and their targets."""
+        self.metrics.update(self.stats, logits, targets)
+        self.rows += len(next(iter(targets.values())))
+
+    def add_chunk(self, predictor, chunk: pa.Table) -> None:
+        """A chunk of raw data (or cached rows, for a cached predictor) holding the targets; rows
+        missing a target are skipped."""
+        import pyarrow.compute as pc
+
+        predictor.check_columns(chunk.column_names, with_outputs=True)
+        for p in predictor.outputs:
+            chunk = chunk.filter(pc.is_valid(chunk[predictor.column(p)]))
+        if chunk.num_rows:
+            tensors = predictor.tensors(chunk, predictor.processors)
+            module = predictor.module
+            logits = predictor.logits({n: tensors[n] for n in module.input_names})
+            self.add(logits, {n: tensors[n] for n in module.output_names})
+
+    def all_reduce(self, all_reduce_sum) -> None:
+        """Sum the statistics over workers (one collective)."""
+        self.stats = self.metrics.reduce(self.stats, all_reduce_sum)
+
+    def as_row(self) -> pa.Table:
+        """The statistics as one row (rows covered, flat vector), to ship from a worker."""
+        flat = torch.cat(list(self.stats.values())).cpu().numpy()
+        return pa.table({"rows": [self.rows], "stats": pa.array([flat], pa.list_(pa.float64()))})
+
+    def add_rows(self, table: pa.Table) -> None:
+        """Statistics shipped by :meth:`as_row` (one or more rows), added to these."""
+        shipped = table["stats"].combine_chunks().flatten().to_numpy().reshape(table.num_rows, -1).sum(axis=0)
+        self.stats = self.metrics.reduce(self.stats, lambda flat: flat + torch.from_numpy(np.ascontiguousarray(shipped)))
+        self.rows += sum(table["rows"].to_pylist())
+
+    def metrics_or_error(self) -> dict:
+        """The metrics; an error when no row had every target."""
+        if self.rows == 0:
+            raise DataError("no rows to evaluate (every row lacks a target value)")
+        return self.metrics.compute(self.stats)
+
+
+class ChunkStatistics:
+    """A batch function for a backend's map: one chunk in, its statistics out as one row. The
+    model is rebuilt from its spec once per process that runs it."""
+
+    def __init__(self, spec, cached: bool, device: str = "cpu"):
+        self.predictor = spec.build(device=device, cached=cached)
+
+    def __call__(self, chunk: pa.Table) -> pa.Table:
+        evaluation = Evaluation(self.predictor.module)
+        evaluation.add_chunk(self.predictor, chunk)
+        return evaluation.as_row()

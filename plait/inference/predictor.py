@@ -1,0 +1,136 @@
+"""Applying a trained model to data: the saved preprocessing, the model, the user-facing columns.
+
+:class:`PredictorSpec` is what travels: a small picklable description of a trained model (its
+resolved config, preprocessing metadata and either its weights or the folder it was saved in).
+Any process rebuilds a :class:`Predictor` from it, a Ray Data actor or a serving replica as well
+as this one, without the public API.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import torch
+
+from plait.errors import DataError, ModelError
+from plait.training.data import table_tensors
+
+BATCH_ROWS = 8192
+"""Rows per forward pass: large enough to keep the cores busy, small enough for any model."""
+
+
+@dataclass(frozen=True)
+class PredictorSpec:
+    """A trained model as data: rebuilt with :meth:`build` wherever it is needed."""
+
+    config: dict
+    """The resolved config (``resolved_dict``)."""
+    metadata: dict
+    """The preprocessing metadata the model was trained with."""
+    weights: dict | None = None
+    """The weights, for a model not saved yet; else they are read from ``model_dir``."""
+    model_dir: str | None = None
+
+    def build(self, device: str = "cpu", cached: bool = False) -> "Predictor":
+        from plait.config import load_config
+        from plait.models.ecd import ECD
+
+        config = load_config(self.config)
+        module = ECD(config, self.metadata)
+        module.load_state_dict(self.weights if self.weights is not None else self._saved_weights())
+        return Predictor(config, self.metadata, module, device=device, cached=cached)
+
+    def _saved_weights(self) -> dict:
+        from plait.models.saved import read_model
+
+        if self.model_dir is None:
+            raise ModelError("a predictor needs the model's weights or the folder it was saved in")
+        return read_model(self.model_dir)[2]
+
+
+class Predictor:
+    """Applies saved preprocessing and a model to chunks of raw data (or, ``cached``, to rows of
+    the preprocessing cache: features already transformed, columns named after the features)."""
+
+    def __init__(self, config, metadata: dict, module: torch.nn.Module, device: str = "cpu", cached: bool = False,
+                 batch_size: int = BATCH_ROWS):
+        from plait.features import processors_for
+
+        self.config, self.cached, self.device = config, cached, device
+        self.features = metadata["features"]
+        self.processors = processors_for(config)
+        self.inputs = [p for p in self.processors if not p.is_output]
+        self.outputs = [p for p in self.processors if p.is_output]
+        self.module = module.to(device).eval()
+        self.batch_size = batch_size
+
+    def column(self, processor) -> str:
+        """Where a feature is in the tables: its raw column, or, in cached rows, its name."""
+        return processor.name if self.cached else processor.column
+
+    def check_columns(self, columns: list[str], with_outputs: bool) -> None:
+        wanted = self.processors if with_outputs else self.inputs
+        missing = [self.column(p) for p in wanted if self.column(p) not in columns]
+        if missing:
+            self.missing_columns_error(missing, columns, with_outputs)
+
+    @staticmethod
+    def missing_columns_error(missing: list[str], columns: list[str], with_outputs: bool):
+        raise DataError(
+            f"the data lacks column(s) {', '.join(repr(m) for m in missing)} that this model needs "
+            f"({'input and output' if with_outputs else 'input'} features). Its columns are: {', '.join(columns)}"
+        )
+
+    def tensors(self, table: pa.Table, processors) -> dict[str, torch.Tensor]:
+        """The features of ``processors`` as model tensors (transformed unless already cached)."""
+        if self.cached:
+            return table_tensors(table, self.features, [p.name for p in processors])
+        columns = {}
+        for p in processors:
+            raw = table[p.column].combine_chunks()
+            columns[p.name] = p.transform(p.prepare(raw), self.features[p.name])
+        return table_tensors(pa.table(columns), self.features, list(columns))
+
+    @torch.no_grad()
+    def logits(self, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The model's outputs for ``inputs``, in batches, back on the CPU."""
+        rows = len(next(iter(inputs.values())))
+        parts = []
+        for start in range(0, rows, self.batch_size):
+            batch = {k: v[start:start + self.batch_size].to(self.device) for k, v in inputs.items()}
+            parts.append({k: v.cpu() for k, v in self.module(batch).items()})
+        return {name: torch.cat([p[name] for p in parts]) for name in parts[0]} if parts else {}
+
+    def predict_chunk(self, table: pa.Table) -> pa.Table:
+        """Predictions for each row of a chunk, as user-facing columns."""
+        logits = self.logits(self.tensors(table, self.inputs))
+        columns: dict[str, Any] = {}
+        for p in self.outputs:
+            columns.update(postprocess(p, self.module.heads[p.name].predict(logits[p.name]), self.features[p.name]))
+        return pa.table(columns)
+
+
+def postprocess(processor, out: dict, meta: dict) -> dict:
+    """Model outputs as user-facing columns: labels, probabilities per class, numbers."""
+    name, kind = processor.name, processor.type
+    if kind == "number":
+        return {f"{name}_predictions": out["prediction"].numpy()}
+    if kind == "binary":
+        p = out["probability"].numpy()
+        return {f"{name}_predictions": out["prediction"].numpy(), f"{name}_probability": np.maximum(p, 1 - p),
+                f"{name}_probabilities_False": 1 - p, f"{name}_probabilities_True": p}
+    vocab = np.asarray(meta["vocabulary"], dtype=object)
+    probabilities = out["probabilities"].numpy()
+    if kind == "category":
+        columns = {f"{name}_predictions": vocab[out["prediction"].numpy()].astype(str), f"{name}_probability": out["probability"].numpy()}
+    else:  # set: the labels above the threshold
+        chosen = out["prediction"].numpy()
+        # Typed: a chunk where every set is empty would otherwise be list<null>, and the chunks or
+        # part files of one output must share one schema.
+        columns = {f"{name}_predictions": pa.array([list(vocab[row]) for row in chosen], type=pa.list_(pa.string()))}
+    if len(vocab) <= 100:
+        columns.update({f"{name}_probabilities_{label}": probabilities[:, i] for i, label in enumerate(vocab)})
+    return columns

@@ -1,0 +1,127 @@
+"""Where predictions go: ``<output directory>/predictions.<format>``, written all or nothing.
+
+In one process the tables stream into one file under a temporary name, renamed when complete.
+From a distributed job, each write task writes one part file ``part-<index>.<format>`` into a
+temporary folder; the folder is published in place of any earlier output when every part is
+there, so the parts read in name order hold the predictions in input order. Either way a failed
+job leaves an earlier output as it was.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import posixpath
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator
+
+import pyarrow as pa
+
+from plait.utils.fs import atomic_open, ensure_dir, publish_folder, resolve, temporary_name
+
+
+@dataclass(frozen=True)
+class WrittenPredictions:
+    """Where predictions were written (a file, or a folder of part files) and how many rows."""
+
+    path: str
+    rows: int
+
+
+@dataclass
+class PredictionsSink:
+    """Predictions of one job, to ``<output_directory>/predictions.<fmt>`` (parquet or csv)."""
+
+    output_directory: str
+    fmt: str = "parquet"
+    set_separators: dict = field(default_factory=dict)
+    """CSV has no list type: each set output's predictions joined with its tokenizer's separator."""
+
+    @classmethod
+    def for_config(cls, output_directory, fmt: str, config) -> "PredictionsSink":
+        separators = {f"{f.name}_predictions": "," if f.preprocessing.tokenizer == "comma" else " "
+                      for f in config.output_features if f.type == "set"}
+        return cls(os.fspath(output_directory), fmt, separators)
+
+    @property
+    def name(self) -> str:
+        return f"predictions.{self.fmt}"
+
+    def written(self, rows: int) -> WrittenPredictions:
+        return WrittenPredictions(posixpath.join(self.output_directory, self.name), rows)
+
+    def formatted(self, table: pa.Table) -> pa.Table:
+        """A table as the format can hold it (list columns as text in CSV)."""
+        if self.fmt != "csv":
+            return table
+        import pyarrow.compute as pc
+
+        for i, name in enumerate(table.column_names):
+            if pa.types.is_list(table.schema.field(i).type):
+                table = table.set_column(i, name, pc.binary_join(table[name], self.set_separators.get(name, " ")))
+        return table
+
+    def write_file(self, tables: Iterable[pa.Table]) -> WrittenPredictions:
+        """Stream tables into one file; no tables, no file."""
+        fs, folder = resolve(self.output_directory)
+        ensure_dir(fs, folder)
+        tables = iter(tables)
+        first = next(tables, None)
+        if first is None:
+            return self.written(0)
+        rows = 0
+        with atomic_open(fs, posixpath.join(folder, self.name), "wb") as handle, self._writer(handle, first) as write:
+            for table in itertools.chain([first], tables):
+                write(self.formatted(table))
+                rows += table.num_rows
+        return self.written(rows)
+
+    @contextlib.contextmanager
+    def _writer(self, handle, first: pa.Table) -> Iterator:
+        import pyarrow.csv as csv
+        import pyarrow.parquet as pq
+
+        schema = self.formatted(first.slice(0, 0)).schema
+        writer = pq.ParquetWriter(handle, schema) if self.fmt == "parquet" else csv.CSVWriter(handle, schema)
+        try:
+            yield writer.write_table
+        finally:  # also on an error: the temporary file is then removed, not left to a finalizer
+            writer.close()
+
+    @contextlib.contextmanager
+    def part_folder(self) -> Iterator["PartFolder"]:
+        """A temporary folder for part files, published as ``predictions.<fmt>/`` on success."""
+        fs, folder = resolve(self.output_directory)
+        final = posixpath.join(folder, self.name)
+        parts = PartFolder(fs, temporary_name(final), self)
+        ensure_dir(fs, parts.folder)
+        try:
+            yield parts
+            publish_folder(fs, parts.folder, final)
+        finally:
+            fs.invalidate_cache()  # other processes wrote the parts: list them afresh
+            if fs.exists(parts.folder):
+                fs.rm(parts.folder, recursive=True)
+
+
+@dataclass
+class PartFolder:
+    """Part files written by the tasks of a distributed job. Each task names its part by its
+    index, so the names sort in the data's order and a retried task rewrites its own part."""
+
+    fs: object
+    folder: str
+    sink: PredictionsSink
+    rows: int = 0
+
+    def write_part(self, index: int, tables: list[pa.Table]) -> None:
+        import pyarrow.csv as csv
+        import pyarrow.parquet as pq
+
+        tables = [self.sink.formatted(t) for t in tables if t.num_rows]
+        if not tables:
+            return
+        path = posixpath.join(self.folder, f"part-{index:06d}.{self.sink.fmt}")
+        with self.fs.open(path, "wb") as handle:
+            (pq.write_table if self.sink.fmt == "parquet" else csv.write_csv)(pa.concat_tables(tables), handle)
