@@ -1,6 +1,13 @@
-"""Output heads: decoder layers, the loss, and predictions, one class per output type."""
+"""Output heads: decoder layers, the loss, and predictions, one class per output type.
+
+A head's loss is written once, per row (:meth:`OutputHead.row_losses`): training takes their
+weighted mean, and the metrics sum the same rows over shards and workers, so the loss early
+stopping watches is the loss that is trained, class weights included.
+"""
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import torch
 from torch import nn
@@ -8,6 +15,16 @@ from torch.nn import functional as F
 
 from plait.errors import ConfigError
 from plait.models.layers import fc_stack
+
+
+class RowLosses(NamedTuple):
+    """Each row's loss, already multiplied by its weight, and each row's weight (0 for a row the
+    loss ignores; ``None``: every row weighs 1). The loss of any set of rows is the sum of their
+    losses over the sum of their weights: both sums add up across shards, so the loss of merged
+    shards is the loss of the whole."""
+
+    losses: torch.Tensor
+    weights: torch.Tensor | None = None
 
 
 class OutputHead(nn.Module):
@@ -24,8 +41,15 @@ class OutputHead(nn.Module):
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.projection(self.fc(hidden))
 
-    def loss(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    def row_losses(self, logits: torch.Tensor, target: torch.Tensor) -> RowLosses:
         raise NotImplementedError
+
+    def loss(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """The batch's loss, the weighted mean of its rows' (what torch's mean reduction gives)."""
+        rows = self.row_losses(logits, target)
+        if rows.weights is None:
+            return rows.losses.mean()  # one fused op: this runs every step
+        return rows.losses.sum() / rows.weights.sum()
 
     def predict(self, logits: torch.Tensor) -> dict[str, torch.Tensor]:
         raise NotImplementedError
@@ -35,10 +59,13 @@ class BinaryHead(OutputHead):
     def forward(self, hidden):
         return super().forward(hidden).squeeze(-1)
 
-    def loss(self, logits, target):
+    def row_losses(self, logits, target):
+        # positive_class_weight scales the positive term inside each row's loss; every row weighs
+        # 1, so the mean is over rows, as in torch's BCE with pos_weight.
         weight = self.feature.loss.positive_class_weight
         pos_weight = torch.tensor(weight, device=logits.device) if weight else None
-        return F.binary_cross_entropy_with_logits(logits.float(), target.float(), pos_weight=pos_weight)
+        losses = F.binary_cross_entropy_with_logits(logits.float(), target.float(), pos_weight=pos_weight, reduction="none")
+        return RowLosses(losses)
 
     def predict(self, logits):
         probability = torch.sigmoid(logits.float())
@@ -51,8 +78,14 @@ class CategoryHead(OutputHead):
         super().__init__(feature, metadata, input_size)
         self.register_buffer("class_weights", _class_weights(feature, metadata["vocabulary"]), persistent=False)
 
-    def loss(self, logits, target):
-        return F.cross_entropy(logits.float(), target.long(), weight=self.class_weights, ignore_index=-1)
+    def row_losses(self, logits, target):
+        # A row's weight is its class's weight; a row whose label is unknown (-1) weighs 0.
+        target = target.long()
+        losses = F.cross_entropy(logits.float(), target, weight=self.class_weights, ignore_index=-1, reduction="none")
+        known = target >= 0
+        if self.class_weights is None:
+            return RowLosses(losses, known.to(losses.dtype))
+        return RowLosses(losses, torch.where(known, self.class_weights[target.clamp(min=0)], 0.0))
 
     def predict(self, logits):
         probabilities = torch.softmax(logits.float(), dim=-1)
@@ -64,14 +97,16 @@ class NumberHead(OutputHead):
     def forward(self, hidden):
         return super().forward(hidden).squeeze(-1)
 
-    def loss(self, logits, target):
+    def row_losses(self, logits, target):
         kind = self.feature.loss.type
         logits, target = logits.float(), target.float()
         if kind == "mean_absolute_error":
-            return F.l1_loss(logits, target)
-        if kind == "huber":
-            return F.huber_loss(logits, target, delta=self.feature.loss.delta)
-        return F.mse_loss(logits, target)
+            losses = F.l1_loss(logits, target, reduction="none")
+        elif kind == "huber":
+            losses = F.huber_loss(logits, target, delta=self.feature.loss.delta, reduction="none")
+        else:
+            losses = F.mse_loss(logits, target, reduction="none")
+        return RowLosses(losses)
 
     def predict(self, logits):
         # Targets were normalized in preprocessing: predictions go back to the data's units.
@@ -83,8 +118,10 @@ class SetHead(OutputHead):
         self.logits_size = max(1, len(metadata["vocabulary"]))
         super().__init__(feature, metadata, input_size)
 
-    def loss(self, logits, target):
-        return F.binary_cross_entropy_with_logits(logits.float(), target.float())
+    def row_losses(self, logits, target):
+        # A row's loss is the mean over its labels: the batch's mean is then the mean over elements.
+        losses = F.binary_cross_entropy_with_logits(logits.float(), target.float(), reduction="none").mean(-1)
+        return RowLosses(losses)
 
     def predict(self, logits):
         probabilities = torch.sigmoid(logits.float())

@@ -93,28 +93,40 @@ class Batches:
             yield {name: tensor.index_select(0, index) for name, tensor in self.tensors.items()}
 
 
-def lockstep(batches: Iterable[dict], strategy, filler: dict) -> Iterator[tuple[dict, bool, bool]]:
+def lockstep(batches: Iterable[dict], strategy, filler: dict, stop=None) -> Iterator[tuple[dict, bool, bool]]:
     """This worker's batches as ``(batch, is_real, is_last)``, for as many steps as the worker
     with the most batches has.
 
     Shards that hold every row exactly once differ in length, but a collective in each step (the
     gradient all-reduce, a sharded forward pass) must be run by every worker. A worker whose
     shard ran out runs ``filler`` (real rows) and discards the result, until all are done. Each
-    step costs one all-reduce of a single number, which also tells every worker which step is
-    the last (where a partial gradient accumulation still makes an optimizer step).
+    step costs one all-reduce of two numbers, which also tells every worker which step is the
+    last (where a partial gradient accumulation still makes an optimizer step) and, given
+    ``stop`` (a :class:`~plait.training.interrupt.StopRequest`), whether any worker was
+    interrupted: every worker then sees ``stop.agreed`` from the same step on.
     """
     iterator = iter(batches)
     current = next(iterator, None)
-    active = _count(strategy, current is not None)
+    active = _count_active(strategy, current is not None, stop)
     while active:
         upcoming = next(iterator, None) if current is not None else None
-        active = _count(strategy, upcoming is not None)
+        active = _count_active(strategy, upcoming is not None, stop)
         yield (current if current is not None else filler), current is not None, active == 0
         current = upcoming
 
 
-def _count(strategy, flag: bool) -> int:
-    """How many workers have ``flag`` set (one worker: no collective, and no tensor)."""
+def _count_active(strategy, has_batch: bool, stop) -> int:
+    """How many workers have a batch; the same all-reduce carries whether any asked to stop."""
+    active, stopping = count_flags(strategy, [has_batch, stop is not None and stop.requested])
+    if stopping:
+        stop.agreed = True
+    return active
+
+
+def count_flags(strategy, flags: list[bool]) -> list[int]:
+    """How many workers have each flag set, in one all-reduce (one worker: no collective, and no
+    tensor)."""
     if strategy.world_size == 1:
-        return int(flag)
-    return int(strategy.all_reduce_sum(torch.tensor([int(flag)], device=strategy.device)).item())
+        return [int(flag) for flag in flags]
+    counts = strategy.all_reduce_sum(torch.tensor([int(flag) for flag in flags], device=strategy.device))
+    return [int(count) for count in counts.tolist()]

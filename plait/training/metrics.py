@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 
 import torch
-from torch.nn import functional as F
 
 AUC_BINS = 4096
 MAX_CONFUSION_CLASSES = 256
@@ -27,7 +26,9 @@ class OutputMetrics:
         self.size = sum(self.layout.values())
 
     def _layout(self) -> dict[str, int]:
-        base = {"count": 1, "loss": 1}
+        # "loss" sums the rows' weighted losses and "loss_weight" their weights: the head's own
+        # per-row loss (class weights included), so the metric is the loss that is trained.
+        base = {"count": 1, "loss": 1, "loss_weight": 1}
         if self.type == "binary":
             return {**base, "tp": 1, "fp": 1, "fn": 1, "tn": 1, "hist_pos": AUC_BINS, "hist_neg": AUC_BINS}
         if self.type == "category":
@@ -47,6 +48,9 @@ class OutputMetrics:
     def update(self, stats: torch.Tensor, logits: torch.Tensor, target: torch.Tensor) -> None:
         parts = self.unpack(stats)
         logits = logits.float()
+        rows = self.head.row_losses(logits, target)
+        parts["loss"] += _sum(rows.losses)
+        parts["loss_weight"] += _sum(rows.weights) if rows.weights is not None else rows.losses.numel()
         getattr(self, f"_update_{self.type}")(parts, logits, target)
 
     def _update_binary(self, s, logits, target):
@@ -54,7 +58,6 @@ class OutputMetrics:
         p = torch.sigmoid(logits)
         pred = p >= self.head.feature.threshold
         s["count"] += y.numel()
-        s["loss"] += _sum(F.binary_cross_entropy_with_logits(logits, target.float(), reduction="none"))
         s["tp"] += (pred & y).sum(); s["fp"] += (pred & ~y).sum()
         s["fn"] += (~pred & y).sum(); s["tn"] += (~pred & ~y).sum()
         bins = (p * AUC_BINS).long().clamp(max=AUC_BINS - 1)
@@ -66,7 +69,6 @@ class OutputMetrics:
         valid = target >= 0
         logits, target = logits[valid], target[valid]
         s["count"] += target.numel()
-        s["loss"] += _sum(F.cross_entropy(logits, target, reduction="none")) if target.numel() else 0.0
         pred = logits.argmax(-1)
         s["correct"] += (pred == target).sum()
         k = min(self.head.feature.top_k, logits.shape[-1])
@@ -80,7 +82,6 @@ class OutputMetrics:
         pred = logits.double() * meta["scale"] + meta["shift"]
         y = target.double() * meta["scale"] + meta["shift"]
         s["count"] += y.numel()
-        s["loss"] += _sum(_regression_loss(self.head.feature.loss, logits, target.float()))
         s["abs_err"] += (pred - y).abs().sum(); s["sq_err"] += ((pred - y) ** 2).sum()
         s["y"] += y.sum(); s["y2"] += (y * y).sum()
 
@@ -88,7 +89,6 @@ class OutputMetrics:
         y = target > 0.5
         pred = torch.sigmoid(logits) >= self.head.feature.threshold
         s["count"] += y.shape[0]
-        s["loss"] += _sum(F.binary_cross_entropy_with_logits(logits, target.float(), reduction="none")) / max(1, y.shape[1])
         inter, union = (pred & y).sum(-1).double(), (pred | y).sum(-1).double()
         s["jaccard"] += torch.where(union > 0, inter / union.clamp(min=1), torch.ones_like(union)).sum()
         s["tp"] += (pred & y).sum(); s["fp"] += (pred & ~y).sum(); s["fn"] += (~pred & y).sum()
@@ -98,7 +98,7 @@ class OutputMetrics:
         n = float(s["count"].item())
         if n == 0:
             return {}
-        result = {"loss": float(s["loss"].item()) / n}
+        result = {"loss": _ratio(float(s["loss"].item()), float(s["loss_weight"].item()))}
         result.update(getattr(self, f"_compute_{self.type}")(s, n))
         return {k: float(v) for k, v in result.items()}
 
@@ -150,14 +150,6 @@ def _auc(hist_pos: torch.Tensor, hist_neg: torch.Tensor) -> float:
 def _sum(values: torch.Tensor) -> torch.Tensor:
     """Per-row losses summed in float64, so that shard sums add up to the whole's sum."""
     return values.double().sum()
-
-
-def _regression_loss(loss_config, pred, target):
-    if loss_config.type == "mean_absolute_error":
-        return F.l1_loss(pred, target, reduction="none")
-    if loss_config.type == "huber":
-        return F.huber_loss(pred, target, delta=loss_config.delta, reduction="none")
-    return F.mse_loss(pred, target, reduction="none")
 
 
 class MetricSet:

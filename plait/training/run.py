@@ -35,8 +35,13 @@ class FitJob:
     data: PreprocessedData
     seed: int
     run_dir: RunDirectory | None = None
+    """Where checkpoints and TensorBoard logs go (a path is taken as a run directory)."""
     resume: bool = False
     progress_bar: bool = True
+
+    def __post_init__(self):
+        if self.run_dir is not None and not isinstance(self.run_dir, RunDirectory):
+            self.run_dir = RunDirectory(self.run_dir)
 
 
 @dataclass

@@ -116,6 +116,15 @@ def test_category_targets_marked_minus_one_are_ignored_by_the_loss(make_head):
     torch.testing.assert_close(unweighted.loss(logits, target), F.cross_entropy(logits[valid], target[valid]))
 
 
+def test_category_row_losses_weigh_each_row_by_its_class_and_unknown_rows_by_zero(make_head):
+    head = make_head("category", loss={"class_weights": [1.0, 2.0, 5.0]})
+    logits, target = _logits(5, 3), torch.tensor([0, 2, -1, 1, 2])
+    losses, weights = head.row_losses(logits, target)
+    torch.testing.assert_close(weights, torch.tensor([1.0, 5.0, 0.0, 2.0, 5.0]))
+    plain = F.cross_entropy(logits, target.clamp(min=0), reduction="none")
+    torch.testing.assert_close(losses, weights * plain)
+
+
 def test_category_predictions_are_the_most_probable_label(make_head):
     head = make_head("category")
     logits = _logits(8, 3)

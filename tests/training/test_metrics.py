@@ -193,6 +193,39 @@ def test_set_metrics_match_scikit_learn(output_metrics):
     assert got["f1"] == pytest.approx(skm.f1_score(y, pred, average="micro"), abs=1e-12)
 
 
+WEIGHTED_LOSSES = [
+    ("binary", {"positive_class_weight": 3.0}),
+    ("category", {"class_weights": [1.0, 2.0, 5.0, 0.5]}),
+    ("category", {"class_weights": {"c": 5.0, "a": 0.25}}),  # labels not named weigh 1
+]
+
+
+@pytest.mark.parametrize("ftype,loss", WEIGHTED_LOSSES, ids=["positive_class_weight", "class_weights_list", "class_weights_dict"])
+def test_the_loss_metric_is_the_trained_loss_with_its_weights(output_metrics, ftype, loss):
+    metric = output_metrics(ftype, loss=loss)
+    logits, target = DATA[ftype]()
+    trained = metric.head.loss(logits, target).item()
+    assert metric.compute(filled(metric, logits, target))["loss"] == pytest.approx(trained, rel=1e-6)
+    # The weights change the loss: a metric that ignored them would not match.
+    assert output_metrics(ftype).head.loss(logits, target).item() != pytest.approx(trained, rel=1e-3)
+
+
+@pytest.mark.parametrize("ftype,loss", WEIGHTED_LOSSES, ids=["positive_class_weight", "class_weights_list", "class_weights_dict"])
+def test_the_weighted_loss_of_two_merged_shards_is_the_trained_loss_of_the_whole(output_metrics, ftype, loss):
+    metric = output_metrics(ftype, loss=loss)
+    logits, target = DATA[ftype]()
+    merged = filled(metric, logits[:101], target[:101]) + filled(metric, logits[101:], target[101:])
+    assert metric.compute(merged)["loss"] == pytest.approx(metric.head.loss(logits, target).item(), rel=1e-6)
+
+
+def test_category_class_weights_give_torch_weighted_cross_entropy(output_metrics):
+    weights = [1.0, 2.0, 5.0, 0.5]
+    metric = output_metrics("category", loss={"class_weights": weights})
+    logits, target = _category()
+    expected = torch.nn.functional.cross_entropy(logits, target, weight=torch.tensor(weights), ignore_index=-1)
+    assert metric.compute(filled(metric, logits, target))["loss"] == pytest.approx(expected.item(), rel=1e-6)
+
+
 def test_no_rows_gives_no_metrics(output_metrics):
     metric = output_metrics("binary")
     assert metric.compute(metric.zeros()) == {}

@@ -1,0 +1,80 @@
+"""Which evaluation is the best so far, whether training should stop early, and a copy of the best
+evaluation's weights (the weights training ends with)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from plait.errors import TrainingError
+from plait.training import checkpoint as ckpt
+
+HIGHER_IS_BETTER = {"accuracy", "hits_at_k", "roc_auc", "precision", "recall", "f1", "r2", "jaccard"}
+
+
+class EarlyStopping:
+    """Watches ``trainer.validation_field``'s ``validation_metric`` (default: the combined loss)
+    and stops after ``trainer.early_stop`` evaluations without improvement (-1: never).
+
+    Its state (best value and step, evaluations without improvement) lives in the trainer's
+    ``Progress``, which every checkpoint saves: a resumed run keeps its patience."""
+
+    def __init__(self, trainer_config):
+        self.field = trainer_config.validation_field or "combined"
+        self.metric = trainer_config.validation_metric or "loss"
+        self.patience = trainer_config.early_stop
+
+    def observe(self, progress, metrics: dict) -> bool:
+        """Count one evaluation's ``metrics`` into ``progress``; True if it is the best so far."""
+        value = self._value(metrics)
+        best = progress.best_value
+        if best is None or (value > best if self.metric in HIGHER_IS_BETTER else value < best):
+            progress.best_value, progress.best_step = value, progress.step
+            progress.evals_without_improvement = 0
+            return True
+        progress.evals_without_improvement += 1
+        return False
+
+    def should_stop(self, progress) -> bool:
+        return self.patience >= 0 and progress.evals_without_improvement >= max(1, self.patience)
+
+    def _value(self, metrics: dict) -> float:
+        value = metrics.get(self.field, {}).get(self.metric)
+        if value is None:
+            known = {f: sorted(m) for f, m in metrics.items()}
+            raise TrainingError(f"trainer.validation_field/validation_metric: no metric {self.field}.{self.metric}; available: {known}")
+        return value
+
+
+class BestWeights:
+    """A copy of the weights of the best evaluation so far, on the CPU. Every worker calls its
+    methods (gathering sharded weights is a collective); the copy is complete on the coordinator."""
+
+    def __init__(self, strategy, model):
+        self.strategy, self.model = strategy, model
+        self.weights: dict | None = None
+
+    def keep_current(self) -> None:
+        self.weights = self.current()
+
+    def forget(self) -> None:
+        """Nothing to select on (no validation rows): the final weights are the model's."""
+        self.weights = None
+
+    def current(self) -> dict:
+        return {k: v.detach().cpu().clone() for k, v in self.strategy.model_state(self.model).items()}
+
+    def final(self) -> dict:
+        """The weights training ends with: the best evaluation's, else the last."""
+        return self.weights if self.weights is not None else self.current()
+
+    def to_save(self, progress) -> dict | None:
+        """The best weights, for a checkpoint, unless they are the model's current weights."""
+        return self.weights if self.weights is not None and progress.best_step != progress.step else None
+
+    def restore(self, checkpoint: Path, progress) -> None:
+        """The best weights as they were when ``checkpoint`` was saved (the model already loaded
+        from it): without them a resumed run would end with its last weights."""
+        if (checkpoint / ckpt.BEST).is_file():
+            self.weights = ckpt.load_weights(checkpoint / ckpt.BEST)
+        elif progress.best_value is not None and progress.best_step == progress.step:
+            self.weights = self.current()
