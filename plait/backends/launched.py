@@ -62,13 +62,15 @@ def strategy_for(kind: str, config):
 class LaunchedBackend(Backend):
     def __init__(self, config, kind: str):
         """``kind``: torchrun, horovod or deepspeed (the backend type asked for or detected)."""
+        from plait.training.strategies import build_strategy
+
         launch = detect_launch()
         if launch is None or (kind == "horovod") != (launch.launcher == "horovod"):
             raise BackendError(f"backend.type {kind} runs under its launcher, and this process was not started by it. "
                                f"Launch it as: {HOW_TO_LAUNCH[kind]}")
         self.config, self.name = config, kind
         section = strategy_for(kind, config)
-        self.strategy = section.build(trainer=config.trainer)  # joins the launcher's process group
+        self.strategy = build_strategy(section, trainer=config.trainer)  # joins the launcher's process group
         wanted = config.backend.trainer.num_workers
         if wanted and wanted != self.strategy.world_size:
             log.warning("backend.trainer.num_workers is %d but %s started %d processes: the launcher's %d win.",

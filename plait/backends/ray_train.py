@@ -73,6 +73,8 @@ def fit_on_ray(job: FitJob, settings) -> FitOutput:
     from ray.train import FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
 
+    from plait.training.strategies import check_strategy
+
     scaling = plan(settings, ray.cluster_resources())
     # Absolute paths: Ray workers run in a working directory of their own.
     run_dir = Path(job.run_dir or tempfile.mkdtemp(prefix="plait-ray-run-")).resolve()
@@ -83,7 +85,7 @@ def fit_on_ray(job: FitJob, settings) -> FitOutput:
     (run_dir / RESULT).mkdir(parents=True, exist_ok=True)
     for stale in (STARTED, FINAL_ERROR):  # restarts and errors are this run of the driver's
         (run_dir / RESULT / stale).unlink(missing_ok=True)
-    settings.strategy.check(job.config.trainer)  # settings a worker would refuse, refused here and now
+    check_strategy(settings.strategy, job.config.trainer)  # settings a worker would refuse, refused here and now
     global_batch = batch_size(job) * scaling["num_workers"] * job.config.trainer.gradient_accumulation_steps
     log.info("%s", describe_plan(scaling, settings.strategy.type, global_batch))
     loader = job.config.backend.loader
@@ -141,8 +143,9 @@ def _worker(loop_config: dict) -> None:
 
 def _train_on_worker(job: FitJob, feed: dict) -> None:
     from plait.training.run import fit
+    from plait.training.strategies import build_strategy
 
-    strategy = job.config.backend.trainer.strategy.build(trainer=job.config.trainer, device=_assigned_gpu())
+    strategy = build_strategy(job.config.backend.trainer.strategy, trainer=job.config.trainer, device=_assigned_gpu())
     try:
         started = Path(job.run_dir) / RESULT / STARTED
         # A restarted group (a worker died) continues from the last checkpoint, if there is one;
