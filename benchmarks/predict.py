@@ -82,7 +82,7 @@ def worker(spec: dict) -> dict:
     from plait import Model
 
     model = Model.load(spec["model"], backend=spec["backend"])
-    if spec.get("num_workers"):
+    if spec.get("num_workers") and spec["backend"] == "ray":  # the local backend has no worker settings
         trainer = model.config.backend.trainer.model_copy(update={"num_workers": spec["num_workers"]})
         model.config = model.config.model_copy(update={"backend": model.config.backend.model_copy(update={"trainer": trainer})})
     startup = 0.0

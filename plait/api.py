@@ -11,8 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-
-from plait.config import PlaitConfig, load_config
+from plait.config import PlaitConfig, load_config, with_backend_type
 from plait.config.render import resolved_dict
 from plait.data.preprocess import PreprocessedData, preprocess
 from plait.errors import ModelError
@@ -44,7 +43,7 @@ class Model:
     def __init__(self, config: str | os.PathLike | dict | PlaitConfig, backend: str | None = None):
         self.config = load_config(config)
         if backend is not None:
-            self.config = self.config.model_copy(update={"backend": self.config.backend.model_copy(update={"type": backend})})
+            self.config = with_backend_type(self.config, backend)
         self._backend = None
         self.metadata: dict | None = None
         self.module: ECD | None = None

@@ -13,16 +13,13 @@ log = logging.getLogger("plait")
 
 
 def _config(args):
-    from plait.config import load_config
+    from plait.config import load_config, with_backend_type
 
     config = load_config(args.config)
-    overrides = {}
     if getattr(args, "cache_dir", None):
-        overrides["cache_dir"] = args.cache_dir
+        config = config.model_copy(update={"backend": config.backend.model_copy(update={"cache_dir": args.cache_dir})})
     if getattr(args, "backend", None):
-        overrides["type"] = args.backend
-    if overrides:
-        config = config.model_copy(update={"backend": config.backend.model_copy(update=overrides)})
+        config = with_backend_type(config, args.backend)
     return config
 
 

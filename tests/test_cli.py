@@ -56,7 +56,9 @@ def assert_one_clean_error(result, *fragments: str) -> str:
 
 # ---- validate -------------------------------------------------------------------------------
 
-def test_validate_prints_the_config_with_every_default_as_yaml(cli, config_path):
+def test_validate_prints_the_config_with_every_default_as_yaml(cli, write_config, cache_dir):
+    # backend type auto (the default) takes every backend setting, so all of them are shown.
+    config_path = write_config({**CONFIG, "backend": {"cache_dir": cache_dir}})
     code, out, err = cli("validate", "--config", config_path)
     assert code == 0, err
     shown = yaml.safe_load(out)

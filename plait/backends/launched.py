@@ -42,6 +42,8 @@ def strategy_for(kind: str, config):
 class LaunchedBackend(Backend):
     def __init__(self, config, kind: str):
         """``kind``: torchrun, horovod or deepspeed (the backend type asked for or detected)."""
+        from plait.training.strategies import build_strategy
+
         launch = detect_launch()
         if launch is None or (kind == "horovod") != (launch.launcher == "horovod"):
             raise BackendError(f"backend.type {kind} runs under its launcher, and this process was not started by it. "
@@ -49,7 +51,7 @@ class LaunchedBackend(Backend):
         self.config, self.name = config, kind
         section = strategy_for(kind, config)
         # Joins the launcher's process group.
-        self.strategy = section.build(trainer=config.trainer, **strategy_options(section.type, launched_device(launch)))
+        self.strategy = build_strategy(section, trainer=config.trainer, **strategy_options(section.type, launched_device(launch)))
         wanted = config.backend.trainer.num_workers
         if wanted and wanted != self.strategy.world_size:
             log.warning("backend.trainer.num_workers is %d but %s started %d processes: the launcher's %d win.",

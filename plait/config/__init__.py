@@ -13,11 +13,12 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from plait.config.backend import BACKEND_TYPES, with_backend_type
 from plait.config.base import format_errors
 from plait.config.schema import PlaitConfig, check_feature_types
 from plait.errors import ConfigError
 
-__all__ = ["PlaitConfig", "load_config", "read_yaml"]
+__all__ = ["BACKEND_TYPES", "PlaitConfig", "load_config", "read_yaml", "with_backend_type"]
 
 
 def read_yaml(path: str | os.PathLike) -> Any:

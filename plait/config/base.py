@@ -13,18 +13,34 @@ import typing
 from typing import Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic_core import PydanticCustomError
 
 
 class StrictModel(BaseModel):
-    """A config section: unknown keys are errors, assignments are validated."""
+    """A config section: unknown keys are errors, assignments are validated, numbers are finite."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, populate_by_name=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, populate_by_name=True,
+                              use_attribute_docstrings=True, allow_inf_nan=False)
+
+    @classmethod
+    def unknown_field_reason(cls, key: str) -> str | None:
+        """Why ``key`` is refused here when it is a known setting elsewhere (None: a typo)."""
+        return None
 
 
 class TypedModel(StrictModel):
     """A config section chosen by its ``type`` field out of a discriminated union."""
 
     type: str
+
+
+FIELD_ERROR = "plait_field"
+
+
+def field_error(path: str, message: str) -> PydanticCustomError:
+    """The error a model validator raises about one of its fields (a dotted path below the
+    model), so that the user sees that field's path rather than the model's."""
+    return PydanticCustomError(FIELD_ERROR, "{message}", {"field": path, "message": message})
 
 
 def suggest(word: str, choices: typing.Iterable[str]) -> str:
@@ -70,8 +86,12 @@ def _describe(e: dict, path: str, parent_cls: type | None, value: Any, cls: Any 
     kind = e["type"]
     if kind == "extra_forbidden":
         key = str(e["loc"][-1])
+        reason = parent_cls.unknown_field_reason(key) if parent_cls and issubclass(parent_cls, StrictModel) else None
         fields = list(parent_cls.model_fields) if parent_cls else []
-        return f"{path}: unknown field; {suggest(key, fields)}"
+        return f"{path}: {reason or 'unknown field; ' + suggest(key, fields)}"
+    if kind == FIELD_ERROR:
+        field = e["ctx"]["field"]
+        return f"{field if path == '<config>' else path + '.' + field}: {e['msg']}"
     if kind == "union_tag_invalid":
         tags = [t.strip(" '") for t in str(e.get("ctx", {}).get("expected_tags", "")).split(",")]
         return f"{path}.type: unknown type {e['ctx']['tag']!r}; {suggest(e['ctx']['tag'], tags)}"

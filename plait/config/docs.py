@@ -33,7 +33,8 @@ SECTIONS: list[tuple[str, list[type[BaseModel]]]] = [
     ("Decoders and losses", [model.RegressorDecoder, model.ClassifierDecoder, model.BinaryCrossEntropyLoss,
                              model.SoftmaxCrossEntropyLoss, model.RegressionLoss, model.SigmoidCrossEntropyLoss]),
     ("Trainer", [trainer.TrainerConfig, trainer.OptimizerConfig, trainer.SchedulerConfig, trainer.GradientClipping]),
-    ("Backend", [backend.BackendConfig, backend.ProcessorConfig, backend.DistributedTrainerConfig,
+    ("Backend", [backend.AutoBackendConfig, backend.LocalBackendConfig, backend.RayBackendConfig,
+                 backend.LaunchedBackendConfig, backend.ProcessorConfig, backend.DistributedTrainerConfig,
                  backend.DDPConfig, backend.FSDPConfig, backend.DeepSpeedConfig, backend.ZeroOptimization,
                  backend.HorovodConfig, backend.LoaderConfig]),
 ]

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
-from pydantic import Field
+from pydantic import AfterValidator, Field, model_validator
 
-from plait.config.base import StrictModel
+from plait.config.base import StrictModel, field_error
 
 Activation = Literal["relu", "gelu", "tanh", "sigmoid", "silu", "leaky_relu"]
 Norm = Literal["batch", "layer"] | None
@@ -70,7 +70,8 @@ class ParallelCNNEncoder(StrictModel):
     type: Literal["parallel_cnn"] = "parallel_cnn"
     embedding_size: int = Field(64, gt=0)
     num_filters: int = Field(64, gt=0)
-    filter_sizes: list[int] = [2, 3, 4, 5]
+    filter_sizes: list[Annotated[int, Field(gt=0)]] = Field([2, 3, 4, 5], min_length=1)
+    """Widths (in tokens) of the convolutions; one set of num_filters filters per width."""
     dropout: float = Field(0.0, ge=0, lt=1)
 
 
@@ -91,8 +92,14 @@ class TextTransformerEncoder(StrictModel):
     embedding_size: int = Field(64, gt=0)
     num_layers: int = Field(2, gt=0)
     num_heads: int = Field(4, gt=0)
+    """Attention heads; each attends over embedding_size / num_heads dimensions."""
     hidden_size: int = Field(128, gt=0)
     dropout: float = Field(0.1, ge=0, lt=1)
+
+    @model_validator(mode="after")
+    def _heads_divide_width(self):
+        _check_heads(self.embedding_size, "embedding_size", self.num_heads)
+        return self
 
 
 class SetEmbedEncoder(StrictModel):
@@ -103,6 +110,17 @@ class SetEmbedEncoder(StrictModel):
     num_fc_layers: int = Field(0, ge=0)
     output_size: int = Field(64, gt=0)
     dropout: float = Field(0.0, ge=0, lt=1)
+
+
+def _check_heads(width: int, width_name: str, num_heads: int) -> None:
+    """Multi-head attention splits the width evenly between the heads."""
+    if width % num_heads:
+        raise field_error("num_heads", f"got {num_heads}; {width_name} ({width}) must be a multiple of num_heads: "
+                                       f"use a divisor of {width}, such as {_largest_divisor(width, num_heads)}")
+
+
+def _largest_divisor(width: int, at_most: int) -> int:
+    return max(d for d in range(1, min(width, at_most) + 1) if width % d == 0)
 
 
 def _union(*members):
@@ -151,11 +169,17 @@ class TransformerCombiner(StrictModel):
     hidden_size: int = Field(64, gt=0)
     num_layers: int = Field(2, gt=0)
     num_heads: int = Field(4, gt=0)
+    """Attention heads; each attends over hidden_size / num_heads dimensions."""
     transformer_output_size: int = Field(128, gt=0)
     dropout: float = Field(0.1, ge=0, lt=1)
     reduce_output: Literal["mean", "sum", "concat"] = "mean"
     num_fc_layers: int = Field(1, ge=0)
     output_size: int = Field(128, gt=0)
+
+    @model_validator(mode="after")
+    def _heads_divide_width(self):
+        _check_heads(self.hidden_size, "hidden_size", self.num_heads)
+        return self
 
 
 CombinerConfig = _union(ConcatCombiner, TransformerCombiner)
@@ -171,6 +195,13 @@ class ClassifierDecoder(FCStack):
     type: Literal["classifier"] = "classifier"
 
 
+def _non_negative_weights(weights):
+    values = weights.values() if isinstance(weights, dict) else weights or []
+    if any(w < 0 for w in values):
+        raise ValueError(f"got {weights!r}; class weights must be 0 or more (0 ignores a class)")
+    return weights
+
+
 class BinaryCrossEntropyLoss(StrictModel):
     type: Literal["binary_weighted_cross_entropy"] = "binary_weighted_cross_entropy"
     positive_class_weight: float | None = Field(None, gt=0)
@@ -181,7 +212,7 @@ class BinaryCrossEntropyLoss(StrictModel):
 
 class SoftmaxCrossEntropyLoss(StrictModel):
     type: Literal["softmax_cross_entropy"] = "softmax_cross_entropy"
-    class_weights: list[float] | dict[str, float] | None = None
+    class_weights: Annotated[list[float] | dict[str, float] | None, AfterValidator(_non_negative_weights)] = None
     """Per-class weights, as a list in vocabulary order or a mapping from label to weight."""
     weight: float = Field(1.0, ge=0)
 

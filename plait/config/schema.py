@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from plait.config.backend import BackendConfig
-from plait.config.base import StrictModel
+from plait.config.backend import AutoBackendConfig, BackendConfig, backend_data
+from plait.config.base import StrictModel, field_error
 from plait.config.features import INPUT_TYPES, OUTPUT_TYPES, Defaults, InputFeature, OutputFeature
+from plait.config.metrics import COMBINED, COMBINED_METRICS, METRICS_BY_OUTPUT_TYPE
 from plait.config.model import CombinerConfig, ConcatCombiner
 from plait.config.preprocessing import GlobalPreprocessing
 from plait.config.trainer import TrainerConfig
@@ -27,8 +28,9 @@ class PlaitConfig(StrictModel):
     """How the encoded inputs are combined (concat or transformer)."""
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)
     """How the model is trained."""
-    backend: BackendConfig = Field(default_factory=BackendConfig)
-    """Where and how the work runs, and where preprocessed data is cached."""
+    backend: BackendConfig = Field(default_factory=AutoBackendConfig)
+    """Where and how the work runs, and where preprocessed data is cached: a type (auto, local,
+    ray, torchrun, horovod, deepspeed) and the settings that type uses."""
     model_type: Literal["ecd"] = "ecd"
     """Accepted for Ludwig compatibility; plait builds encoder-combiner-decoder models."""
     ludwig_version: str | None = None
@@ -53,6 +55,11 @@ class PlaitConfig(StrictModel):
             data["combiner"] = {"type": "concat", **data["combiner"]}
         return data
 
+    @field_validator("backend", mode="before")
+    @classmethod
+    def _backend_type(cls, value: Any) -> Any:
+        return backend_data(value)
+
     @model_validator(mode="after")
     def _check_features(self):
         names = [f.name for f in self.input_features] + [f.name for f in self.output_features]
@@ -61,9 +68,32 @@ class PlaitConfig(StrictModel):
             raise ValueError(f"feature names must be unique; repeated: {', '.join(duplicates)}")
         return self
 
+    @model_validator(mode="after")
+    def _validation_target(self):
+        """The field and metric that pick the best model must be ones training reports."""
+        _check_validation_target(self.trainer.validation_field, self.trainer.validation_metric,
+                                 {f.name: f.type for f in self.output_features})
+        return self
+
     @property
     def features(self) -> list:
         return [*self.input_features, *self.output_features]
+
+
+def _check_validation_target(field: str | None, metric: str | None, outputs: dict[str, str]) -> None:
+    if field is not None and field != COMBINED and field not in outputs:
+        raise field_error("trainer.validation_field", f"got {field!r}, which is no output feature; valid choices "
+                                                      f"are: {', '.join([*outputs, COMBINED])}")
+    if metric is None:
+        return
+    if field in outputs:
+        known, of, fix = METRICS_BY_OUTPUT_TYPE[outputs[field]], f"{field} (a {outputs[field]} output)", ""
+    else:
+        known, of = COMBINED_METRICS, COMBINED + (" (the default validation_field)" if field is None else "")
+        fix = f", or set trainer.validation_field to an output feature ({', '.join(outputs)})"
+    if metric not in known:
+        raise field_error("trainer.validation_metric", f"got {metric!r}, which is not a metric of {of}; valid "
+                                                       f"choices are: {', '.join(known)}{fix}")
 
 
 def _merge_feature(feature: Any, type_preprocessing: dict, defaults: dict) -> Any:

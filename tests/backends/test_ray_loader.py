@@ -12,6 +12,7 @@ import pytest
 from plait.backends.ray.loader import (ShardBatches, exactly_once_data_config, filler_table, shuffle_rows,
                                        split_datasets)
 from plait.config import load_config
+from plait.config.backend import LoaderConfig
 from plait.data.preprocess import preprocess
 
 pytestmark = pytest.mark.usefixtures("ray_cluster")
@@ -39,7 +40,7 @@ def read_batches(config, data, loader: dict, workers: int, epochs: int = 2, batc
                  read_ahead: bool = False) -> list[list[list[list[int]]]]:
     """Row ids of each batch each worker got, per epoch: ``[epoch][worker][batch] -> ids``,
     read concurrently as Ray Train workers read them."""
-    settings = config.backend.loader.model_copy(update=loader)
+    settings = LoaderConfig(**loader)  # the ray backend's loader section
     datasets = split_datasets(data, settings, ["row_id", "x", "y"], workers)
     shards = exactly_once_data_config(settings.window_size_bytes).configure(datasets, workers, None, None)
     features = data.metadata["features"]

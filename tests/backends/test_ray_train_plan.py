@@ -9,6 +9,7 @@ from plait.backends.ray.train import _epochs_to_run, plan
 from plait.config.backend import DeepSpeedConfig, DistributedTrainerConfig
 from plait.config.trainer import TrainerConfig
 from plait.errors import BackendError, ConfigError
+from plait.training.strategies import check_strategy
 
 
 def test_a_cpu_cluster_gets_one_worker_that_leaves_a_cpu_for_reads():
@@ -37,8 +38,8 @@ def test_a_fraction_of_a_gpu_is_for_one_worker_only():
 def test_deepspeed_settings_are_refused_on_the_driver():
     both = DeepSpeedConfig(fp16={"enabled": True}, bf16={"enabled": True})
     with pytest.raises(ConfigError, match="fp16 and bf16 are both enabled"):
-        both.check(TrainerConfig())
-    DeepSpeedConfig().check(TrainerConfig())  # the defaults pass
+        check_strategy(both, TrainerConfig())
+    check_strategy(DeepSpeedConfig(), TrainerConfig())  # the defaults pass
 
 
 @pytest.mark.parametrize(("trainer", "batches", "epochs"), [

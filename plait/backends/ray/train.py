@@ -30,6 +30,7 @@ from plait.errors import BackendError, TrainingError
 from plait.run_directory import RunDirectory
 from plait.training import checkpoint as ckpt
 from plait.training.run import FitJob, FitOutput, batch_size, eval_batch_size, model_columns
+from plait.training.strategies import build_strategy, check_strategy
 from plait.utils.fs import is_local
 
 log = logging.getLogger("plait")
@@ -77,7 +78,7 @@ def fit_on_ray(job: FitJob, settings) -> FitOutput:
 
     scaling = plan(settings, ray.cluster_resources())
     job = _for_workers(job)
-    settings.strategy.check(job.config.trainer)  # settings a worker would refuse, refused here and now
+    check_strategy(settings.strategy, job.config.trainer)  # settings a worker would refuse, refused here and now
     global_batch = batch_size(job) * scaling["num_workers"] * job.config.trainer.gradient_accumulation_steps
     log.info("%s", describe_plan(scaling, settings.strategy.type, global_batch))
     loader = job.config.backend.loader
@@ -144,7 +145,7 @@ def _worker(loop_config: dict) -> None:
     _relay_logs(loop_config["logs"], loop_config["logdir"])
     job: FitJob = loop_config["job"]
     section = job.config.backend.trainer.strategy
-    strategy = section.build(trainer=job.config.trainer, **strategy_options(section.type, _assigned_gpu()))
+    strategy = build_strategy(section, trainer=job.config.trainer, **strategy_options(section.type, _assigned_gpu()))
     try:
         output = _fit_on_worker(job, strategy, loop_config["feed"])
         _report_result(output, strategy.is_coordinator)

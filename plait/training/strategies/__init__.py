@@ -1,5 +1,10 @@
 """Strategies by name. Each lives in its own module, imported only when asked for, so that
-``plait --help`` and the local backend never import torch.distributed, DeepSpeed or Horovod."""
+``plait --help`` and the local backend never import torch.distributed, DeepSpeed or Horovod.
+
+The config describes a strategy as plain data (a ``backend.trainer.strategy`` section whose
+``type`` names it); this registry turns that section into the strategy, and checks it on the
+driver before any worker starts. A strategy class may define ``check(section, trainer)`` for
+settings it would refuse."""
 
 from __future__ import annotations
 
@@ -17,13 +22,32 @@ STRATEGIES = {
 }
 
 
-def get_strategy(name: str = "local", **options) -> Strategy:
-    """The strategy ``name``, built with ``options`` (for distributed ones: ``config``, its
-    section of ``backend.trainer.strategy``, and ``trainer``, the trainer section)."""
+def strategy_class(name: str) -> type[Strategy]:
+    """The class of the strategy ``name``, its module imported now."""
     if name not in STRATEGIES:
         raise ConfigError(f"backend.trainer.strategy: unknown strategy {name!r}; available: {', '.join(STRATEGIES)}")
     module, cls = STRATEGIES[name].split(":")
-    return getattr(importlib.import_module(module), cls)(**options)
+    return getattr(importlib.import_module(module), cls)
 
 
-__all__ = ["STRATEGIES", "Strategy", "get_strategy"]
+def get_strategy(name: str = "local", **options) -> Strategy:
+    """The strategy ``name``, built with ``options`` (for distributed ones: ``config``, its
+    section of ``backend.trainer.strategy``, and ``trainer``, the trainer section)."""
+    return strategy_class(name)(**options)
+
+
+def build_strategy(section, trainer=None, device: str | None = None, **place) -> Strategy:
+    """The strategy a ``backend.trainer.strategy`` section names, on ``device`` (default: the
+    CPU). Distributed ones join their process group. ``place``: what the backend read about this
+    process that the strategy needs besides its config (``master_addr`` for horovod)."""
+    return get_strategy(section.type, config=section, trainer=trainer, device=device, **place)
+
+
+def check_strategy(section, trainer=None) -> None:
+    """Refuse settings the strategy would refuse on a worker, before any worker starts."""
+    check = getattr(strategy_class(section.type), "check", None)
+    if check is not None:
+        check(section, trainer)
+
+
+__all__ = ["STRATEGIES", "Strategy", "build_strategy", "check_strategy", "get_strategy", "strategy_class"]

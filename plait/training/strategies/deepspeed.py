@@ -53,6 +53,11 @@ def optimizer_file(rank: int) -> str:
 class DeepSpeedStrategy(ProcessGroupStrategy):
     name = "deepspeed"
 
+    @staticmethod
+    def check(section, trainer=None) -> None:
+        """Settings DeepSpeed would refuse, refused on the driver before any worker starts."""
+        check_supported(section, trainer)
+
     def __init__(self, config=None, trainer=None, device: str | None = None):
         from plait.config.backend import DeepSpeedConfig
 

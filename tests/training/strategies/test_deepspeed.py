@@ -153,11 +153,11 @@ def _fit_with_ddp_then_zero_3(rank: int, job, run_dirs: dict) -> dict:
     from dataclasses import replace
 
     from plait.training.run import fit
-    from plait.training.strategies import get_strategy
+    from plait.training.strategies import build_strategy, get_strategy
 
     zero_3 = DeepSpeedConfig(zero_optimization={"stage": 3})
     histories = {}
-    for name, strategy in (("ddp", get_strategy("ddp")), ("zero-3", zero_3.build(trainer=job.config.trainer))):
+    for name, strategy in (("ddp", get_strategy("ddp")), ("zero-3", build_strategy(zero_3, trainer=job.config.trainer))):
         histories[name] = fit(replace(job, run_dir=run_dirs[name]), strategy).history
         strategy.shutdown()
     return histories

@@ -1,0 +1,21 @@
+"""The metrics plait reports for each output feature type, by name, as plain data.
+
+The config checks ``trainer.validation_metric`` against this table; the code that computes the
+metrics (``plait.training.metrics``) produces these names.
+"""
+
+from __future__ import annotations
+
+METRICS_BY_OUTPUT_TYPE: dict[str, tuple[str, ...]] = {
+    "binary": ("loss", "accuracy", "precision", "recall", "f1", "roc_auc"),
+    "category": ("loss", "accuracy", "hits_at_k", "precision", "recall", "f1"),
+    "number": ("loss", "mean_absolute_error", "mean_squared_error", "root_mean_squared_error", "r2"),
+    "set": ("loss", "jaccard", "precision", "recall", "f1"),
+}
+"""Per output feature type, every metric computed for it (category: precision, recall and f1
+only up to 256 classes)."""
+
+COMBINED = "combined"
+"""The name under which the weighted total over every output feature is reported."""
+COMBINED_METRICS: tuple[str, ...] = ("loss",)
+"""What is reported under ``combined``."""
