@@ -169,7 +169,7 @@ def _print_summary(run, result, test_stats, model_saved: bool = True) -> None:
 
 def evaluate(args) -> int:
     from plait.api import Model
-    from plait.utils.fs import ensure_dir, resolve, write_json_atomic
+    from plait.utils.fs import ensure_dir, resolve, write_json
 
     model = Model.load(args.model_path, backend=args.backend)
     try:
@@ -179,7 +179,7 @@ def evaluate(args) -> int:
     if not args.skip_save_eval_stats:
         fs, folder = resolve(args.output_directory)
         ensure_dir(fs, folder)
-        write_json_atomic(fs, posixpath.join(folder, "evaluation_statistics.json"), stats)
+        write_json(posixpath.join(folder, "evaluation_statistics.json"), stats, fs)
     print(json.dumps({k: v for k, v in stats.items() if k != "combined"}, indent=2))
     return 0
 

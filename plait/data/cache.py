@@ -1,9 +1,10 @@
 """The preprocessed-data cache: one directory per (dataset, preprocessing config, seed) key.
 
 An entry is ``<cache_dir>/<dataset name>-<key>/`` holding one Parquet file per split and
-``metadata.json``. It is built under a temporary name and renamed into place; a reader trusts
-it only if ``metadata.json`` is present and every file it lists has the recorded size, so a
-crash at any point leaves nothing a later run would use.
+``metadata.json``. It is built under a temporary name and published whole
+(``plait.utils.fs.publish_folder``, ``metadata.json`` its marker); a reader trusts it only if
+``metadata.json`` is present and every file it lists has the recorded size, so a crash at any
+point leaves nothing a later run would use.
 """
 
 from __future__ import annotations
@@ -114,27 +115,18 @@ class Cache:
             ) from None
         return metadata
 
-    def _publish(self, tmp: str, final: str) -> None:
-        """Move a finished entry into place. A local rename is atomic; object stores have no
-        rename, so files are copied with metadata.json last: until it lands, lookups ignore
-        the entry."""
-        if fsu.is_local(self.fs):
-            self.fs.mv(tmp, final, recursive=True)
-            return
-        files = sorted(self.fs.find(tmp), key=lambda f: f.endswith(METADATA_FILE))
-        for file in files:
-            self.fs.copy(file, final + file[len(tmp):])
-
     def build(self, name: str, write: Callable[[Any, str], dict]) -> dict:
-        """Build an entry: ``write(fs, tmp_dir)`` writes the files and returns the metadata."""
+        """Build an entry: ``write(fs, tmp_dir)`` writes the files and returns the metadata.
+        Another process may build the same entry at the same time (two runs of the same
+        config): the first to publish wins, and the other uses the winner's entry."""
         final, tmp = self.path(name), fsu.temporary_name(self.path(name))
         try:
             fsu.ensure_dir(self.fs, tmp)
             metadata = write(self.fs, tmp)
-            fsu.write_json_atomic(self.fs, f"{tmp}/{METADATA_FILE}", metadata)
-            if self.fs.exists(final):
-                self.fs.rm(final, recursive=True)  # an incomplete or stale entry under our key
-            self._publish(tmp, final)
+            fsu.write_json(f"{tmp}/{METADATA_FILE}", metadata, self.fs)  # last: it marks the entry complete
+            key = metadata["cache_key"]
+            if not fsu.publish_folder(self.fs, tmp, final, METADATA_FILE, keep=lambda _: self.lookup(name, key) is not None):
+                metadata = self._published_by_another(name, key)
         except PermissionError as exc:
             raise CacheError(
                 f"cannot write the cache at {self.url!r}: access denied ({_reason(exc)}). Check "
@@ -146,8 +138,16 @@ class Cache:
                 f"or set backend.cache_dir elsewhere."
             ) from None
         finally:
-            if self.fs.exists(tmp):
-                self.fs.rm(tmp, recursive=True)
+            fsu.remove_folder(self.fs, tmp)
+        return metadata
+
+    def _published_by_another(self, name: str, key: str) -> dict:
+        """The complete entry another process published while this one built the same."""
+        log.info("Another process published the same preprocessed data at %s first: using it.", self.path(name))
+        metadata = self.lookup(name, key)
+        if metadata is None:  # a third process replaced it in the meantime: rare enough to ask for a rerun
+            raise CacheError(f"the cache entry {self.path(name)!r} kept changing while it was written by several "
+                             f"processes at once; run the command again")
         return metadata
 
 

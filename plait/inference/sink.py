@@ -18,7 +18,7 @@ from typing import Iterable, Iterator
 
 import pyarrow as pa
 
-from plait.utils.fs import atomic_open, ensure_dir, publish_folder, resolve, temporary_name
+from plait.utils.fs import atomic_folder, atomic_open, ensure_dir, resolve
 
 
 @dataclass(frozen=True)
@@ -91,18 +91,11 @@ class PredictionsSink:
 
     @contextlib.contextmanager
     def part_folder(self) -> Iterator["PartFolder"]:
-        """A temporary folder for part files, published as ``predictions.<fmt>/`` on success."""
+        """A temporary folder for part files, published as ``predictions.<fmt>/`` on success
+        (marked complete by ``_SUCCESS``, which is what counts on an object store)."""
         fs, folder = resolve(self.output_directory)
-        final = posixpath.join(folder, self.name)
-        parts = PartFolder(fs, temporary_name(final), self)
-        ensure_dir(fs, parts.folder)
-        try:
-            yield parts
-            publish_folder(fs, parts.folder, final)
-        finally:
-            fs.invalidate_cache()  # other processes wrote the parts: list them afresh
-            if fs.exists(parts.folder):
-                fs.rm(parts.folder, recursive=True)
+        with atomic_folder(fs, posixpath.join(folder, self.name)) as tmp:
+            yield PartFolder(fs, tmp, self)
 
 
 @dataclass
@@ -113,7 +106,6 @@ class PartFolder:
     fs: object
     folder: str
     sink: PredictionsSink
-    rows: int = 0
 
     def write_part(self, index: int, tables: list[pa.Table]) -> None:
         import pyarrow.csv as csv

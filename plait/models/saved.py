@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 
 import plait
 from plait.errors import ModelError
-from plait.utils.fs import temporary_name
+from plait.utils.fs import atomic_folder, local_fs
 
 MODEL_FORMAT_VERSION = 1
 DESCRIPTION = "plait_model.json"
@@ -25,18 +24,14 @@ def save_model(path: str | os.PathLike, config_dict: dict, metadata: dict, state
     from safetensors.torch import save_file
 
     final = Path(path)
-    tmp = Path(temporary_name(str(final)))
-    tmp.mkdir(parents=True)
-    try:
-        (tmp / CONFIG).write_text(json.dumps(config_dict, indent=2))
-        (tmp / METADATA).write_text(json.dumps(metadata, indent=2))
-        save_file({k: v.detach().cpu().contiguous() for k, v in state_dict.items()}, str(tmp / WEIGHTS))
-        (tmp / DESCRIPTION).write_text(json.dumps({"format_version": MODEL_FORMAT_VERSION, "plait_version": plait.__version__}, indent=2))
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(tmp, final)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    # Built beside its final place and published whole: an older model there is replaced, and a
+    # failed save leaves it as it was. The description, written last, marks a complete model.
+    with atomic_folder(local_fs(), str(final), marker=DESCRIPTION) as tmp:
+        folder = Path(tmp)
+        (folder / CONFIG).write_text(json.dumps(config_dict, indent=2))
+        (folder / METADATA).write_text(json.dumps(metadata, indent=2))
+        save_file({k: v.detach().cpu().contiguous() for k, v in state_dict.items()}, str(folder / WEIGHTS))
+        (folder / DESCRIPTION).write_text(json.dumps({"format_version": MODEL_FORMAT_VERSION, "plait_version": plait.__version__}, indent=2))
     return final
 
 

@@ -1,20 +1,20 @@
 """Resumable checkpoints: a folder per checkpoint with the model and optimizer state (written by
 the strategy: weights in safetensors, optimizer tensors loaded back with ``weights_only=True``),
 the scheduler and RNG state, and the progress in JSON. Each folder is written under a temporary
-name and renamed when complete; ``latest.json`` names the newest complete one, so a crash never
+name and published whole when complete (``plait.utils.fs.publish_folder``), ``state.json``
+written last as its marker; ``latest.json`` names the newest complete one, so a crash never
 leaves a half-written checkpoint that a later run trusts."""
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
 
-from plait.utils.fs import temporary_name, write_json
+from plait.utils.fs import atomic_path, local_fs, publish_folder, remove_folder, write_json
 
 LATEST = "latest.json"
 BEST = "best.safetensors"
@@ -23,9 +23,9 @@ STATE_FILE = "state.json"
 
 
 def save_weights(state_dict: dict, path: Path) -> None:
-    tmp = Path(temporary_name(str(path)))
-    save_file({k: v.detach().cpu().contiguous() for k, v in state_dict.items()}, str(tmp))
-    os.replace(tmp, path)
+    """Weights in safetensors at ``path``, all or nothing."""
+    with atomic_path(path) as tmp:
+        save_file({k: v.detach().cpu().contiguous() for k, v in state_dict.items()}, tmp)
 
 
 def load_weights(path: Path) -> dict:
@@ -38,11 +38,12 @@ def save_checkpoint(directory: Path, strategy, model, optimizer, scheduler, stat
     on every worker (a sharded strategy writes a part from each); the coordinator publishes it.
     ``best_weights``: the best evaluation's weights, where they are not the model's own."""
     final = directory / f"step-{state['step']:09d}"
-    # One name every worker can compute: the workers write into the same folder.
+    # One name every worker can compute (not a random temporary_name): the workers write into
+    # the same folder, and the coordinator publishes it.
     partial = directory / f".{final.name}.partial"
     if strategy.is_coordinator:
         directory.mkdir(parents=True, exist_ok=True)
-        shutil.rmtree(partial, ignore_errors=True)  # left by a crash: never trusted, never reused
+        remove_folder(local_fs(), str(partial))  # left by a crash: never trusted, never reused
         partial.mkdir()
     strategy.barrier()
     try:
@@ -52,7 +53,7 @@ def save_checkpoint(directory: Path, strategy, model, optimizer, scheduler, stat
             _publish(partial, final, scheduler, state, best_weights)
     finally:  # an interrupted write (Ctrl-C, full disk) leaves no half-written folder behind
         if strategy.is_coordinator:
-            shutil.rmtree(partial, ignore_errors=True)
+            remove_folder(local_fs(), str(partial))
     if strategy.is_coordinator:
         write_json(directory / LATEST, {"checkpoint": final.name, "step": state["step"]})
         for old in sorted(directory.glob("step-*"))[:-keep]:
@@ -64,11 +65,10 @@ def save_checkpoint(directory: Path, strategy, model, optimizer, scheduler, stat
 def _publish(partial: Path, final: Path, scheduler, state: dict, best_weights: dict | None) -> None:
     torch.save({"scheduler": scheduler.state_dict(), "rng": torch.get_rng_state()}, partial / TRAINER_FILE)
     if best_weights is not None:
-        save_file({k: v.detach().cpu().contiguous() for k, v in best_weights.items()}, str(partial / BEST))
+        save_weights(best_weights, partial / BEST)
     (partial / STATE_FILE).write_text(json.dumps(state, indent=2))  # last: its presence marks a whole folder
-    if final.exists():
-        shutil.rmtree(final)
-    os.replace(partial, final)
+    # A checkpoint of the same step (saved again after a resume) is replaced, never missing.
+    publish_folder(local_fs(), str(partial), str(final), marker=STATE_FILE)
 
 
 def latest_checkpoint(directory: Path) -> Path | None:

@@ -1,18 +1,34 @@
-"""Filesystem helpers: fsspec resolution and atomic writes.
+"""Filesystem helpers: fsspec resolution, and the one way plait writes a file or a folder so
+that no reader ever trusts a half-written one.
 
-Every file plait writes goes to a temporary name first and is renamed into place only when
-complete, so a crash never leaves a half-written file that a later run would trust.
+* A file (``atomic_open``; ``atomic_path`` for writers that take a file name; ``write_json``).
+  On a local filesystem it is written under a temporary name in its own folder and renamed into
+  place on success: a rename within a folder is atomic and replaces an older file in one step.
+  On any failure the temporary file is removed and an older file stays as it was.
+* A folder (``atomic_folder``, or ``publish_folder`` where several processes build it). It is
+  built under a temporary name beside its final place and published whole: on a local
+  filesystem by a rename, an older folder renamed aside first and removed after, so a complete
+  folder exists at every moment. A folder is complete when its marker file is there (written
+  last by the builder, or an empty ``_SUCCESS``): readers on object stores rely on it.
+* Object stores (anything not local) have no rename. A file is written straight to its final
+  key: an object appears only when its upload completes, so the upload is itself the atomic
+  step, and a failed one is abandoned before it completes (a temporary key and a copy would
+  move every byte twice for the same guarantee). A folder's files are copied into place, after
+  the older folder's marker was removed, with the marker last.
 """
 
 from __future__ import annotations
 
+import errno
+import io
 import json
 import os
 import posixpath
+import shutil
 import uuid
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
 from plait.errors import CacheError
 
@@ -66,52 +82,195 @@ def ensure_dir(fs, path: str) -> None:
         fs.makedirs(path, exist_ok=True)
 
 
+def local_fs():
+    """The local filesystem, for code that writes local paths through the helpers below."""
+    from fsspec.implementations.local import LocalFileSystem
+
+    return LocalFileSystem()
+
+
+# ---- writing a file --------------------------------------------------------------------------------
+
+SUCCESS = "_SUCCESS"
+"""A complete folder's marker when the builder writes none of its own (Hadoop's and Spark's name)."""
+
+
 def temporary_name(path: str) -> str:
-    head, tail = os.path.split(path.rstrip("/"))
-    return f"{head}/.{tail}.tmp-{uuid.uuid4().hex[:12]}" if head else f".{tail}.tmp-{uuid.uuid4().hex[:12]}"
+    """A fresh name beside ``path``: in the same folder (renaming it into place is atomic),
+    hidden (listings of the folder pass it over), unique (concurrent writers never share one)."""
+    head, tail = posixpath.split(os.fspath(path).rstrip("/"))
+    return posixpath.join(head, f".{tail}.tmp-{uuid.uuid4().hex[:12]}")
+
+
+@contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[str]:
+    """A temporary local path to write ``path`` at, for writers that take a file name
+    (safetensors, torch.save): renamed to ``path`` on success, removed on any failure."""
+    path = os.fspath(path)
+    tmp = temporary_name(path)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except BaseException:
+        with suppress(FileNotFoundError):
+            os.remove(tmp)
+        raise
 
 
 @contextmanager
 def atomic_open(fs, path: str, mode: str = "wb"):
-    """Open ``path`` for writing through a temporary name, renamed into place on success."""
-    tmp = temporary_name(path)
+    """``path`` on ``fs`` opened for writing, in bytes (``"wb"``) or UTF-8 text (``"w"``): the
+    file appears whole when the block ends, or not at all (see the module's doc)."""
+    if mode not in ("wb", "w"):
+        raise ValueError(f"atomic_open writes a whole file: mode 'wb' or 'w', not {mode!r}")
+    opened = _renamed_file(fs, path) if is_local(fs) else _uploaded_object(fs, path)
+    with opened as raw:
+        if mode == "wb":
+            yield raw
+            return
+        text = io.TextIOWrapper(raw, encoding="utf-8")
+        try:
+            yield text
+        finally:
+            text.detach()  # flushes into ``raw`` and leaves closing it (or abandoning it) to ``opened``
+
+
+@contextmanager
+def _renamed_file(fs, path: str):
+    with atomic_path(path) as tmp, fs.open(tmp, "wb") as raw:
+        yield raw
+
+
+@contextmanager
+def _uploaded_object(fs, path: str):
+    raw = fs.open(path, "wb")
     try:
-        with fs.open(tmp, mode) as handle:
-            yield handle
-        fs.mv(tmp, path)
+        yield raw
     except BaseException:
-        if fs.exists(tmp):
-            fs.rm(tmp)
+        _abandon_upload(fs, path, raw)
         raise
+    raw.close()  # completes the upload: the object appears, whole
 
 
-def write_json_atomic(fs, path: str, data: Any) -> None:
-    with atomic_open(fs, path, "w") as handle:
+def _abandon_upload(fs, path: str, raw) -> None:
+    """Drop an unfinished upload, so that no object appears and an older one stays."""
+    from fsspec.spec import AbstractBufferedFile
+
+    if isinstance(raw, AbstractBufferedFile):  # s3fs, gcsfs, adlfs: an upload buffer
+        raw.discard()  # aborts a multipart upload already begun
+        raw.closed = True  # so that neither close() nor the finalizer completes the object
+        return
+    # A file that exists while it is written (another kind of filesystem): no half file stays.
+    raw.close()
+    with suppress(FileNotFoundError):
+        fs.rm(path)
+
+
+def write_json(path: str | os.PathLike, data: Any, fs=None) -> None:
+    """``data`` as indented JSON with sorted keys at ``path`` (on ``fs``, else a local path),
+    all or nothing."""
+    with atomic_open(fs or local_fs(), os.fspath(path), "w") as handle:
         handle.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
-def write_json(path: str | os.PathLike, data: Any) -> None:
-    from fsspec.implementations.local import LocalFileSystem
+# ---- writing a folder ------------------------------------------------------------------------------
 
-    write_json_atomic(LocalFileSystem(), str(path), data)
+_PUBLISH_ATTEMPTS = 5
+"""Times a local publish retries when other processes keep publishing the same folder."""
 
 
-def publish_folder(fs, tmp: str, final: str) -> None:
-    """Put a complete folder built at ``tmp`` in place of any older ``final``, then mark it
-    complete with ``_SUCCESS``. Locally a rename (the old folder moved aside first, removed
-    after); on an object store, which has no rename, a copy of each file, and the ``_SUCCESS``
-    marker written last is what tells a complete folder."""
-    fs.invalidate_cache()  # other processes may have written into tmp: list it afresh
-    old = f"{tmp}.old"
-    if fs.exists(final) and is_local(fs):
-        fs.mv(final, old, recursive=True)
-    elif fs.exists(final):
-        fs.rm(final, recursive=True)
+@contextmanager
+def atomic_folder(fs, final: str, marker: str = SUCCESS) -> Iterator[str]:
+    """A temporary folder beside ``final`` to build a folder in (the block writes there),
+    published at ``final`` by ``publish_folder`` when the block ends without an error, and
+    removed on any error."""
+    tmp = temporary_name(final)
+    ensure_dir(fs, tmp)
+    try:
+        yield tmp
+        publish_folder(fs, tmp, final, marker)
+    finally:
+        remove_folder(fs, tmp)  # after an error; on an object store, the copies' source
+
+
+def publish_folder(fs, tmp: str, final: str, marker: str = SUCCESS,
+                   keep: Callable[[str], bool] | None = None) -> bool:
+    """Put the folder built at ``tmp`` (by this process or others) at ``final``, replacing an
+    older folder there. ``marker``: the file that marks the folder complete, written last by
+    the builder; an empty one is written where the builder wrote none. ``keep(final)`` is
+    asked when a folder is already at ``final`` (another process may have built the same one
+    meanwhile): True keeps that folder, and ``tmp`` is left for the caller to remove. Returns
+    whether ``tmp``'s folder was published."""
+    fs.invalidate_cache()  # other processes (Ray workers) may have written into tmp: list it afresh
+    if not fs.exists(posixpath.join(tmp, marker)):
+        fs.pipe_file(posixpath.join(tmp, marker), b"")
     if is_local(fs):
-        fs.mv(tmp, final, recursive=True)
+        return _rename_folder(tmp, final, keep)
+    return _copy_folder(fs, tmp, final, marker, keep)
+
+
+def _rename_folder(tmp: str, final: str, keep: Callable[[str], bool] | None) -> bool:
+    """A rename; an older folder is renamed aside first and removed once the new one is in place.
+    Another process may publish at ``final`` between two steps: then ask ``keep`` again, and retry."""
+    for _ in range(_PUBLISH_ATTEMPTS):
+        if keep is not None and os.path.lexists(final) and keep(final):
+            return False
+        aside = _move_aside(final)
+        try:
+            os.rename(tmp, final)
+            return True
+        except OSError as exc:
+            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):  # not another publisher: put the old one back
+                if aside is not None:
+                    os.rename(aside, final)
+                    aside = None
+                raise
+        finally:
+            if aside is not None:
+                _remove_local(aside)
+    raise OSError(errno.EBUSY, f"other processes kept publishing at {final!r} while this one tried", final)
+
+
+def _move_aside(final: str) -> str | None:
+    """Rename the folder at ``final`` to a temporary name; that name, or None if there was none."""
+    aside = f"{temporary_name(final)}.old"
+    try:
+        os.rename(final, aside)
+    except FileNotFoundError:
+        return None
+    return aside
+
+
+def _remove_local(path: str) -> None:
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
     else:
-        files = fs.find(tmp)
-        fs.copy(files, [posixpath.join(final, posixpath.relpath(f, tmp)) for f in files])
-    fs.pipe_file(posixpath.join(final, "_SUCCESS"), b"")
-    if fs.exists(old):
-        fs.rm(old, recursive=True)
+        with suppress(FileNotFoundError):
+            os.remove(path)
+
+
+def _copy_folder(fs, tmp: str, final: str, marker: str, keep: Callable[[str], bool] | None) -> bool:
+    """An object store has no rename: the files are copied into place, the marker last, after the
+    older folder's marker and files were removed (its marker first), so that a reader never
+    trusts a folder that is half one and half the other."""
+    if fs.exists(final):
+        if keep is not None and keep(final):
+            return False
+        remove_folder(fs, final, marker)
+    files = fs.find(tmp)
+    last = [f for f in files if f == posixpath.join(tmp, marker)]
+    for group in ([f for f in files if f not in last], last):
+        if group:
+            fs.copy(group, [final + f[len(tmp):] for f in group])
+    return True
+
+
+def remove_folder(fs, path: str, marker: str | None = None) -> None:
+    """Remove a folder and what it holds, if it is there; its ``marker`` first, so that a reader
+    never trusts a half-removed folder. Another process removing it at the same time is fine."""
+    fs.invalidate_cache()  # other processes may have written there
+    with suppress(FileNotFoundError):
+        if marker is not None and fs.exists(posixpath.join(path, marker)):
+            fs.rm_file(posixpath.join(path, marker))
+        if fs.exists(path):
+            fs.rm(path, recursive=True)

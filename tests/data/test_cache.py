@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import multiprocessing
 import os
 from pathlib import Path
 
@@ -187,3 +188,46 @@ def test_failed_rebuild_of_a_broken_entry_leaves_nothing_behind(run, dataset, ca
     monkeypatch.undo()
     assert not run(dataset).from_cache
     assert run(dataset).from_cache
+
+
+# ---- two processes building the same entry at once ---------------------------------------------
+
+class _PublishTogether(LocalEngine):
+    """The local engine, waiting after it wrote an entry's files until the other process has too:
+    both then publish the same entry at the same moment, as two runs started together would."""
+
+    def __init__(self, barrier):
+        super().__init__(threads=1)
+        self.barrier = barrier
+
+    def write(self, data, tasks, fs, schema) -> list[int]:
+        sizes = super().write(data, tasks, fs, schema)
+        self.barrier.wait(timeout=120)
+        return sizes
+
+
+def _preprocess_in_a_process(config: dict, dataset: str, barrier, results) -> None:
+    data = preprocess(load_config(config), dataset, engine=_PublishTogether(barrier))
+    results.put((data.location, data.metadata, data.read_split("training").num_rows))
+
+
+@pytest.mark.parametrize("before", ["no entry", "a broken entry"])
+def test_two_processes_building_the_same_entry_at_once_both_succeed_with_one_whole_entry(
+        run, make_config, dataset, cache_dir, before):
+    if before == "a broken entry":
+        (Path(run(dataset).location) / "metadata.json").unlink()
+    context = multiprocessing.get_context("spawn")
+    barrier, results = context.Barrier(2), context.Queue()
+    config = make_config(INPUTS, OUTPUTS)
+    processes = [context.Process(target=_preprocess_in_a_process, args=(config, dataset, barrier, results)) for _ in range(2)]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(timeout=300)
+    assert [p.exitcode for p in processes] == [0, 0]
+    (location, metadata, rows), second = results.get(timeout=10), results.get(timeout=10)
+    assert second == (location, metadata, rows)
+    assert entries(cache_dir) == [Path(location).name]  # nothing temporary, nothing moved aside
+    assert json.loads((Path(location) / "metadata.json").read_text()) == metadata
+    data = run(dataset)
+    assert data.from_cache and data.metadata == metadata and data.read_split("training").num_rows == rows

@@ -15,6 +15,15 @@ from plait.training.interrupt import StopRequest
 from plait.training.trainer import Trainer, TrainingInterrupted
 
 
+@pytest.fixture(autouse=True)
+def python_sigint_handler():
+    """Python's own Ctrl-C handler (raises KeyboardInterrupt) for each test, whatever earlier
+    tests in this process installed, and theirs back after."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 def _ctrl_c() -> None:
     os.kill(os.getpid(), signal.SIGINT)
 

@@ -90,7 +90,9 @@ def fit_on_ray(job: FitJob, settings) -> FitOutput:
         while True:
             trainer = _trainer(job, settings, scaling, datasets, {"job": job, "logs": logs, "feed": feed})
             try:
-                return _output(job, trainer.fit(), restarts)
+                with _own_sigint_handler():
+                    result = trainer.fit()
+                return _output(job, result, restarts)
             except Exception as failure:  # noqa: BLE001 (Ray wraps what a worker raised)
                 job = _after_failure(job, failure, restarts, settings.max_retries)
 
@@ -120,6 +122,21 @@ def _trainer(job: FitJob, settings, scaling: dict, datasets: dict, loop_config: 
         run_config=RunConfig(name=f"plait-{uuid.uuid4().hex[:12]}", storage_path=str(job.run_dir.ray_storage),
                              failure_config=FailureConfig(max_failures=0)),
     )
+
+
+@contextlib.contextmanager
+def _own_sigint_handler():
+    """Ray Train installs its own Ctrl-C handler in the driver for a run and leaves it there;
+    this process's handler comes back when the run ends."""
+    import signal
+    import threading
+
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        yield
+    finally:  # handlers can be set from the main thread only
+        if previous is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, previous)
 
 
 def _after_failure(job: FitJob, failure: Exception, restarts: list, max_retries: int) -> FitJob:
