@@ -19,3 +19,7 @@ COMBINED = "combined"
 """The name under which the weighted total over every output feature is reported."""
 COMBINED_METRICS: tuple[str, ...] = ("loss",)
 """What is reported under ``combined``."""
+
+HIGHER_IS_BETTER: frozenset[str] = frozenset({"accuracy", "hits_at_k", "roc_auc", "precision", "recall", "f1", "r2",
+                                              "jaccard"})
+"""Metrics where a larger value is better (every other one, the losses and errors, is better smaller)."""

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from plait.config.metrics import HIGHER_IS_BETTER
 from plait.errors import TrainingError
 from plait.training import checkpoint as ckpt
-
-HIGHER_IS_BETTER = {"accuracy", "hits_at_k", "roc_auc", "precision", "recall", "f1", "r2", "jaccard"}
 
 
 class EarlyStopping:
