@@ -47,7 +47,7 @@ def save_checkpoint(directory: Path, strategy, model, optimizer, scheduler, stat
         partial.mkdir()
     strategy.barrier()
     try:
-        strategy.save_state(partial, model, optimizer)
+        strategy.state.save(partial, model, optimizer)
         strategy.barrier()
         if strategy.is_coordinator:
             _publish(partial, final, scheduler, state, best_weights)
@@ -82,7 +82,7 @@ def latest_checkpoint(directory: Path) -> Path | None:
 def load_checkpoint(path: Path, strategy, model, optimizer, scheduler) -> dict:
     """Restore a checkpoint into model, optimizer and scheduler (on every worker); returns the
     saved progress."""
-    strategy.load_state(path, model, optimizer)
+    strategy.state.load(path, model, optimizer)
     extra = torch.load(path / TRAINER_FILE, weights_only=True)
     scheduler.load_state_dict(extra["scheduler"])
     torch.set_rng_state(extra["rng"])

@@ -60,7 +60,7 @@ class BestWeights:
         self.weights = None
 
     def current(self) -> dict:
-        return {k: v.detach().cpu().clone() for k, v in self.strategy.model_state(self.model).items()}
+        return {k: v.detach().cpu().clone() for k, v in self.strategy.state.full_weights(self.model).items()}
 
     def final(self) -> dict:
         """The weights training ends with: the best evaluation's, else the last."""

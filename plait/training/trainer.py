@@ -25,7 +25,7 @@ from plait.inference.evaluation import Evaluation
 from plait.run_directory import RunDirectory
 from plait.training.reporting import EpochBar, EpochMeter, Reporter
 from plait.training.schedule import build_optimizer, build_scheduler, learning_rate
-from plait.training.strategies import Strategy
+from plait.training.strategies import Strategy, unwrap
 
 log = logging.getLogger("plait")
 
@@ -168,7 +168,7 @@ class Trainer:
         inputs, targets = self._split(batch)
         with self._autocast():
             logits = self.model(inputs)
-        loss, _ = self.strategy.unwrap(self.model).loss(logits, targets)
+        loss, _ = unwrap(self.model).loss(logits, targets)
         value = loss.item()
         if not math.isfinite(value):
             raise self._diverged(f"the loss became {value}")
@@ -203,7 +203,7 @@ class Trainer:
 
     def _split(self, batch: dict) -> tuple[dict, dict]:
         device = self.strategy.device
-        model = self.strategy.unwrap(self.model)
+        model = unwrap(self.model)
         inputs = {n: batch[n].to(device, non_blocking=True) for n in model.input_names}
         targets = {n: batch[n].to(device, non_blocking=True) for n in model.output_names}
         return inputs, targets
@@ -215,7 +215,7 @@ class Trainer:
         """Exact metrics over all rows of ``batches`` (statistics summed over workers)."""
         # The plain module: a wrapper's forward may hold collectives (DDP syncs buffers), and
         # shards for evaluation are uneven, so workers run different numbers of batches.
-        model = self.strategy.unwrap(self.model)
+        model = unwrap(self.model)
         was_training = model.training
         model.eval()
         evaluation = Evaluation(model, self.strategy.device)

@@ -12,6 +12,7 @@ import importlib
 
 from plait.errors import ConfigError
 from plait.training.strategies.base import Strategy
+from plait.training.strategies.state import StateIO, unwrap
 
 STRATEGIES = {
     "local": "plait.training.strategies.local:LocalStrategy",
@@ -50,4 +51,5 @@ def check_strategy(section, trainer=None) -> None:
         check(section, trainer)
 
 
-__all__ = ["STRATEGIES", "Strategy", "build_strategy", "check_strategy", "get_strategy", "strategy_class"]
+__all__ = ["STRATEGIES", "StateIO", "Strategy", "build_strategy", "check_strategy", "get_strategy", "strategy_class",
+           "unwrap"]

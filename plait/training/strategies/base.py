@@ -1,24 +1,26 @@
 """The strategy interface: all the training loop knows about how (and where) it runs.
 
 A strategy wraps the model and optimizer, runs the backward pass and the optimizer step, sums
-tensors across workers, says which worker is the coordinator (the one that writes shared files),
-and reads and writes the model and optimizer state for checkpoints. ``local`` is one process;
-``ddp``, ``fsdp``, ``deepspeed`` and ``horovod`` implement the same methods, each in its own
-module. A new strategy must write the four abstract methods; the others have defaults that suit
-any strategy whose model and optimizer are whole on every worker.
+tensors across workers, says which worker is the coordinator (the one that writes shared files)
+and releases what it holds at the end. ``local`` is one process; ``ddp``, ``fsdp``, ``deepspeed``
+and ``horovod`` implement the same methods, each in its own module. A new strategy must write the
+four abstract methods; the others have defaults that suit any strategy whose model and optimizer
+are whole on every worker.
+
+Reading and writing the model and optimizer state (checkpoints, best weights) is a separate
+object, ``strategy.state`` (see ``state.py``), so that neither interface grows past a handful of
+methods. The plain module inside a prepared model is ``unwrap(model)``, a function of ``state.py``.
 """
 
 from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from pathlib import Path
 
 import torch
 from torch import nn
 
-MODEL_FILE = "model.safetensors"
-OPTIMIZER_FILE = "optimizer.pt"
+from plait.training.strategies.state import StateIO
 
 
 class Strategy(ABC):
@@ -33,6 +35,13 @@ class Strategy(ABC):
     @property
     def is_coordinator(self) -> bool:
         return self.rank == 0
+
+    @property
+    def state(self) -> StateIO:
+        """Reads and writes this strategy's model and optimizer state. A strategy whose state is
+        sharded over the workers overrides this with its own ``StateIO``. (Made on each use: a
+        small object, used at checkpoints and evaluations, and no reference cycle to keep.)"""
+        return StateIO(self)
 
     # ---- what every strategy writes ---------------------------------------------------------
 
@@ -59,50 +68,29 @@ class Strategy(ABC):
                        max_norm: float | None = None) -> float | None:
         """Clip the gradients' global norm to ``max_norm`` (when given), update the weights and
         zero the gradients. Returns the norm before clipping (None without clipping); a norm that
-        is not finite skips the update, so the weights stay finite for the error that follows."""
-        norm = self.clip_grad_norm(parameters, max_norm) if max_norm else None
+        is not finite skips the update, so the weights stay finite for the error that follows.
+
+        A template: a strategy changes how the norm is computed (``_clip_grad_norm``) or how the
+        weights are updated (``_step``) and keeps this order and the skip."""
+        norm = self._clip_grad_norm(parameters, max_norm) if max_norm else None
         if norm is None or math.isfinite(norm):
-            self.step(optimizer)
+            self._step(optimizer)
         return norm
-
-    def clip_grad_norm(self, parameters: list[torch.Tensor], max_norm: float) -> float:
-        """Clip the global gradient norm; returns the norm before clipping."""
-        return torch.nn.utils.clip_grad_norm_(parameters, max_norm).item()
-
-    def step(self, optimizer: torch.optim.Optimizer) -> None:
-        """Update the weights and zero the gradients."""
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
 
     def broadcast_object(self, value):
         """``value`` as the coordinator has it, on every worker (a small picklable object)."""
         return value
 
-    def unwrap(self, model: nn.Module) -> nn.Module:
-        """The plain module inside whatever wrapper ``prepare`` added."""
-        return getattr(model, "module", model)
-
-    def model_state(self, model: nn.Module) -> dict[str, torch.Tensor]:
-        """The full weights, as a plain module's ``state_dict`` names them. Called on every
-        worker (gathering sharded weights is a collective); complete on the coordinator."""
-        return self.unwrap(model).state_dict()
-
-    def save_state(self, directory: Path, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
-        """Write model and optimizer state into a checkpoint folder every worker can see.
-        Called on every worker; by default the coordinator alone writes."""
-        from plait.training.checkpoint import save_weights
-
-        weights = self.model_state(model)
-        if self.is_coordinator:
-            save_weights(weights, directory / MODEL_FILE)
-            torch.save(optimizer.state_dict(), directory / OPTIMIZER_FILE)
-
-    def load_state(self, directory: Path, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
-        """Restore what ``save_state`` wrote (on every worker)."""
-        from plait.training.checkpoint import load_weights
-
-        self.unwrap(model).load_state_dict(load_weights(directory / MODEL_FILE))
-        optimizer.load_state_dict(torch.load(directory / OPTIMIZER_FILE, weights_only=True))
-
     def shutdown(self) -> None:
         """Release process groups and other resources."""
+
+    # ---- hooks of optimizer_step (not called from outside) ----------------------------------------
+
+    def _clip_grad_norm(self, parameters: list[torch.Tensor], max_norm: float) -> float:
+        """Clip the global gradient norm; returns the norm before clipping."""
+        return torch.nn.utils.clip_grad_norm_(parameters, max_norm).item()
+
+    def _step(self, optimizer: torch.optim.Optimizer) -> None:
+        """Update the weights and zero the gradients."""
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)

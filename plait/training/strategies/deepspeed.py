@@ -35,8 +35,8 @@ from pathlib import Path
 import torch
 
 from plait.errors import BackendError, ConfigError
-from plait.training.strategies.base import MODEL_FILE
 from plait.training.strategies.process_group import ProcessGroupStrategy
+from plait.training.strategies.state import MODEL_FILE, StateIO, unwrap
 
 LAYOUT_FILE = "deepspeed.json"
 """How the optimizer state in a checkpoint is partitioned: loading needs the same layout."""
@@ -80,10 +80,10 @@ class DeepSpeedStrategy(ProcessGroupStrategy):
     # ---- model and optimizer ---------------------------------------------------------------------
 
     def prepare(self, model, optimizer):
-        # The dtypes the plain module was built with, for model_state to hand back (bf16/fp16
+        # The dtypes the plain module was built with, for state.full_weights to hand back (bf16/fp16
         # training keeps the module itself in half precision).
         self.dtypes = {name: tensor.dtype for name, tensor in model.state_dict().items()}
-        half = self.half_dtype()
+        half = self._half_dtype()
         if half is not None:
             run_in_half_precision(model, self.device.type, half)
         self.engine, *_ = self.deepspeed.initialize(model=model, optimizer=optimizer, config=self.ds_config,
@@ -92,7 +92,11 @@ class DeepSpeedStrategy(ProcessGroupStrategy):
         # The torch optimizer, not the engine's wrapper: the trainer builds its LR scheduler on it.
         return self.engine, optimizer
 
-    def half_dtype(self) -> torch.dtype | None:
+    @property
+    def state(self) -> DeepSpeedState:
+        return DeepSpeedState(self)  # the optimizer state is partitioned: see DeepSpeedState
+
+    def _half_dtype(self) -> torch.dtype | None:
         if self.config.bf16.enabled:
             return torch.bfloat16
         return torch.float16 if self.config.fp16.enabled else None
@@ -116,7 +120,7 @@ class DeepSpeedStrategy(ProcessGroupStrategy):
         if whole is not None and not math.isfinite(whole):
             return whole
         self.engine.step()  # also zeroes the gradients
-        if self.config.fp16.enabled and not self.step_applied():
+        if self.config.fp16.enabled and not self._step_applied():
             # An fp16 overflow is how dynamic loss scaling finds its scale: DeepSpeed skipped the
             # step and lowered the scale (it raises itself once the scale can go no lower).
             return 0.0 if max_norm else None
@@ -125,69 +129,82 @@ class DeepSpeedStrategy(ProcessGroupStrategy):
         norm = self.engine.get_global_grad_norm()
         return float(norm) if norm is not None else whole
 
-    def step_applied(self) -> bool:
+    def _step_applied(self) -> bool:
         applied = getattr(self.engine, "was_step_applied", None)
         return applied() if applied is not None else True
 
-    # ---- state -----------------------------------------------------------------------------------
+    def _release(self):
+        if self.engine is not None and hasattr(self.engine, "destroy"):
+            self.engine.destroy()  # removes ZeRO-3's hooks from the module
+        self.engine = self.torch_optimizer = None
 
-    def model_state(self, model):
+
+class DeepSpeedState(StateIO):
+    """The full weights (gathered under ZeRO-3) in the dtypes the plain module was built with,
+    written by the coordinator; each worker's partition of the optimizer state in a file of its
+    own, with a layout file that a resume checks against the current settings."""
+
+    def full_weights(self, model):
         """The full weights on every worker (ZeRO-3 gathers them: a collective), in the dtypes
         the plain module was built with."""
-        module = self.unwrap(model)
-        with self.gathered(module):
+        module = unwrap(model)
+        with self._gathered(module):
             # Cloned inside: leaving the context frees ZeRO-3's gathered parameters.
             state = {name: tensor.detach().clone() for name, tensor in module.state_dict().items()}
-        return {name: tensor.to(self.dtypes.get(name, tensor.dtype)) for name, tensor in state.items()}
+        dtypes = self.strategy.dtypes
+        return {name: tensor.to(dtypes.get(name, tensor.dtype)) for name, tensor in state.items()}
 
-    def gathered(self, module, modifier_rank=None):
+    def _gathered(self, module, modifier_rank=None):
         """Full parameters inside the context under ZeRO-3 (with ``modifier_rank``, that rank's
         changes are scattered back when it ends); a no-op otherwise."""
-        if self.stage != 3:
+        if self.strategy.stage != 3:
             return contextlib.nullcontext()
-        return self.deepspeed.zero.GatheredParameters(list(module.parameters()), modifier_rank=modifier_rank)
+        return self.strategy.deepspeed.zero.GatheredParameters(list(module.parameters()), modifier_rank=modifier_rank)
 
-    def save_state(self, directory: Path, model, optimizer) -> None:
+    def save(self, directory: Path, model, optimizer) -> None:
         from plait.training.checkpoint import save_weights
 
-        weights = self.model_state(model)
-        if self.is_coordinator:
+        weights = self.full_weights(model)
+        if self.strategy.is_coordinator:
             save_weights(weights, directory / MODEL_FILE)
             (directory / LAYOUT_FILE).write_text(json.dumps(self.layout()))
         # Each worker's partition of the optimizer state, with its fp32 master weights.
-        torch.save(self.engine.optimizer.state_dict(), directory / optimizer_file(self.rank))
+        torch.save(self.strategy.engine.optimizer.state_dict(), directory / optimizer_file(self.strategy.rank))
 
-    def load_state(self, directory: Path, model, optimizer) -> None:
+    def load(self, directory: Path, model, optimizer) -> None:
         from plait.training.checkpoint import load_weights
 
         self.check_layout(directory)
-        module = self.unwrap(model)
-        with self.gathered(module, modifier_rank=0):
+        module = unwrap(model)
+        with self._gathered(module, modifier_rank=0):
             module.load_state_dict(load_weights(directory / MODEL_FILE))
         with torch.serialization.safe_globals(checkpoint_classes()):
-            state = torch.load(directory / optimizer_file(self.rank), weights_only=True)
-        self.load_optimizer_state(state)
+            state = torch.load(directory / optimizer_file(self.strategy.rank), weights_only=True)
+        self._load_optimizer_state(state)
 
-    def load_optimizer_state(self, state: dict) -> None:
+    def _load_optimizer_state(self, state: dict) -> None:
         from deepspeed.runtime.base_optimizer import ZeROOptimizer
 
-        wrapper = self.engine.optimizer
-        if wrapper is self.torch_optimizer:
+        wrapper = self.strategy.engine.optimizer
+        if wrapper is self.strategy.torch_optimizer:
             wrapper.load_state_dict(state)
         elif isinstance(wrapper, ZeROOptimizer):
             # ZeRO reads the entry of its own rank in a list of every rank's state; the others are
             # needed only to re-partition for another world size, which check_layout refuses.
-            states = [None] * self.world_size
-            states[self.rank] = state
+            states = [None] * self.strategy.world_size
+            states[self.strategy.rank] = state
             wrapper.load_state_dict(state_dict_list=states, load_optimizer_states=True, load_from_fp32_weights=True)
         else:  # the fp16/bf16 wrappers without ZeRO: whole on every worker
             wrapper.load_state_dict(state, load_optimizer_states=True)
 
     def layout(self) -> dict:
-        return {"world_size": self.world_size, "zero_stage": self.stage,
-                "fp16": self.config.fp16.enabled, "bf16": self.config.bf16.enabled}
+        """How the optimizer state is partitioned now (what ``LAYOUT_FILE`` records)."""
+        strategy = self.strategy
+        return {"world_size": strategy.world_size, "zero_stage": strategy.stage,
+                "fp16": strategy.config.fp16.enabled, "bf16": strategy.config.bf16.enabled}
 
     def check_layout(self, directory: Path) -> None:
+        """Refuse a checkpoint whose optimizer state was partitioned otherwise than now."""
         path = directory / LAYOUT_FILE
         if not path.is_file():
             raise ConfigError(f"backend.trainer.strategy: the checkpoint {directory} was not written by the deepspeed "
@@ -198,11 +215,6 @@ class DeepSpeedStrategy(ProcessGroupStrategy):
                     for key in now if saved.get(key) != now[key]]
         if problems:
             raise ConfigError(problems)
-
-    def _release(self):
-        if self.engine is not None and hasattr(self.engine, "destroy"):
-            self.engine.destroy()  # removes ZeRO-3's hooks from the module
-        self.engine = self.torch_optimizer = None
 
 
 # ---- DeepSpeed itself ----------------------------------------------------------------------------

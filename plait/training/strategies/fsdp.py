@@ -34,8 +34,8 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import CPUOffloadPolicy, OffloadPolicy, fully_shard
 from torch.distributed.tensor import DTensor
 
-from plait.training.strategies.base import MODEL_FILE, OPTIMIZER_FILE
 from plait.training.strategies.process_group import ProcessGroupStrategy
+from plait.training.strategies.state import MODEL_FILE, OPTIMIZER_FILE, StateIO
 
 log = logging.getLogger("plait")
 
@@ -59,6 +59,10 @@ class FSDPStrategy(ProcessGroupStrategy):
         self.offload_policy = self._offload_policy(bool(config and config.cpu_offload))
         self.mesh = init_device_mesh(self.device.type, (self.world_size,))
         self.model = None
+
+    @property
+    def state(self) -> FSDPState:
+        return FSDPState(self)  # the weights and optimizer state are sharded: see FSDPState
 
     def _offload_policy(self, cpu_offload: bool) -> OffloadPolicy:
         # On a CPU device the parameters already live in CPU memory: offloading would only add
@@ -93,9 +97,6 @@ class FSDPStrategy(ProcessGroupStrategy):
                 dist.broadcast(tensor.data, src=0)
         fully_shard(module, mesh=self.mesh, offload_policy=self.offload_policy)
 
-    def unwrap(self, model):
-        return model  # fully_shard changes the module in place; there is no wrapper to remove
-
     # ---- the step ------------------------------------------------------------------------------
 
     def backward(self, loss, sync=True):
@@ -105,7 +106,7 @@ class FSDPStrategy(ProcessGroupStrategy):
             self.model.set_requires_gradient_sync(sync)
         loss.backward()
 
-    def clip_grad_norm(self, parameters, max_norm):
+    def _clip_grad_norm(self, parameters, max_norm):
         norm = self._global_grad_norm([p.grad for p in parameters if p.grad is not None])
         torch.nn.utils.clip_grads_with_norm_(parameters, max_norm, norm)
         return norm.item()
@@ -122,14 +123,25 @@ class FSDPStrategy(ProcessGroupStrategy):
         dist.all_reduce(squares, op=dist.ReduceOp.SUM)
         return (squares + _sum_of_squares(whole, self.device)).sqrt()
 
-    # ---- state ---------------------------------------------------------------------------------
+    def _release(self):
+        # The sharded model's hooks hold the mesh's group.
+        self.model = None
+        self.mesh = None
 
-    def model_state(self, model):
-        """The full weights under the plain module's names: complete on rank 0, empty elsewhere."""
+
+class FSDPState(StateIO):
+    """Sharded state: the full weights are gathered onto rank 0; a checkpoint is either full
+    (``state_dict_type: full``: gathered, written by rank 0, read by rank 0 and scattered) or
+    sharded (``sharded``: every rank writes and reads its own slices with torch's distributed
+    checkpoint)."""
+
+    def full_weights(self, model):
+        """The full weights under the plain module's names: complete on rank 0, empty elsewhere.
+        (``fully_shard`` changes the module in place: there is no wrapper to remove.)"""
         return get_model_state_dict(model, options=FULL_ON_RANK0)
 
-    def save_state(self, directory: Path, model, optimizer):
-        if self.state_dict_type == "sharded":
+    def save(self, directory: Path, model, optimizer):
+        if self.strategy.state_dict_type == "sharded":
             model_state, optimizer_state = get_state_dict(model, optimizer)
             dcp.save({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=directory / SHARDED_DIR)
         else:
@@ -139,13 +151,13 @@ class FSDPStrategy(ProcessGroupStrategy):
         from plait.training.checkpoint import save_weights
 
         # Both gathers are collectives: every rank runs them, rank 0 alone writes.
-        weights = self.model_state(model)
+        weights = self.full_weights(model)
         optimizer_state = get_optimizer_state_dict(model, optimizer, options=FULL_ON_RANK0)
-        if self.is_coordinator:
+        if self.strategy.is_coordinator:
             save_weights(weights, directory / MODEL_FILE)
             torch.save(optimizer_state, directory / OPTIMIZER_FILE)
 
-    def load_state(self, directory: Path, model, optimizer):
+    def load(self, directory: Path, model, optimizer):
         # The folder says how it was written, so a run resumes whatever state_dict_type it has now.
         if (directory / SHARDED_DIR).is_dir():
             self._load_sharded(directory / SHARDED_DIR, model, optimizer)
@@ -163,15 +175,11 @@ class FSDPStrategy(ProcessGroupStrategy):
     def _load_full(self, directory: Path, model, optimizer) -> None:
         from plait.training.checkpoint import load_weights
 
-        weights = load_weights(directory / MODEL_FILE) if self.is_coordinator else {}
+        coordinator = self.strategy.is_coordinator
+        weights = load_weights(directory / MODEL_FILE) if coordinator else {}
         set_model_state_dict(model, weights, options=FULL_FROM_RANK0)
-        optimizer_state = torch.load(directory / OPTIMIZER_FILE, weights_only=True) if self.is_coordinator else {}
+        optimizer_state = torch.load(directory / OPTIMIZER_FILE, weights_only=True) if coordinator else {}
         set_optimizer_state_dict(model, optimizer, optimizer_state, options=FULL_FROM_RANK0)
-
-    def _release(self):
-        # The sharded model's hooks hold the mesh's group.
-        self.model = None
-        self.mesh = None
 
 
 def _shard_units(module: nn.Module) -> list[nn.Module]:

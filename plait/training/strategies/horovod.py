@@ -205,7 +205,7 @@ class HorovodStrategy(Strategy):
             self.optimizer.synchronize()
             self.gradients_synchronized = True
 
-    def step(self, optimizer):
+    def _step(self, optimizer):
         if not self.gradients_synchronized:  # stepped without a synchronizing backward pass
             optimizer.synchronize()
         with optimizer.skip_synchronize():

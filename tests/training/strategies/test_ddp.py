@@ -16,7 +16,7 @@ def _replicas_after_steps(rank: int) -> dict:
     for sync in (False, True):  # one accumulation micro-step, then a synchronizing one
         strategy.backward(model(inputs).sum(), sync=sync)
     strategy.optimizer_step(optimizer, list(model.parameters()))
-    weights = strategy.model_state(model)
+    weights = strategy.state.full_weights(model)
     strategy.shutdown()
     return {k: v.clone() for k, v in weights.items()}
 

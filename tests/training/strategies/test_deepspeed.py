@@ -82,7 +82,7 @@ def _train(rank: int, runs: list[tuple[int, bool]]) -> dict:
         model = make_model()
         model, optimizer = strategy.prepare(model, torch.optim.AdamW(model.parameters(), lr=0.05))
         norms = train_steps(strategy, model, optimizer, rank, range(STEPS))
-        results[stage, bf16] = {"weights": strategy.model_state(model), "norms": norms}
+        results[stage, bf16] = {"weights": strategy.state.full_weights(model), "norms": norms}
     return results
 
 
@@ -100,18 +100,18 @@ def _resume_from_checkpoint(rank: int, folder: str, runs: list[tuple[int, bool]]
         model = make_model()
         model, optimizer = strategy.prepare(model, torch.optim.AdamW(model.parameters(), lr=0.05))
         train_steps(strategy, model, optimizer, rank, range(2))
-        strategy.save_state(directory, model, optimizer)
+        strategy.state.save(directory, model, optimizer)
         torch.distributed.barrier()
         train_steps(strategy, model, optimizer, rank, range(2, 4))
-        uninterrupted = strategy.model_state(model)
+        uninterrupted = strategy.state.full_weights(model)
 
         fresh = strategy_for(stage, bf16)
         torch.manual_seed(rank + 7)  # other initial weights: all must come from the checkpoint
         model = torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
         model, optimizer = fresh.prepare(model, torch.optim.AdamW(model.parameters(), lr=0.05))
-        fresh.load_state(directory, model, optimizer)
+        fresh.state.load(directory, model, optimizer)
         train_steps(fresh, model, optimizer, rank, range(2, 4))
-        results[stage, bf16] = {"uninterrupted": uninterrupted, "resumed": fresh.model_state(model)}
+        results[stage, bf16] = {"uninterrupted": uninterrupted, "resumed": fresh.state.full_weights(model)}
     return results
 
 
@@ -128,11 +128,11 @@ def _learning_rate_from_scheduler(rank: int, stage: int) -> dict:
     model, optimizer = strategy.prepare(model, torch.optim.SGD(model.parameters(), lr=0.1))
     # lr 0.1 for the first step, 0 after it: the second step must leave the weights alone.
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0 if step == 0 else 0.0)
-    start = strategy.model_state(model)
+    start = strategy.state.full_weights(model)
     train_steps(strategy, model, optimizer, rank, range(1), scheduler)
-    after_first = strategy.model_state(model)
+    after_first = strategy.state.full_weights(model)
     train_steps(strategy, model, optimizer, rank, range(1, 2), scheduler)
-    return {"start": start, "after_first": after_first, "after_second": strategy.model_state(model),
+    return {"start": start, "after_first": after_first, "after_second": strategy.state.full_weights(model),
             "engine_lr": model.get_lr()}
 
 
@@ -140,12 +140,12 @@ def _non_finite_gradient(rank: int, stage: int) -> dict:
     strategy = strategy_for(stage)
     model = make_model()
     model, optimizer = strategy.prepare(model, torch.optim.SGD(model.parameters(), lr=0.1))
-    start = strategy.model_state(model)
+    start = strategy.state.full_weights(model)
     inputs, _ = rows(rank, 0, 0)
     for micro in range(ACCUMULATION):
         strategy.backward(model(inputs).sum() * float("nan"), sync=micro == ACCUMULATION - 1)
     norm = strategy.optimizer_step(optimizer, list(model.parameters()), CLIP)
-    return {"norm": norm, "start": start, "after": strategy.model_state(model)}
+    return {"norm": norm, "start": start, "after": strategy.state.full_weights(model)}
 
 
 def _fit_with_ddp_then_zero_3(rank: int, job, run_dirs: dict) -> dict:
@@ -218,7 +218,7 @@ def test_resuming_with_another_world_size_is_refused(tmp_path):
     strategy = DeepSpeedStrategy.__new__(DeepSpeedStrategy)  # no process group needed to read a layout
     strategy.config, strategy.stage, strategy.world_size = DeepSpeedConfig(), 2, 2
     with pytest.raises(ConfigError, match=r"backend.trainer.num_workers: .* written with 4 \(now 2\)"):
-        strategy.check_layout(tmp_path)
+        strategy.state.check_layout(tmp_path)
 
 
 def test_settings_deepspeed_would_ignore_are_refused():

@@ -74,14 +74,16 @@ def _fsdp(**options):
 
 
 def _sharded_training(rank: int, options: dict) -> dict:
+    from plait.training.strategies import unwrap
+
     strategy = _fsdp(**options)
     torch.manual_seed(rank)  # different initial weights: training must start from rank 0's
     model = Tiny()
     optimizer = torch.optim.SGD(model.parameters(), lr=LR)
     model, optimizer = strategy.prepare(model, optimizer)
     norms = _train(strategy, model, optimizer, lambda step, micro: _batch(rank, step, micro))
-    result = {"full": _full_weights(model), "model_state": strategy.model_state(model), "norms": norms,
-              "unwrapped": strategy.unwrap(model) is model}
+    result = {"full": _full_weights(model), "model_state": strategy.state.full_weights(model), "norms": norms,
+              "unwrapped": unwrap(model) is model}
     strategy.shutdown()
     return result
 
@@ -159,14 +161,14 @@ def _resumed_training(rank: int, directory: str) -> dict:
         strategy.barrier()
         model, optimizer = prepared(strategy, rank)
         _train(strategy, model, optimizer, batch_of)  # AdamW now has moments to save
-        strategy.save_state(folder, model, optimizer)
+        strategy.state.save(folder, model, optimizer)
         strategy.barrier()
         saved = _full_weights(model)
         _train(strategy, model, optimizer, batch_of, steps=(1, 2), first_step=2)
         continued = _full_weights(model)
 
         model, optimizer = prepared(strategy, rank + 7)  # a fresh run: other weights, no optimizer state
-        strategy.load_state(folder, model, optimizer)
+        strategy.state.load(folder, model, optimizer)
         loaded = _full_weights(model)
         _train(strategy, model, optimizer, batch_of, steps=(1, 2), first_step=2)
         results[state_dict_type] = {"saved": saved, "loaded": loaded, "continued": continued, "resumed": _full_weights(model)}

@@ -29,7 +29,7 @@ def _nccl_steps(rank: int, strategy_name: str) -> dict:
             loss = model(inputs).float().pow(2).mean()
         strategy.backward(loss)
         strategy.optimizer_step(optimizer, list(model.parameters()), None if deepspeed else 1.0)  # no trainer: DeepSpeed has no clip set
-    weights = {k: v.float().cpu() for k, v in strategy.model_state(model).items()}
+    weights = {k: v.float().cpu() for k, v in strategy.state.full_weights(model).items()}
     strategy.shutdown()
     return weights
 

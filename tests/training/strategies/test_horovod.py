@@ -36,7 +36,7 @@ def _replicas_after_steps(rank: int) -> dict:
         for sync in (False, True):  # one accumulation micro-step, then the exchanging one
             strategy.backward(model(inputs).sum(), sync=sync)
         norms.append(strategy.optimizer_step(optimizer, list(model.parameters()), 1e6))
-    weights = {k: v.clone() for k, v in strategy.model_state(model).items()}
+    weights = {k: v.clone() for k, v in strategy.state.full_weights(model).items()}
     strategy.shutdown()
     return {"weights": weights, "norms": norms}
 
@@ -102,7 +102,7 @@ def _resume_continues_identically(rank: int, directory: str) -> dict:
     _train(strategy, model, optimizer, scheduler, range(0, 3))
     saved = save_checkpoint(Path(directory), strategy, model, optimizer, scheduler, {"step": 3})
     _train(strategy, model, optimizer, scheduler, range(3, 6))
-    uninterrupted = {k: v.clone() for k, v in strategy.model_state(model).items()}
+    uninterrupted = {k: v.clone() for k, v in strategy.state.full_weights(model).items()}
     strategy.shutdown()
 
     # A new Horovod job in the same processes, as a restarted worker group would start.
@@ -110,7 +110,7 @@ def _resume_continues_identically(rank: int, directory: str) -> dict:
     model, optimizer, scheduler = _fresh(strategy, seed=10 + rank)
     load_checkpoint(saved, strategy, model, optimizer, scheduler)
     _train(strategy, model, optimizer, scheduler, range(3, 6))
-    resumed = {k: v.clone() for k, v in strategy.model_state(model).items()}
+    resumed = {k: v.clone() for k, v in strategy.state.full_weights(model).items()}
     strategy.shutdown()
     return {"uninterrupted": uninterrupted, "resumed": resumed}
 
