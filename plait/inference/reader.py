@@ -104,8 +104,9 @@ def read_piece(fs, piece: Piece, chunk_rows: int = CHUNK_ROWS) -> Iterator[pa.Ta
 
 
 def file_chunks(fs, file: str, chunk_rows: int = CHUNK_ROWS, row_groups=None) -> Iterator[pa.Table]:
-    """One file in chunks: Parquet by record batches (of ``row_groups`` only, when given), CSV/TSV
-    streamed in blocks (decompressed on the fly), JSON and JSONL whole (then sliced)."""
+    """One file in chunks of at most ``chunk_rows`` rows: Parquet by record batches (of
+    ``row_groups`` only, when given), CSV/TSV streamed in blocks (decompressed on the fly), JSON
+    and JSONL read whole; blocks larger than a chunk are sliced."""
     fmt = data_format(file)
     try:
         if fmt == "parquet":
@@ -116,7 +117,9 @@ def file_chunks(fs, file: str, chunk_rows: int = CHUNK_ROWS, row_groups=None) ->
                 for batch in pq.ParquetFile(handle).iter_batches(batch_size=chunk_rows, row_groups=groups):
                     yield pa.Table.from_batches([batch])
         elif fmt in ("csv", "tsv"):
-            yield from _csv_chunks(fs, file, fmt)
+            for block in _csv_chunks(fs, file, fmt):
+                for start in range(0, block.num_rows, chunk_rows):
+                    yield block.slice(start, chunk_rows)
         else:
             table = read_file(fs, file, fmt)
             for start in range(0, table.num_rows, chunk_rows):

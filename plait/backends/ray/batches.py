@@ -38,6 +38,9 @@ PART_BYTES = 128 << 20
 """A write task gathers about this much data (in memory) into one part file."""
 TABLE_BLOCK_ROWS = 100_000
 """Rows per object store block of a DataFrame."""
+READ_TASK_CPUS = 0.5
+"""What a read task reserves: reading is a small part of the work (the model is most of it), and
+reads must find room beside an actor pool that covers every core."""
 
 
 # ---- reading ---------------------------------------------------------------------------------------
@@ -52,27 +55,33 @@ class RawFiles(Datasource):
         return None
 
     def get_read_tasks(self, parallelism: int, per_task_row_limit: int | None = None, data_context=None) -> list[ReadTask]:
-        return [ReadTask(partial(read_piece, self.fs, piece),
+        # Blocks of one batch each: the actors take them as they come, without re-batching.
+        return [ReadTask(partial(read_piece, self.fs, piece, BATCH_ROWS),
                          BlockMetadata(num_rows=piece.rows, size_bytes=None, exec_stats=None, input_files=[piece.file]),
                          per_task_row_limit=per_task_row_limit)
                 for piece in self.pieces]
 
 
-def source_dataset(source):
-    """A Ray Dataset of raw data or of a cached split."""
+def source_dataset(source) -> tuple:
+    """``(Ray Dataset, rows or None when unknown before reading)`` of raw data or a cached split.
+    Files are read one task per piece (a Parquet row group, or a file), in blocks of a batch."""
     import ray.data
 
+    read_args = {"ray_remote_args": {"num_cpus": READ_TASK_CPUS}}
     if isinstance(source, CachedSplit):
         from plait.backends.ray.loader import arrow_filesystem
 
         files = source.data.split_files(source.split)
-        return ray.data.read_parquet(files, filesystem=arrow_filesystem(source.data.fs))
+        return (ray.data.read_parquet(files, filesystem=arrow_filesystem(source.data.fs), **read_args),
+                source.data.rows(source.split))
     table = in_memory_table(source)
     if table is not None:
         blocks = [table.slice(i, TABLE_BLOCK_ROWS) for i in range(0, table.num_rows, TABLE_BLOCK_ROWS)]
-        return ray.data.from_arrow(blocks or [table])
+        return ray.data.from_arrow(blocks or [table]), table.num_rows
     fs, found = pieces(source)
-    return ray.data.read_datasource(RawFiles(fs, found))
+    rows = [piece.rows for piece in found]
+    dataset = ray.data.read_datasource(RawFiles(fs, found), **read_args)
+    return dataset, (sum(rows) if None not in rows else None)
 
 
 # ---- the actors ------------------------------------------------------------------------------------
@@ -88,11 +97,17 @@ class BatchActor:
 
 
 def actor_plan(settings, resources: dict) -> dict:
-    """Training's ``plan``, except that without ``num_workers`` on CPUs the pool may grow to an
-    actor per CPU but one (left for the read and write tasks), not just one."""
+    """Training's ``plan``, except that without ``num_workers`` on CPUs the pool has an actor
+    per CPU, each reserving a share of one ((C - 1) / C of C CPUs, at least half) so that the read
+    and write tasks always find room beside them. The model is most of prediction's work, and
+    an actor's torch runs one thread: this way it runs on every core."""
     use_gpu = settings.use_gpu if settings.use_gpu is not None else resources.get("GPU", 0) > 0
     if settings.num_workers is None and not use_gpu:
-        settings = settings.model_copy(update={"num_workers": max(1, int(resources.get("CPU", 1)) - 1)})
+        cpus = max(1, int(resources.get("CPU", 1)))
+        update: dict = {"num_workers": cpus}
+        if settings.resources_per_worker is None:
+            update["resources_per_worker"] = {"CPU": round(max(0.5, (cpus - 1) / cpus), 2)}
+        settings = settings.model_copy(update=update)
     return plan(settings, resources)
 
 
@@ -100,26 +115,30 @@ def _mapped(source, make_function, settings, ordered: bool, what: str):
     """The source with the function applied to each batch by the actor pool."""
     from ray.data import ExecutionOptions
 
-    data = source_dataset(source)
-    options, use_gpu = _pool(settings, what)
+    data, rows = source_dataset(source)
+    options, use_gpu = _pool(settings, what, rows)
     context = data.context  # this dataset's own copy
     context.execution_options = ExecutionOptions(preserve_order=ordered)
     context.enable_progress_bars = context.print_on_execution_start = False
     context.raise_original_map_exception = True  # a worker's DataError reaches the driver as itself
+    context.read_op_min_num_blocks = 1  # the read tasks' blocks are batches already: no splitting
     return data.map_batches(BatchActor, batch_size=BATCH_ROWS, batch_format="pyarrow",
                             fn_constructor_args=(make_function, use_gpu), **options)
 
 
-def _pool(settings, what: str) -> tuple[dict, bool]:
-    """``map_batches`` options for the actor pool (its plan logged), and whether it uses GPUs."""
+def _pool(settings, what: str, rows: int | None) -> tuple[dict, bool]:
+    """``map_batches`` options for the actor pool (its plan logged), and whether it uses GPUs.
+    The pool starts whole: grown on demand, it stays at one actor while the reads set the pace.
+    It holds no more actors than the data has batches, when the rows are known."""
     import ray
     from ray.data import ActorPoolStrategy
 
     scaling = actor_plan(settings, ray.cluster_resources())
     resources = dict(scaling["resources_per_worker"])
-    log.info("Ray Data %s: up to %d actor(s) x %s, on %s.", what, scaling["num_workers"],
+    size = scaling["num_workers"] if rows is None else max(1, min(scaling["num_workers"], -(-rows // BATCH_ROWS)))
+    log.info("Ray Data %s: %d actor(s) x %s, on %s.", what, size,
              ", ".join(f"{v:g} {k}" for k, v in resources.items()), "GPU" if scaling["use_gpu"] else "CPU")
-    options = {"compute": ActorPoolStrategy(min_size=1, max_size=scaling["num_workers"]),
+    options = {"compute": ActorPoolStrategy(size=size),
                "num_cpus": resources.pop("CPU", None), "num_gpus": resources.pop("GPU", None), "resources": resources or None}
     return options, scaling["use_gpu"]
 
