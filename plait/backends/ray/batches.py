@@ -24,6 +24,7 @@ import pyarrow as pa
 from ray.data import Datasink, Datasource, ReadTask
 from ray.data.block import BlockAccessor, BlockMetadata
 
+from plait.backends.ray.cluster import check_room, plan_with_room
 from plait.backends.ray.errors import plait_error_of, worker_message
 from plait.backends.ray.train import plan
 from plait.errors import BackendError
@@ -87,13 +88,17 @@ class BatchActor:
         return self.function(batch)
 
 
-def actor_plan(settings, resources: dict) -> dict:
+def actor_plan(settings, resources: dict, nodes: list[dict] | None = None) -> dict:
     """Training's ``plan``, except that without ``num_workers`` on CPUs the pool may grow to an
-    actor per CPU but one (left for the read and write tasks), not just one."""
+    actor per CPU but one (left for the read and write tasks), not just one. The pool grows as
+    room allows, so given the ``nodes``' resources, it is refused only when no actor fits."""
     use_gpu = settings.use_gpu if settings.use_gpu is not None else resources.get("GPU", 0) > 0
     if settings.num_workers is None and not use_gpu:
         settings = settings.model_copy(update={"num_workers": max(1, int(resources.get("CPU", 1)) - 1)})
-    return plan(settings, resources)
+    scaling = plan(settings, resources)
+    if nodes is not None:
+        check_room(scaling["resources_per_worker"], nodes, 1, "backend.trainer: the Ray Data actor pool")
+    return scaling
 
 
 def _mapped(source, make_function, settings, ordered: bool, what: str):
@@ -112,10 +117,9 @@ def _mapped(source, make_function, settings, ordered: bool, what: str):
 
 def _pool(settings, what: str) -> tuple[dict, bool]:
     """``map_batches`` options for the actor pool (its plan logged), and whether it uses GPUs."""
-    import ray
     from ray.data import ActorPoolStrategy
 
-    scaling = actor_plan(settings, ray.cluster_resources())
+    scaling = plan_with_room(partial(actor_plan, settings), settings.scheduling_timeout_s)
     resources = dict(scaling["resources_per_worker"])
     log.info("Ray Data %s: up to %d actor(s) x %s, on %s.", what, scaling["num_workers"],
              ", ".join(f"{v:g} {k}" for k, v in resources.items()), "GPU" if scaling["use_gpu"] else "CPU")
