@@ -74,6 +74,17 @@ def ray_address(environ: Mapping[str, str] = os.environ) -> str | None:
     return None
 
 
+def ray_uses_tls(environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether Ray's connections use TLS (``RAY_USE_TLS``, Ray's own switch)."""
+    return environ.get("RAY_USE_TLS", "0").lower() in ("1", "true")
+
+
+def ray_grpc_uses_proxy(environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether Ray's gRPC channels go through ``http_proxy`` (``RAY_grpc_enable_http_proxy``;
+    off unless set, so a proxy meant for the web does not get the cluster's traffic)."""
+    return environ.get("RAY_grpc_enable_http_proxy", "0").lower() in ("1", "true")
+
+
 def quiet_local_ray_start() -> None:
     """Ray's settings for a local instance plait starts itself: no auth banner at start-up."""
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")

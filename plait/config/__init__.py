@@ -30,12 +30,55 @@ def read_yaml(path: str | os.PathLike) -> Any:
     except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
         raise ConfigError(f"config file {str(path)!r} cannot be read: {exc}") from None
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_BoundedLoader)
+    except _ExpansionTooLarge as exc:
+        raise ConfigError(f"{path}: the YAML aliases (*name) expand to more than {exc.limit:,} values; a "
+                          "config is never that large, so this is refused (write the values out, or use "
+                          "fewer nested aliases)") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise ConfigError(f"{path}: invalid YAML{where}: {problem}") from None
+
+
+MAX_EXPANDED_VALUES = 10_000_000
+"""The most values (scalars, lists and mappings) a config file may hold once its aliases are
+expanded. Aliases share one node, so a few lines can stand for billions of values (the
+"billion laughs" pattern); validating or echoing such a config would take hours and all memory."""
+
+
+class _ExpansionTooLarge(yaml.YAMLError):
+    def __init__(self, limit: int):
+        super().__init__(limit)
+        self.limit = limit
+
+
+class _BoundedLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # libyaml's parser when installed: 10x faster
+    """yaml.safe_load's loader, refusing documents whose aliases expand past MAX_EXPANDED_VALUES."""
+
+    def construct_document(self, node):
+        _check_expansion(node, MAX_EXPANDED_VALUES)
+        return super().construct_document(node)
+
+
+def _check_expansion(root: yaml.Node, limit: int) -> None:
+    """Count the values the node graph expands to, each shared node once (linear in the file)."""
+    sizes: dict[int, int] = {}
+    pending = [(root, False)]
+    while pending:  # depth-first, children before parents, without recursion
+        node, children_done = pending.pop()
+        if id(node) in sizes:
+            continue
+        children = [part for pair in node.value for part in pair] if isinstance(node, yaml.MappingNode) else (
+            node.value if isinstance(node, yaml.SequenceNode) else [])
+        if not children_done:
+            pending.append((node, True))
+            pending.extend((child, False) for child in children if id(child) not in sizes)
+            continue
+        sizes[id(node)] = 1 + sum(sizes[id(child)] for child in children)
+        if sizes[id(node)] > limit:
+            raise _ExpansionTooLarge(limit)
 
 
 def load_config(config: str | os.PathLike | dict | PlaitConfig) -> PlaitConfig:

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, field_serializer, field_validator
 
-from plait.config.base import StrictModel
+from plait.config.base import StrictModel, shown
 from plait.errors import ConfigError
 
 log = logging.getLogger("plait")
@@ -93,6 +93,11 @@ class DistributedTrainerConfig(StrictModel):
     """Where each worker's log is kept (rank-<n>.log); unset: <run directory>/logs."""
     max_retries: int = Field(3, ge=0)
     """How often the worker group is restarted after a failure."""
+    scheduling_timeout_s: float | None = Field(None, ge=0)
+    """Seconds to wait for room on the Ray cluster when the worker group (or, for prediction, one
+    Ray Data actor) does not fit on its nodes, before failing with what was asked and what exists.
+    Unset: 600 on an autoscaling cluster (Ray's autoscaler may add nodes), 0 on a fixed one (fail
+    at once, where Ray would wait forever)."""
 
     @field_validator("strategy", mode="before")
     @classmethod
@@ -209,7 +214,7 @@ def backend_data(value: Any) -> Any:
     if isinstance(value, dict) and "type" not in value:
         return {"type": "auto", **value}
     if not isinstance(value, (dict, BackendSection)):
-        raise ValueError(f"got {value!r}; give a backend type ({', '.join(BACKEND_TYPES)}) or a section with a type "
+        raise ValueError(f"got {shown(value)}; give a backend type ({', '.join(BACKEND_TYPES)}) or a section with a type "
                          "and its settings")
     return value
 

@@ -8,6 +8,7 @@ problem, each naming the dotted path (``trainer.batch_size``), the bad value and
 from __future__ import annotations
 
 import difflib
+import reprlib
 import types
 import typing
 from typing import Any, Literal, Union
@@ -43,13 +44,39 @@ def field_error(path: str, message: str) -> PydanticCustomError:
     return PydanticCustomError(FIELD_ERROR, "{message}", {"field": path, "message": message})
 
 
+SHOWN_CHARACTERS = 80
+"""How much of a value an error message echoes: enough to recognize it, never a whole file."""
+
+_SHORT_REPR = reprlib.Repr()  # attributes, not keywords: Python 3.11's Repr takes none
+_SHORT_REPR.maxlevel = 3
+_SHORT_REPR.maxlist = _SHORT_REPR.maxtuple = _SHORT_REPR.maxdict = _SHORT_REPR.maxset = 6
+_SHORT_REPR.maxstring = _SHORT_REPR.maxother = _SHORT_REPR.maxlong = SHOWN_CHARACTERS
+
+
+def shown(value: Any) -> str:
+    """``repr(value)`` for an error message, cut to about SHOWN_CHARACTERS and marked where cut.
+    Bounded work too: a value from the config may be a 50 MB string or an alias-expanded list."""
+    if isinstance(value, str) and len(value) > SHOWN_CHARACTERS:
+        return f"{value[:SHOWN_CHARACTERS]!r}... ({len(value):,} characters)"
+    if isinstance(value, (list, tuple, dict, set)):
+        text = _SHORT_REPR.repr(value)  # reprlib marks what it leaves out with ...
+        return text if len(text) <= 2 * SHOWN_CHARACTERS else f"{text[:2 * SHOWN_CHARACTERS]}... ({len(value):,} items)"
+    text = repr(value)
+    return text if len(text) <= SHOWN_CHARACTERS else f"{text[:SHOWN_CHARACTERS]}... ({len(text):,} characters)"
+
+
 def suggest(word: str, choices: typing.Iterable[str]) -> str:
     """' did you mean X?' for the closest choice, or a list of the valid choices."""
     choices = sorted(choices)
-    close = difflib.get_close_matches(str(word), choices, n=1, cutoff=0.6)
+    # Only a word of a name's length can be a typo of one (and difflib's work grows with its length).
+    close = difflib.get_close_matches(str(word), choices, n=1, cutoff=0.6) if _name_sized(word) else []
     if close:
         return f"did you mean {close[0]}?"
     return "valid names are: " + ", ".join(choices)
+
+
+def _name_sized(word: Any) -> bool:
+    return isinstance(word, (int, float)) or (isinstance(word, str) and len(word) <= 4 * SHOWN_CHARACTERS)
 
 
 def format_errors(err: ValidationError, data: Any, root: type[BaseModel]) -> list[str]:
@@ -66,7 +93,7 @@ def format_errors(err: ValidationError, data: Any, root: type[BaseModel]) -> lis
             union_members.setdefault(path, (value, []))[1].append(member)
     for path, (value, members) in union_members.items():
         kinds = " or ".join(m[len("literal[") : -1] if m.startswith("literal[") else m for m in members)
-        lines.append(f"{path}: got {value!r}; expected {kinds}")
+        lines.append(f"{path}: got {shown(value)}; expected {kinds}")
     return lines
 
 
@@ -94,7 +121,7 @@ def _describe(e: dict, path: str, parent_cls: type | None, value: Any, cls: Any 
         return f"{field if path == '<config>' else path + '.' + field}: {e['msg']}"
     if kind == "union_tag_invalid":
         tags = [t.strip(" '") for t in str(e.get("ctx", {}).get("expected_tags", "")).split(",")]
-        return f"{path}.type: unknown type {e['ctx']['tag']!r}; {suggest(e['ctx']['tag'], tags)}"
+        return f"{path}.type: unknown type {shown(e['ctx']['tag'])}; {suggest(e['ctx']['tag'], tags)}"
     if kind == "union_tag_not_found":
         tags = sorted(str(t) for m in _union_members(cls) for t in _literal_values(m))
         return f"{path}.type: required field is missing" + (f"; valid types are: {', '.join(tags)}" if tags else "")
@@ -102,12 +129,12 @@ def _describe(e: dict, path: str, parent_cls: type | None, value: Any, cls: Any 
         return f"{path}: required field is missing"
     if kind == "literal_error":
         expected = [x.strip(" '") for x in str(e["ctx"]["expected"]).replace(" or ", ", ").split(",")]
-        return f"{path}: got {value!r}; {suggest(value, expected)}"
+        return f"{path}: got {shown(value)}; {suggest(value, expected)}"
     message = e["msg"].removeprefix("Value error, ")
     # A validator's own message already names the value; a whole section is too long to echo.
     if value is _MISSING or kind == "value_error" or isinstance(value, dict):
         return f"{path}: {message}"
-    return f"{path}: {message} (got {value!r})"
+    return f"{path}: {message} (got {shown(value)})"
 
 
 _MISSING = object()
@@ -136,12 +163,18 @@ def _walk(loc: tuple, data: Any, cls: Any) -> tuple[str, type | None, Any, str |
             parts.append(f"[{item}]")
             cls = _element_type(cls)
         else:
-            parts.append(("." if parts else "") + str(item))
+            parts.append(("." if parts else "") + _key_shown(item))
             cls = _member_for(cls, node)
             parent_cls = cls if _is_model(cls) else None
             cls = cls.model_fields[item].annotation if parent_cls and item in cls.model_fields else None
         node = _child(node, item)
     return "".join(parts) or "<config>", parent_cls, node, None, cls
+
+
+def _key_shown(key: Any) -> str:
+    """A key for a dotted path, cut like an echoed value (a YAML key can be any length)."""
+    key = str(key)
+    return key if len(key) <= SHOWN_CHARACTERS else f"{key[:SHOWN_CHARACTERS]}... ({len(key):,} characters)"
 
 
 def _child(node: Any, item: Any) -> Any:

@@ -10,7 +10,7 @@ from typing import Annotated, Literal, Union
 
 from pydantic import AfterValidator, Field, model_validator
 
-from plait.config.base import StrictModel, field_error
+from plait.config.base import StrictModel, field_error, shown
 
 Activation = Literal["relu", "gelu", "tanh", "sigmoid", "silu", "leaky_relu"]
 Norm = Literal["batch", "layer"] | None
@@ -198,7 +198,7 @@ class ClassifierDecoder(FCStack):
 def _non_negative_weights(weights):
     values = weights.values() if isinstance(weights, dict) else weights or []
     if any(w < 0 for w in values):
-        raise ValueError(f"got {weights!r}; class weights must be 0 or more (0 ignores a class)")
+        raise ValueError(f"got {shown(weights)}; class weights must be 0 or more (0 ignores a class)")
     return weights
 
 

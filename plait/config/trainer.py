@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field
 
-from plait.config.base import StrictModel
+from plait.config.base import StrictModel, shown
 
 
 def _positive_or_auto(what: str, example: str):
@@ -14,7 +14,7 @@ def _positive_or_auto(what: str, example: str):
 
     def check(value):
         if value != "auto" and value <= 0:
-            raise ValueError(f"got {value!r}; {what} must be greater than 0 ({example}), or auto")
+            raise ValueError(f"got {shown(value)}; {what} must be greater than 0 ({example}), or auto")
         return value
 
     return AfterValidator(check)

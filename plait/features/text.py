@@ -68,18 +68,37 @@ class TextProcessor(FeatureProcessor):
         return fixed_size_list(pad(flat, lengths, metadata["sequence_length"], 0, left), pa.int32())
 
 
+BPE_WORD_CHARACTERS = 100
+"""BPE learns subwords from words of at most this many characters; a longer word (a hash, a
+base64 blob, a text without spaces) is learned from as its pieces of this length. The trainer's
+work grows with each word's length times the merges it makes, so a single 1 MB word would keep it
+busy for hours, and no useful subword is this long. Encoding still reads every word whole."""
+
+
 def _train_bpe(counts, vocab_size: int, specials: list[str]):
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
     tokenizer = Tokenizer(models.BPE(unk_token=specials[1]))
     tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size + len(specials), special_tokens=specials, show_progress=False)
-    words = sorted(counts.items()) if counts is not None else []
+    words = sorted(_in_pieces(counts).items()) if counts is not None else []
     # The trainer takes text; each word is repeated by its count (in chunks) so that training
     # sees exactly the merged word frequencies, in an order independent of partitioning.
     chunks = ((word + " ") * min(count - start, 10_000) for word, count in words for start in range(0, count, 10_000))
     tokenizer.train_from_iterator(chunks, trainer=trainer)
     return tokenizer
+
+
+def _in_pieces(counts) -> dict[str, int]:
+    """The word counts, with each word longer than BPE_WORD_CHARACTERS counted as its pieces."""
+    if counts.empty or counts.index.str.len().max() <= BPE_WORD_CHARACTERS:
+        return dict(counts.items())
+    pieces: dict[str, int] = {}
+    for word, count in counts.items():
+        for start in range(0, len(word), BPE_WORD_CHARACTERS):
+            piece = word[start : start + BPE_WORD_CHARACTERS]
+            pieces[piece] = pieces.get(piece, 0) + int(count)
+    return pieces
 
 
 def _bpe_encode(column: pa.Array, serialized: str, lowercase: bool) -> tuple[np.ndarray, np.ndarray]:

@@ -210,6 +210,19 @@ def test_the_actor_pool_fills_the_cluster_unless_told():
     assert told == {"num_workers": 3, "use_gpu": False, "resources_per_worker": {"CPU": 2}}
 
 
+def test_the_actor_pool_needs_room_for_one_actor_only():
+    from plait.backends.ray.batches import actor_plan
+    from plait.backends.ray.cluster import Unschedulable
+    from plait.config.backend import DistributedTrainerConfig
+
+    many = DistributedTrainerConfig(num_workers=8, resources_per_worker={"CPU": 1})
+    assert actor_plan(many, {"CPU": 2}, nodes=[{"CPU": 2.0}])["num_workers"] == 2  # the pool takes the room there is
+    too_big = DistributedTrainerConfig(num_workers=2, resources_per_worker={"CPU": 4})
+    with pytest.raises(Unschedulable, match=r"the Ray Data actor pool needs 1 x \(4 CPU\), but this Ray cluster "
+                                            r"has room for 0: .* 2 nodes with 2 CPU"):
+        actor_plan(too_big, {"CPU": 4}, nodes=[{"CPU": 2.0}, {"CPU": 2.0}])
+
+
 def test_experiment_on_ray_tests_the_cached_test_split_as_ray_data_jobs(tmp_path, monkeypatch, capsys):
     """`plait experiment --backend ray`: the test split's metrics and predictions come from Ray
     Data jobs over the cache, and agree with the same computed in this process."""

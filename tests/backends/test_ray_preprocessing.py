@@ -3,9 +3,13 @@ local Ray cluster shared by the test session."""
 
 from __future__ import annotations
 
+import http.server
 import json
+import socket
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -161,6 +165,38 @@ def test_an_unreachable_ray_address_fails_fast_with_the_address(tmp_path, make_d
     assert result.returncode == 2
     assert "127.0.0.1:9" in result.stderr and "--backend local" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.fixture(params=["a bare socket", "an HTTP server"])
+def not_ray(request):
+    """host:port of a loopback listener that accepts connections but is no Ray cluster."""
+    if request.param == "a bare socket":  # the kernel completes the TCP handshake; nothing ever answers
+        with socket.socket() as listener:
+            listener.bind(("127.0.0.1", 0))
+            listener.listen(8)
+            yield f"127.0.0.1:{listener.getsockname()[1]}"
+        return
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"127.0.0.1:{server.server_port}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_ray_address_where_something_else_listens_fails_with_the_address(not_ray, make_dataset, every_type_config,
+                                                                           every_type_data, write_config):
+    """Ray would retry such an address forever. In a subprocess: this session's Ray stays as it is."""
+    path = make_dataset(every_type_data(50), "data.csv")
+    config = write_config(every_type_config(backend={"type": "ray"}))
+    env = {"RAY_ADDRESS": not_ray, "PATH": "/usr/bin:/bin", "PYTHONPATH": str(Path(__file__).parents[2])}
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-m", "plait", "preprocess", "--config", config, "--dataset", path,
+                             "--backend", "ray"], capture_output=True, text=True, env=env, timeout=60)
+    assert time.monotonic() - started < 60
+    assert result.returncode == 2 and result.stdout == "" and "Traceback" not in result.stderr
+    assert result.stderr.count("plait: error:") == 1 and result.stderr.startswith("plait: error: ")
+    assert f"the address {not_ray} accepts connections but does not answer as a Ray cluster" in result.stderr
+    assert "RAY_ADDRESS" in result.stderr and "--backend local" in result.stderr
 
 
 # ---- the cache on S3 (a real S3 server on loopback) --------------------------------------------------

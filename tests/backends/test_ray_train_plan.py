@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from plait.backends.ray.cluster import Unschedulable, room_for
 from plait.backends.ray.train import _epochs_to_run, plan
 from plait.config.backend import DeepSpeedConfig, DistributedTrainerConfig
 from plait.config.trainer import TrainerConfig
@@ -49,3 +50,47 @@ def test_deepspeed_settings_are_refused_on_the_driver():
 ])
 def test_epochs_the_loader_reads_ahead_for(trainer, batches, epochs):
     assert _epochs_to_run(TrainerConfig(**trainer), batches) == epochs
+
+
+# ---- room on the cluster: a group Ray could never place is refused before Ray Train waits on it ----
+
+def test_a_group_larger_than_the_cluster_is_refused_with_what_was_asked_and_what_exists():
+    settings = DistributedTrainerConfig(num_workers=8, resources_per_worker={"CPU": 1})
+    with pytest.raises(Unschedulable) as info:
+        plan(settings, {"CPU": 4}, nodes=[{"CPU": 4.0, "memory": 1e9}])
+    assert str(info.value) == (
+        "backend.trainer: the worker group needs 8 x (1 CPU), but this Ray cluster has room for 4: a worker runs "
+        "on one node, and the cluster has 1 node with 4 CPU. Lower backend.trainer.num_workers or "
+        "backend.trainer.resources_per_worker, or add nodes")
+
+
+def test_a_worker_must_fit_on_one_node_not_in_the_cluster_total():
+    settings = DistributedTrainerConfig(num_workers=1, resources_per_worker={"CPU": 4})
+    two_small_nodes = [{"CPU": 2.0}, {"CPU": 2.0}]
+    with pytest.raises(Unschedulable, match="has room for 0: .* 2 nodes with 2 CPU. Lower backend.trainer.resources_per"):
+        plan(settings, {"CPU": 4}, nodes=two_small_nodes)
+    assert plan(settings, {"CPU": 6}, nodes=[*two_small_nodes, {"CPU": 4.0}])["num_workers"] == 1
+
+
+def test_workers_spread_over_nodes_and_fractions_add_up():
+    spread = DistributedTrainerConfig(num_workers=3, resources_per_worker={"CPU": 2})
+    assert plan(spread, {"CPU": 7}, nodes=[{"CPU": 3.0}, {"CPU": 4.0}])["num_workers"] == 3  # 1 + 2
+    tenths = DistributedTrainerConfig(num_workers=10, resources_per_worker={"CPU": 0.1})
+    assert plan(tenths, {"CPU": 1}, nodes=[{"CPU": 1.0}])["num_workers"] == 10
+
+
+def test_the_defaults_fit_a_small_cluster_and_a_huge_group_does_not():
+    assert plan(DistributedTrainerConfig(num_workers=8), {"CPU": 4}, nodes=[{"CPU": 4.0}])["num_workers"] == 8
+    with pytest.raises(Unschedulable, match=r"needs 100 x \(0.1 CPU\)"):  # 0.1 CPU is the least a worker gets
+        plan(DistributedTrainerConfig(num_workers=100), {"CPU": 4}, nodes=[{"CPU": 4.0}])
+
+
+def test_a_custom_resource_no_node_has_is_named():
+    settings = DistributedTrainerConfig(num_workers=1, resources_per_worker={"CPU": 1, "TPU": 1})
+    with pytest.raises(Unschedulable, match="1 node with 8 CPU, 0 TPU"):
+        plan(settings, {"CPU": 8}, nodes=[{"CPU": 8.0}])
+
+
+def test_room_counts_whole_workers_per_node():
+    assert room_for({"CPU": 1, "GPU": 1}, [{"CPU": 8.0, "GPU": 2.0}, {"CPU": 1.0, "GPU": 4.0}, {"CPU": 4.0}]) == 3
+    assert room_for({"CPU": 0}, []) >= 1_000_000  # a worker that asks for nothing fits anywhere

@@ -164,3 +164,38 @@ def test_resume_after_the_driver_is_killed(tmp_path, ray_cluster):
 
     epochs = [r["epoch"] for r in json.loads(history)]
     assert epochs == list(range(1, 31))
+
+
+def test_a_worker_group_the_cluster_cannot_hold_is_refused_at_once(tmp_path):
+    """8 workers of 1 CPU on the 4-CPU session cluster: Ray Train would wait forever."""
+    from plait.errors import BackendError
+
+    config = rule_config(tmp_path, workers=8)
+    config["backend"]["trainer"]["resources_per_worker"] = {"CPU": 1}
+    started = time.monotonic()
+    with pytest.raises(BackendError) as info:
+        Model(config).train(dataset=rule_data(), run_dir=tmp_path / "run", progress_bar=False)
+    assert time.monotonic() - started < 60
+    assert "the worker group needs 8 x (1 CPU), but this Ray cluster has room for 4" in str(info.value)
+    assert "1 node with 4 CPU" in str(info.value) and "Lower backend.trainer.num_workers" in str(info.value)
+
+
+def test_with_a_scheduling_timeout_the_driver_waits_for_room_then_says_how_long():
+    """What an autoscaling cluster gets (600 s unless set); the session cluster is fixed, so the
+    room never comes and the driver gives up after the timeout."""
+    from functools import partial
+
+    from plait.backends.ray.cluster import is_autoscaling, plan_with_room
+    from plait.backends.ray.train import plan
+    from plait.config.backend import DistributedTrainerConfig
+    from plait.errors import BackendError
+
+    assert not is_autoscaling()
+    settings = DistributedTrainerConfig(num_workers=8, resources_per_worker={"CPU": 1}, scheduling_timeout_s=1.5)
+    started = time.monotonic()
+    with pytest.raises(BackendError, match=r"room for 4: .*\(after waiting 1.5 s for nodes: "
+                                           r"backend.trainer.scheduling_timeout_s\)"):
+        plan_with_room(partial(plan, settings), settings.scheduling_timeout_s)
+    assert 1.5 <= time.monotonic() - started < 30
+    fits = DistributedTrainerConfig(num_workers=4, resources_per_worker={"CPU": 1}, scheduling_timeout_s=1.5)
+    assert plan_with_room(partial(plan, fits), fits.scheduling_timeout_s)["num_workers"] == 4

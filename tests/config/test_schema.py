@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import yaml
 from pydantic import BaseModel
@@ -444,3 +446,82 @@ def test_invalid_yaml_names_the_line(tmp_path):
 def test_missing_config_file(tmp_path):
     with pytest.raises(ConfigError, match="does not exist"):
         load_config(tmp_path / "nope.yaml")
+
+
+# ---- hostile sizes: every check linear, every echoed value short ---------------------------------
+
+def many_number_features(count: int) -> str:
+    """A config with ``count`` number inputs, as YAML text (written directly: quick to make)."""
+    inputs = "".join(f"  - {{name: x{i}, type: number}}\n" for i in range(count))
+    return f"input_features:\n{inputs}output_features:\n  - {{name: y, type: binary}}\n"
+
+
+def run_validate(path, capsys) -> tuple[int, str, str]:
+    from plait.cli import main
+
+    code = main(["validate", "--config", str(path)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_one_error_line(code: int, out: str, err: str) -> str:
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert err.startswith("plait: error: ") and err.count("plait: error:") == 1
+    return err
+
+
+def test_fifty_thousand_features_validate_in_linear_time(tmp_path):
+    path = tmp_path / "wide.yaml"
+    path.write_text(many_number_features(50_000))
+    started = time.monotonic()
+    config = load_config(path)
+    assert time.monotonic() - started < 20  # about 4 s; once 60 s (a duplicate-name check per name)
+    assert len(config.input_features) == 50_000 and config.input_features[-1].name == "x49999"
+
+
+def test_plait_validate_prints_twenty_thousand_features(tmp_path, capsys):
+    path = tmp_path / "wide.yaml"
+    path.write_text(many_number_features(20_000))
+    started = time.monotonic()
+    code, out, _ = run_validate(path, capsys)
+    assert time.monotonic() - started < 30  # about 10 s, most of it printing the YAML
+    assert code == 0 and out.count("\n- name: x") == 20_000 and "\n- name: x19999\n" in out
+
+
+def test_a_yaml_alias_bomb_is_refused_quickly_naming_the_file(tmp_path, capsys):
+    """The billion-laughs pattern inside a validated field: nine lines that expand to 9**9 values."""
+    lines = ["input_features:", "  - name: x", "    type: number", "    preprocessing:",
+             '      missing_value_strategy: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    lines += [f"level{k}: &a{k} [{', '.join([f'*a{k - 1}'] * 9)}]" for k in range(1, 9)]
+    lines += ["output_features:", "  - name: y", "    type: binary", "trainer:", "  learning_rate: *a8"]
+    path = tmp_path / "bomb.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    started = time.monotonic()
+    err = assert_one_error_line(*run_validate(path, capsys))
+    assert time.monotonic() - started < 10
+    assert f"{path}: the YAML aliases (*name) expand to more than 10,000,000 values" in err and len(err) < 400
+
+
+def test_aliases_that_stay_small_are_read_as_usual(tmp_path):
+    path = tmp_path / "shared.yaml"
+    path.write_text("shared: &number {name: x, type: number}\ninput_features: [*number]\n"
+                    "output_features: [{name: y, type: binary}]\n")
+    with pytest.raises(ConfigError, match="shared: unknown field"):  # read, then validated as any key
+        load_config(path)
+
+
+def test_a_fifty_megabyte_value_is_echoed_as_a_marked_prefix(tmp_path, capsys):
+    path = tmp_path / "huge.yaml"
+    path.write_text(many_number_features(1) + f"trainer:\n  learning_rate: {'z' * 50_000_000}\n")
+    err = assert_one_error_line(*run_validate(path, capsys))
+    assert f"trainer.learning_rate: got '{'z' * 80}'... (50,000,000 characters); expected float or 'auto'" in err
+    assert len(err) < 400
+
+
+def test_a_huge_list_in_a_choice_is_echoed_short_and_no_suggestion_is_computed(tmp_path, capsys):
+    path = tmp_path / "list.yaml"
+    path.write_text("input_features:\n  - name: x\n    type: number\n    preprocessing:\n"
+                    f"      missing_value_strategy: [{', '.join(['fill_with_mean'] * 100_000)}]\n"
+                    "output_features: [{name: y, type: binary}]\n")
+    err = assert_one_error_line(*run_validate(path, capsys))
+    assert "missing_value_strategy: got ['fill_with_mean', 'fill_with_mean'," in err and len(err) < 600

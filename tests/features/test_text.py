@@ -160,3 +160,23 @@ def test_bpe_most_common_is_the_subword_vocabulary_size(make_processor, fit):
     small = fit(text(make_processor, tokenizer="bpe", most_common=12), CORPUS)
     large = fit(text(make_processor, tokenizer="bpe", most_common=40), CORPUS)
     assert len(small["vocabulary"]) <= 14 < len(large["vocabulary"])
+
+
+def test_bpe_on_a_megabyte_without_spaces_finishes_and_spells_it(make_processor, fit, transform, no_network):
+    """One cell of 1 MB with no space (a pasted blob) is one word: BPE learns from its pieces of
+    BPE_WORD_CHARACTERS (else training runs for hours), and still encodes it whole."""
+    import random
+    import time
+
+    from plait.features.text import BPE_WORD_CHARACTERS
+
+    blob = "".join(random.Random(0).choices("abcdefghij", k=1_000_000))
+    processor = text(make_processor, tokenizer="bpe", most_common=2000)
+    started = time.monotonic()
+    meta = fit(processor, [blob, "a short row"])
+    [row, _] = transform(processor, [blob, "a short row"], meta)
+    assert time.monotonic() - started < 60
+    assert max(len(token) for token in meta["vocabulary"]) <= BPE_WORD_CHARACTERS
+    spelled = "".join(words(meta, row))
+    assert len(row) == meta["sequence_length"] and PAD not in row  # the blob's first subwords fill the sequence
+    assert len(spelled) >= len(row) and blob.startswith(spelled)

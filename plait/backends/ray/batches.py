@@ -24,6 +24,7 @@ import pyarrow as pa
 from ray.data import Datasink, Datasource, ReadTask
 from ray.data.block import BlockAccessor, BlockMetadata
 
+from plait.backends.ray.cluster import check_room, plan_with_room, room_for
 from plait.backends.ray.errors import plait_error_of, worker_message
 from plait.backends.ray.train import plan
 from plait.errors import BackendError
@@ -96,11 +97,12 @@ class BatchActor:
         return self.function(batch)
 
 
-def actor_plan(settings, resources: dict) -> dict:
+def actor_plan(settings, resources: dict, nodes: list[dict] | None = None) -> dict:
     """Training's ``plan``, except that without ``num_workers`` on CPUs the pool has an actor
     per CPU, each reserving a share of one ((C - 1) / C of C CPUs, at least half) so that the read
     and write tasks always find room beside them. The model is most of prediction's work, and
-    an actor's torch runs one thread: this way it runs on every core."""
+    an actor's torch runs one thread: this way it runs on every core. Given the ``nodes``'
+    resources, it is refused only when no actor fits (the pool takes the room there is)."""
     use_gpu = settings.use_gpu if settings.use_gpu is not None else resources.get("GPU", 0) > 0
     if settings.num_workers is None and not use_gpu:
         cpus = max(1, int(resources.get("CPU", 1)))
@@ -108,7 +110,11 @@ def actor_plan(settings, resources: dict) -> dict:
         if settings.resources_per_worker is None:
             update["resources_per_worker"] = {"CPU": round(max(0.5, (cpus - 1) / cpus), 2)}
         settings = settings.model_copy(update=update)
-    return plan(settings, resources)
+    scaling = plan(settings, resources)
+    if nodes is not None:
+        check_room(scaling["resources_per_worker"], nodes, 1, "backend.trainer: the Ray Data actor pool")
+        scaling["num_workers"] = int(min(scaling["num_workers"], room_for(scaling["resources_per_worker"], nodes)))
+    return scaling
 
 
 def _mapped(source, make_function, settings, ordered: bool, what: str):
@@ -130,10 +136,9 @@ def _pool(settings, what: str, rows: int | None) -> tuple[dict, bool]:
     """``map_batches`` options for the actor pool (its plan logged), and whether it uses GPUs.
     The pool starts whole: grown on demand, it stays at one actor while the reads set the pace.
     It holds no more actors than the data has batches, when the rows are known."""
-    import ray
     from ray.data import ActorPoolStrategy
 
-    scaling = actor_plan(settings, ray.cluster_resources())
+    scaling = plan_with_room(partial(actor_plan, settings), settings.scheduling_timeout_s)
     resources = dict(scaling["resources_per_worker"])
     size = scaling["num_workers"] if rows is None else max(1, min(scaling["num_workers"], -(-rows // BATCH_ROWS)))
     log.info("Ray Data %s: %d actor(s) x %s, on %s.", what, size,

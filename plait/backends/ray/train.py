@@ -21,9 +21,11 @@ import os
 import tempfile
 import uuid
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 from plait.backends.environment import strategy_options
+from plait.backends.ray.cluster import check_room, plan_with_room
 from plait.backends.ray.errors import plait_error_of, worker_message
 from plait.backends.ray.loader import ShardBatches, exactly_once_data_config, filler_table, shuffle_rows, split_datasets
 from plait.errors import BackendError, TrainingError
@@ -40,8 +42,17 @@ RESULT_HISTORY = "history.json"
 """The files of the checkpoint rank 0 reports when training ends."""
 
 
-def plan(settings, resources: dict) -> dict:
-    """Workers, per-worker resources and GPU use, with the defaults filled from the cluster."""
+def plan(settings, resources: dict, nodes: list[dict] | None = None) -> dict:
+    """Workers, per-worker resources and GPU use, with the defaults filled from the cluster's
+    ``resources``; given the ``nodes``' resources, refused (Unschedulable) when the nodes cannot
+    hold every worker at once, which Ray Train would wait for forever."""
+    scaling = _scaling(settings, resources)
+    if nodes is not None:
+        check_room(scaling["resources_per_worker"], nodes, scaling["num_workers"], "backend.trainer: the worker group")
+    return scaling
+
+
+def _scaling(settings, resources: dict) -> dict:
     gpus = resources.get("GPU", 0)
     use_gpu = settings.use_gpu if settings.use_gpu is not None else gpus > 0
     if use_gpu and not gpus:
@@ -74,9 +85,7 @@ def describe_plan(scaling: dict, strategy: str, global_batch: int) -> str:
 
 
 def fit_on_ray(job: FitJob, settings) -> FitOutput:
-    import ray
-
-    scaling = plan(settings, ray.cluster_resources())
+    scaling = plan_with_room(partial(plan, settings), settings.scheduling_timeout_s)
     job = _for_workers(job)
     check_strategy(settings.strategy, job.config.trainer)  # settings a worker would refuse, refused here and now
     global_batch = batch_size(job) * scaling["num_workers"] * job.config.trainer.gradient_accumulation_steps
