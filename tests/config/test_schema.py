@@ -444,3 +444,16 @@ def test_invalid_yaml_names_the_line(tmp_path):
 def test_missing_config_file(tmp_path):
     with pytest.raises(ConfigError, match="does not exist"):
         load_config(tmp_path / "nope.yaml")
+
+
+def test_an_input_reading_the_output_column_is_target_leakage(refused):
+    problem = refused(input_features=[{"name": "age", "type": "number"},
+                                      {"name": "answer", "type": "binary", "column": "bought"}])
+    assert problem.startswith("input_features[1].column: input feature 'answer' reads column 'bought', which "
+                              "output feature 'bought' (output_features[0]) predicts"), problem
+    assert "the model would need the label to predict it" in problem
+
+
+def test_an_output_reading_another_column_than_its_name_is_leakage_too(refused):
+    problem = refused(output_features=[{"name": "target", "type": "number", "column": "age"}])
+    assert "input feature 'age' reads column 'age', which output feature 'target'" in problem
