@@ -143,10 +143,11 @@ class RowGroups:
     rows: int
 
 
-def parquet_row_groups(source: Any, storage_options: dict | None = None):
+def parquet_row_groups(source: Any, storage_options: dict | None = None, empty_ok: bool = False):
     """``(filesystem, row groups, column names)`` of a Parquet dataset (a file, a directory or a
     glob of Parquet files sharing one schema), in the order :func:`read_table` reads its rows;
-    None for any other source, which engines read another way."""
+    None for any other source, which engines read another way. No rows is an error unless
+    ``empty_ok`` (prediction, which answers an empty input with an empty output)."""
     if not isinstance(source, (str, os.PathLike)):
         return None
     import fsspec
@@ -170,7 +171,7 @@ def parquet_row_groups(source: Any, storage_options: dict | None = None):
             return None  # the whole-table reader reconciles differing schemas; leave it to that
         schema = file_schema
         groups += [RowGroups(file, (i,), meta.row_group(i).num_rows) for i in range(meta.num_row_groups)]
-    if not sum(g.rows for g in groups):
+    if not sum(g.rows for g in groups) and not empty_ok:
         raise DataError(f"dataset {path!r} has no rows")
     return fs, [g for g in groups if g.rows], schema.names
 

@@ -66,7 +66,7 @@ class Evaluation:
     def metrics_or_error(self) -> dict:
         """The metrics; an error when no row had every target."""
         if self.rows == 0:
-            raise DataError("no rows to evaluate (every row lacks a target value)")
+            raise DataError("no rows to evaluate (the data has no rows, or every row lacks a target value)")
         metrics = self.metrics.compute(self.stats)
         _warn_unseen_labels(metrics)
         return metrics
