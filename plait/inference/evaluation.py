@@ -68,7 +68,7 @@ class Evaluation:
         if self.rows == 0:
             raise DataError("no rows to evaluate (the data has no rows, or every row lacks a target value)")
         metrics = self.metrics.compute(self.stats)
-        _warn_unseen_labels(metrics)
+        _warn_unseen_labels(metrics, self.rows)
         return metrics
 
 
@@ -85,10 +85,11 @@ class ChunkStatistics:
         return evaluation.as_row()
 
 
-def _warn_unseen_labels(metrics: dict) -> None:
+def _warn_unseen_labels(metrics: dict, rows: int) -> None:
     """Labels the model never saw in training are scored as wrong; say so, with the count."""
     for name, values in metrics.items():
         unseen = int(values.get("unseen_labels", 0))
         if unseen:
-            log.warning("%s: %d of the evaluated rows have a label never seen in training; they count as wrong in "
-                        "accuracy and hits_at_k, and the loss covers the other rows only", name, unseen)
+            log.warning("%s: %d of %d evaluated rows have a label never seen in training; they count as wrong in "
+                        "accuracy and hits_at_k, and the loss and f1/precision/recall cover the other rows only",
+                        name, unseen, rows)
