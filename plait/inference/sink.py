@@ -108,7 +108,9 @@ class PredictionsSink:
         (marked complete by ``_SUCCESS``, which is what counts on an object store)."""
         fs, folder = resolve(self.output_directory)
         with atomic_folder(fs, posixpath.join(folder, self.name)) as tmp:
-            yield PartFolder(fs, tmp, self)
+            parts = PartFolder(fs, tmp, self)
+            yield parts
+            parts.write_no_rows_if_empty()
 
 
 @dataclass
@@ -121,12 +123,21 @@ class PartFolder:
     sink: PredictionsSink
 
     def write_part(self, index: int, tables: list[pa.Table]) -> None:
-        import pyarrow.csv as csv
-        import pyarrow.parquet as pq
-
         tables = [self.sink.formatted(t) for t in tables if t.num_rows]
         if not tables:
             return
-        path = posixpath.join(self.folder, f"part-{index:06d}.{self.sink.fmt}")
-        with self.fs.open(path, "wb") as handle:
-            (pq.write_table if self.sink.fmt == "parquet" else csv.write_csv)(pa.concat_tables(tables), handle)
+        self._write(f"part-{index:06d}.{self.sink.fmt}", pa.concat_tables(tables))
+
+    def write_no_rows_if_empty(self) -> None:
+        """An input without rows still gets a part: no rows, the predictions' columns (see
+        :attr:`PredictionsSink.no_rows`), so the folder reads as this input's predictions."""
+        if self.sink.no_rows is None or any(posixpath.basename(p).startswith("part-") for p in self.fs.ls(self.folder, detail=False)):
+            return
+        self._write(f"part-{0:06d}.{self.sink.fmt}", self.sink.formatted(self.sink.no_rows()))
+
+    def _write(self, name: str, table: pa.Table) -> None:
+        import pyarrow.csv as csv
+        import pyarrow.parquet as pq
+
+        with self.fs.open(posixpath.join(self.folder, name), "wb") as handle:
+            (pq.write_table if self.sink.fmt == "parquet" else csv.write_csv)(table, handle)
