@@ -69,9 +69,10 @@ def evaluate(backend, spec: PredictorSpec, dataset: Any, cached: bool | None = N
 
 
 def _predictions_of_no_rows(spec: PredictorSpec) -> pa.Table:
-    """The predictions of an input without rows: their columns and types, as any chunk's."""
+    """The predictions of an input without rows: their columns and types, as any chunk's. The
+    inputs are empty text columns, which every feature type reads (numbers, vectors as text)."""
     predictor = spec.build()
-    return predictor.predict_chunk(pa.table({predictor.column(p): pa.array([], pa.null()) for p in predictor.inputs}))
+    return predictor.predict_chunk(pa.table({predictor.column(p): pa.array([], pa.string()) for p in predictor.inputs}))
 
 
 def _make(function_class, spec: PredictorSpec, cached: bool, device: str):
