@@ -23,6 +23,15 @@ from plait.errors import ModelError, UsageError
 from plait.utils.fs import write_json
 
 
+def _check_experiment_name(name: str) -> None:
+    """The name is one folder name: a separator (``../x``, ``/tmp/x``, ``a/../../x``) could put the
+    run anywhere, outside ``--output-directory``, where it may overwrite what lies there."""
+    separators = {"/", "\\", os.sep, *([os.altsep] if os.altsep else [])}
+    if any(s in name for s in separators) or "\0" in name:
+        raise UsageError(f"--experiment-name {name!r}: must be a plain folder name, without '/' or '\\' (runs go "
+                         f"to <output-directory>/<name>_run_<n>); choose where runs go with --output-directory")
+
+
 class RunDirectory:
     """One run's folder (a local or mounted path that every worker can write)."""
 
@@ -38,6 +47,7 @@ class RunDirectory:
                              "TensorBoard logs, the model) must be a local or mounted path that every worker can "
                              "write; copy it to object storage when the run is done. (predict and evaluate "
                              "write to URLs.)")
+        _check_experiment_name(experiment_name)
         root = Path(output_directory)
         root.mkdir(parents=True, exist_ok=True)
         n = 0

@@ -71,6 +71,11 @@ class PlaitConfig(StrictModel):
         return self
 
     @model_validator(mode="after")
+    def _no_target_leakage(self):
+        _check_target_leakage(self.input_features, self.output_features)
+        return self
+
+    @model_validator(mode="after")
     def _validation_target(self):
         """The field and metric that pick the best model must be ones training reports."""
         _check_validation_target(self.trainer.validation_field, self.trainer.validation_metric,
@@ -80,6 +85,20 @@ class PlaitConfig(StrictModel):
     @property
     def features(self) -> list:
         return [*self.input_features, *self.output_features]
+
+
+def _check_target_leakage(inputs: list, outputs: list) -> None:
+    """An input that reads an output's column hands the model the label: training looks perfect,
+    and predicting needs the very value it is meant to predict."""
+    output_by_column = {o.source_column: (i, o) for i, o in enumerate(outputs)}
+    for i, feature in enumerate(inputs):
+        if feature.source_column not in output_by_column:
+            continue
+        j, output = output_by_column[feature.source_column]
+        raise field_error(f"input_features[{i}].column",
+                          f"input feature {feature.name!r} reads column {feature.source_column!r}, which output "
+                          f"feature {output.name!r} (output_features[{j}]) predicts: the model would need the "
+                          f"label to predict it (target leakage); remove the input or point it at another column")
 
 
 def _check_validation_target(field: str | None, metric: str | None, outputs: dict[str, str]) -> None:

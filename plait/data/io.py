@@ -143,10 +143,11 @@ class RowGroups:
     rows: int
 
 
-def parquet_row_groups(source: Any, storage_options: dict | None = None):
+def parquet_row_groups(source: Any, storage_options: dict | None = None, empty_ok: bool = False):
     """``(filesystem, row groups, column names)`` of a Parquet dataset (a file, a directory or a
     glob of Parquet files sharing one schema), in the order :func:`read_table` reads its rows;
-    None for any other source, which engines read another way."""
+    None for any other source, which engines read another way. No rows is an error unless
+    ``empty_ok`` (prediction, which answers an empty input with an empty output)."""
     if not isinstance(source, (str, os.PathLike)):
         return None
     import fsspec
@@ -165,11 +166,12 @@ def parquet_row_groups(source: Any, storage_options: dict | None = None):
         except (pa.ArrowInvalid, OSError, ValueError) as exc:
             raise DataError(f"cannot read {file!r} as PARQUET: {first_line(exc)}. Is the file complete and in that format?") from None
         file_schema = meta.schema.to_arrow_schema().remove_metadata()
+        check_same_columns(path, {files[0]: (schema or file_schema).names, file: file_schema.names})
         if schema is not None and not file_schema.equals(schema):
             return None  # the whole-table reader reconciles differing schemas; leave it to that
         schema = file_schema
         groups += [RowGroups(file, (i,), meta.row_group(i).num_rows) for i in range(meta.num_row_groups)]
-    if not sum(g.rows for g in groups):
+    if not sum(g.rows for g in groups) and not empty_ok:
         raise DataError(f"dataset {path!r} has no rows")
     return fs, [g for g in groups if g.rows], schema.names
 
@@ -196,6 +198,7 @@ def read_files_as_one(fs, files: list[str], path: str) -> pa.Table:
             tables.append(read_file(fs, file, data_format(file)))
         except (pa.ArrowInvalid, OSError, ValueError) as exc:
             raise DataError(f"cannot read {file!r}: {first_line(exc)}") from None
+    check_same_columns(path, {file: table.column_names for file, table in zip(files, tables)})
     try:
         return pa.concat_tables(tables, promote_options="permissive")
     except pa.ArrowInvalid as exc:
@@ -204,3 +207,59 @@ def read_files_as_one(fs, files: list[str], path: str) -> pa.Table:
 
 def first_line(exc: BaseException) -> str:
     return str(exc).strip().splitlines()[0].rstrip(".") if str(exc).strip() else type(exc).__name__
+
+
+def check_same_columns(path: str, columns_by_file: dict[str, list[str]]) -> None:
+    """Files of one dataset must name the same columns: merging ``x1`` from one file with ``X1``
+    from another would give each column nulls where the other file's rows are."""
+    files = list(columns_by_file)
+    first = set(columns_by_file[files[0]])
+    for file in files[1:]:
+        other = set(columns_by_file[file])
+        if other == first:
+            continue
+        only_first, only_other = sorted(first - other), sorted(other - first)
+        raise DataError(
+            f"files in {path!r} do not share their columns: {files[0]!r} alone has {_few(only_first)}, "
+            f"{file!r} alone has {_few(only_other)}; give every file of a dataset the same column names"
+        )
+
+
+def _few(names: list[str], shown: int = 5) -> str:
+    if not names:
+        return "no other column"
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(repr(n) for n in names[:shown]) + more
+
+
+def check_files_share_columns(source: Any, storage_options: dict | None = None) -> None:
+    """For engines that read a folder or glob with their own reader (Dask, Modin): the same check
+    :func:`read_table` makes, from the files' headers and footers only."""
+    if not isinstance(source, (str, os.PathLike)):
+        return
+    import fsspec
+
+    path = os.fspath(source)
+    fs, fs_path = fsspec.core.url_to_fs(path, **(storage_options or {}))
+    files = dataset_files(fs, fs_path, path)
+    if files:
+        check_same_columns(path, {file: file_columns(fs, file) for file in files})
+
+
+def file_columns(fs, file: str) -> list[str]:
+    """A file's column names, reading as little as its format allows."""
+    fmt = data_format(file)
+    try:
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            with fs.open(file, "rb") as handle:
+                return pq.ParquetFile(handle).schema_arrow.names
+        if fmt in ("csv", "tsv"):
+            import pyarrow.csv as csv
+
+            with fs.open(file, "rb", compression="infer") as handle:
+                return csv.open_csv(handle, **csv_options(fmt)).schema.names
+        return read_file(fs, file, fmt).column_names
+    except (pa.ArrowException, OSError, ValueError, UnicodeDecodeError) as exc:
+        raise DataError(f"cannot read {file!r}: {first_line(exc)}") from None

@@ -52,6 +52,27 @@ class BinaryProcessor(FeatureProcessor):
         return {"true_labels": true_labels, "labels": labels, "fill_value": bool(fill)}
 
     def transform(self, column: pa.Array, metadata: dict) -> pa.Array:
-        flags = pc.is_in(column, value_set=pa.array(metadata["true_labels"], pa.string()))
+        # A value is true when it is one of training's true labels, or, when training never had it,
+        # when it is a true word: data labelled yes/no scores against a model trained on 1/0 (as
+        # in Ludwig). A value that is neither a training label nor a word has no meaning: refused.
+        words = pc.utf8_lower(column)
+        trained = pc.is_in(column, value_set=pa.array(metadata.get("labels", []), pa.string()))
+        true_label = pc.is_in(column, value_set=pa.array(metadata["true_labels"], pa.string()))
+        true_word = pc.is_in(words, value_set=pa.array(sorted(TRUE_WORDS), pa.string()))
+        flags = pc.or_(true_label, pc.and_(pc.invert(trained), true_word))
+        known = pc.or_(pc.or_(trained, true_label), pc.is_in(words, value_set=pa.array(sorted(TRUE_WORDS | FALSE_WORDS))))
+        self._refuse_unknown(column, known, metadata)
         flags = pc.if_else(pc.is_valid(column), flags, None)
         return pc.fill_null(flags, metadata["fill_value"])
+
+    def _refuse_unknown(self, column: pa.Array, known: pa.Array, metadata: dict) -> None:
+        unknown = pc.filter(column, pc.and_(pc.is_valid(column), pc.invert(known)))
+        if len(unknown) == 0:
+            return
+        values = pc.unique(unknown).to_pylist()
+        shown = ", ".join(repr(v) for v in values[:5]) + (f" and {len(values) - 5} more" if len(values) > 5 else "")
+        labels = ", ".join(repr(v) for v in metadata.get("labels", [])) or "none"
+        raise DataError(
+            f"binary feature {self.name!r}: column {self.column!r} has {shown}, which is neither a label of the "
+            f"training data ({labels}) nor a boolean word; use those labels or true/false, yes/no, y/n, t/f, 1/0, on/off"
+        )

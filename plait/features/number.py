@@ -21,10 +21,11 @@ class NumberProcessor(FeatureProcessor):
     type = "number"
 
     def prepare(self, column: pa.Array) -> pa.Array:
+        return _missing_unless_finite(self._parse(column))
+
+    def _parse(self, column: pa.Array) -> pa.Array:
         if pa.types.is_floating(column.type):
-            column = column.cast(pa.float64())
-            # NaN (as Spark or numpy write it) is a missing value, like null.
-            return pc.if_else(pc.is_nan(column), pa.scalar(None, pa.float64()), column)
+            return column.cast(pa.float64())
         if pa.types.is_integer(column.type) or pa.types.is_boolean(column.type):
             return column.cast(pa.float64())
         strings = column.cast(pa.string())
@@ -97,6 +98,13 @@ class NumberProcessor(FeatureProcessor):
         values = self.fill(column, metadata["fill_value"]).to_numpy(zero_copy_only=False)
         values = (values - metadata["shift"]) / metadata["scale"]
         return pa.array(values.astype(np.float32), pa.float32())
+
+
+def _missing_unless_finite(column: pa.Array) -> pa.Array:
+    """NaN (as Spark or numpy write it) and infinities are missing values, like null, so that the
+    feature's missing_value_strategy applies to them: an infinite input would otherwise reach the
+    model and make every probability NaN."""
+    return pc.if_else(pc.is_finite(column), column, pa.scalar(None, pa.float64()))
 
 
 def _pick(fn, a, b):

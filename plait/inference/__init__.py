@@ -47,8 +47,10 @@ def write_predictions(backend, spec: PredictorSpec, dataset: Any, output_directo
     from plait.config import load_config
 
     _check_known_columns(spec, dataset, with_outputs=False)
-    sink = PredictionsSink.for_config(output_directory, fmt, load_config(spec.config))
-    make = partial(_make, ChunkPredictions, spec, isinstance(dataset, CachedSplit))
+    cached = isinstance(dataset, CachedSplit)
+    sink = PredictionsSink.for_config(output_directory, fmt, load_config(spec.config),
+                                      no_rows=None if cached else partial(_predictions_of_no_rows, spec))
+    make = partial(_make, ChunkPredictions, spec, cached)
     return backend.write_batches(dataset, make, sink)
 
 
@@ -64,6 +66,13 @@ def evaluate(backend, spec: PredictorSpec, dataset: Any, cached: bool | None = N
                                        what="evaluation"):
         total.add_rows(shipped)
     return total.metrics_or_error()
+
+
+def _predictions_of_no_rows(spec: PredictorSpec) -> pa.Table:
+    """The predictions of an input without rows: their columns and types, as any chunk's. The
+    inputs are empty text columns, which every feature type reads (numbers, vectors as text)."""
+    predictor = spec.build()
+    return predictor.predict_chunk(pa.table({predictor.column(p): pa.array([], pa.string()) for p in predictor.inputs}))
 
 
 def _make(function_class, spec: PredictorSpec, cached: bool, device: str):

@@ -9,12 +9,16 @@ the driver adds up. Every path ends in the same :meth:`Evaluation.metrics`, so t
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pyarrow as pa
 import torch
 
 from plait.errors import DataError
 from plait.training.metrics import MetricSet
+
+log = logging.getLogger("plait")
 
 
 class Evaluation:
@@ -62,8 +66,10 @@ class Evaluation:
     def metrics_or_error(self) -> dict:
         """The metrics; an error when no row had every target."""
         if self.rows == 0:
-            raise DataError("no rows to evaluate (every row lacks a target value)")
-        return self.metrics.compute(self.stats)
+            raise DataError("no rows to evaluate (the data has no rows, or every row lacks a target value)")
+        metrics = self.metrics.compute(self.stats)
+        _warn_unseen_labels(metrics, self.rows)
+        return metrics
 
 
 class ChunkStatistics:
@@ -77,3 +83,13 @@ class ChunkStatistics:
         evaluation = Evaluation(self.predictor.module)
         evaluation.add_chunk(self.predictor, chunk)
         return evaluation.as_row()
+
+
+def _warn_unseen_labels(metrics: dict, rows: int) -> None:
+    """Labels the model never saw in training are scored as wrong; say so, with the count."""
+    for name, values in metrics.items():
+        unseen = int(values.get("unseen_labels", 0))
+        if unseen:
+            log.warning("%s: %d of %d evaluated rows have a label never seen in training; they count as wrong in "
+                        "accuracy and hits_at_k, and the loss and f1/precision/recall cover the other rows only",
+                        name, unseen, rows)

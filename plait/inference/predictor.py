@@ -98,6 +98,9 @@ class Predictor:
     def logits(self, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """The model's outputs for ``inputs``, in batches, back on the CPU."""
         rows = len(next(iter(inputs.values())))
+        if rows == 0:  # no batch to run: each head's outputs for zero rows keep their shapes and types
+            return {name: head(torch.zeros(0, _input_size(head), device=self.device)).cpu()
+                    for name, head in self.module.heads.items()}
         parts = []
         for start in range(0, rows, self.batch_size):
             batch = {k: v[start:start + self.batch_size].to(self.device) for k, v in inputs.items()}
@@ -111,6 +114,11 @@ class Predictor:
         for p in self.outputs:
             columns.update(postprocess(p, self.module.heads[p.name].predict(logits[p.name]), self.features[p.name]))
         return pa.table(columns)
+
+
+def _input_size(head: torch.nn.Module) -> int:
+    """The width a head reads: its first linear layer's input (its decoder's, else its projection's)."""
+    return next(m for m in head.modules() if isinstance(m, torch.nn.Linear)).in_features
 
 
 def postprocess(processor, out: dict, meta: dict) -> dict:

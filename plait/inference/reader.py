@@ -75,7 +75,7 @@ def pieces(source: str | os.PathLike) -> tuple[Any, list[Piece]]:
     path = os.fspath(source)
     if not os.path.exists(path) and "://" not in path and not any(c in path for c in "*?["):
         raise DataError(f"dataset {path!r} does not exist")
-    parquet = parquet_row_groups(path)
+    parquet = parquet_row_groups(path, empty_ok=True)
     if parquet is not None:
         fs, groups, _ = parquet
         return fs, [Piece(g.file, g.indices, g.rows) for g in groups]
@@ -93,7 +93,7 @@ def known_columns(source: Any) -> list[str] | None:
     if table is not None:
         return table.column_names
     if isinstance(source, (str, os.PathLike)):
-        parquet = parquet_row_groups(source)
+        parquet = parquet_row_groups(source, empty_ok=True)
         return parquet[2] if parquet is not None else None
     return None
 

@@ -14,7 +14,7 @@ import itertools
 import os
 import posixpath
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import pyarrow as pa
 
@@ -37,12 +37,16 @@ class PredictionsSink:
     fmt: str = "parquet"
     set_separators: dict = field(default_factory=dict)
     """CSV has no list type: each set output's predictions joined with its tokenizer's separator."""
+    no_rows: Callable[[], pa.Table] | None = None
+    """The predictions of no rows (their columns and types): what an input without rows gets, so
+    that the file named as the result is this input's, never an older one."""
 
     @classmethod
-    def for_config(cls, output_directory, fmt: str, config) -> "PredictionsSink":
+    def for_config(cls, output_directory, fmt: str, config, no_rows: Callable[[], pa.Table] | None = None
+                   ) -> "PredictionsSink":
         separators = {f"{f.name}_predictions": "," if f.preprocessing.tokenizer == "comma" else " "
                       for f in config.output_features if f.type == "set"}
-        return cls(os.fspath(output_directory), fmt, separators)
+        return cls(os.fspath(output_directory), fmt, separators, no_rows)
 
     @property
     def name(self) -> str:
@@ -63,19 +67,28 @@ class PredictionsSink:
         return table
 
     def write_file(self, tables: Iterable[pa.Table]) -> WrittenPredictions:
-        """Stream tables into one file; no tables, no file."""
+        """Stream tables into one file; no tables, a file of no rows (see :attr:`no_rows`)."""
         fs, folder = resolve(self.output_directory)
         ensure_dir(fs, folder)
         tables = iter(tables)
         first = next(tables, None)
         if first is None:
-            return self.written(0)
+            if self.no_rows is None:
+                return self._without_rows(fs, folder)
+            first = self.no_rows()
         rows = 0
         with atomic_open(fs, posixpath.join(folder, self.name), "wb") as handle, self._writer(handle, first) as write:
             for table in itertools.chain([first], tables):
                 write(self.formatted(table))
                 rows += table.num_rows
         return self.written(rows)
+
+    def _without_rows(self, fs, folder: str) -> WrittenPredictions:
+        """No rows and no schema to write them with: an earlier output must not pass for this one."""
+        path = posixpath.join(folder, self.name)
+        if fs.exists(path):
+            fs.rm(path, recursive=True)
+        return self.written(0)
 
     @contextlib.contextmanager
     def _writer(self, handle, first: pa.Table) -> Iterator:
@@ -95,7 +108,9 @@ class PredictionsSink:
         (marked complete by ``_SUCCESS``, which is what counts on an object store)."""
         fs, folder = resolve(self.output_directory)
         with atomic_folder(fs, posixpath.join(folder, self.name)) as tmp:
-            yield PartFolder(fs, tmp, self)
+            parts = PartFolder(fs, tmp, self)
+            yield parts
+            parts.write_no_rows_if_empty()
 
 
 @dataclass
@@ -108,12 +123,21 @@ class PartFolder:
     sink: PredictionsSink
 
     def write_part(self, index: int, tables: list[pa.Table]) -> None:
-        import pyarrow.csv as csv
-        import pyarrow.parquet as pq
-
         tables = [self.sink.formatted(t) for t in tables if t.num_rows]
         if not tables:
             return
-        path = posixpath.join(self.folder, f"part-{index:06d}.{self.sink.fmt}")
-        with self.fs.open(path, "wb") as handle:
-            (pq.write_table if self.sink.fmt == "parquet" else csv.write_csv)(pa.concat_tables(tables), handle)
+        self._write(f"part-{index:06d}.{self.sink.fmt}", pa.concat_tables(tables))
+
+    def write_no_rows_if_empty(self) -> None:
+        """An input without rows still gets a part: no rows, the predictions' columns (see
+        :attr:`PredictionsSink.no_rows`), so the folder reads as this input's predictions."""
+        if self.sink.no_rows is None or any(posixpath.basename(p).startswith("part-") for p in self.fs.ls(self.folder, detail=False)):
+            return
+        self._write(f"part-{0:06d}.{self.sink.fmt}", self.sink.formatted(self.sink.no_rows()))
+
+    def _write(self, name: str, table: pa.Table) -> None:
+        import pyarrow.csv as csv
+        import pyarrow.parquet as pq
+
+        with self.fs.open(posixpath.join(self.folder, name), "wb") as handle:
+            (pq.write_table if self.sink.fmt == "parquet" else csv.write_csv)(table, handle)

@@ -33,7 +33,8 @@ class OutputMetrics:
             return {**base, "tp": 1, "fp": 1, "fn": 1, "tn": 1, "hist_pos": AUC_BINS, "hist_neg": AUC_BINS}
         if self.type == "category":
             confusion = self.classes**2 if self.classes <= MAX_CONFUSION_CLASSES else 0
-            return {**base, "correct": 1, "hits_at_k": 1, "confusion": confusion}
+            # "unseen": rows whose label the training data never had (target -1); see _update_category.
+            return {**base, "correct": 1, "hits_at_k": 1, "unseen": 1, "confusion": confusion}
         if self.type == "number":
             return {**base, "abs_err": 1, "sq_err": 1, "y": 1, "y2": 1}
         return {**base, "jaccard": 1, "tp": 1, "fp": 1, "fn": 1}
@@ -65,10 +66,15 @@ class OutputMetrics:
         s["hist_neg"] += torch.bincount(bins[~y], minlength=AUC_BINS)
 
     def _update_category(self, s, logits, target):
+        # A label training never saw (-1) has no logit, so the model cannot be right about it: the
+        # row counts, as a miss, in accuracy and hits_at_k (Ludwig scores it as its unknown class,
+        # which no prediction matches). The loss and the confusion matrix cover the known labels
+        # only, since neither has a class for it; the "unseen" count says how many were left out.
         target = target.long()
         valid = target >= 0
-        logits, target = logits[valid], target[valid]
         s["count"] += target.numel()
+        s["unseen"] += (~valid).sum()
+        logits, target = logits[valid], target[valid]
         pred = logits.argmax(-1)
         s["correct"] += (pred == target).sum()
         k = min(self.head.feature.top_k, logits.shape[-1])
@@ -110,6 +116,8 @@ class OutputMetrics:
 
     def _compute_category(self, s, n):
         result = {"accuracy": float(s["correct"].item()) / n, "hits_at_k": float(s["hits_at_k"].item()) / n}
+        if s["unseen"].item():  # only then, so that clean data keeps the usual set of metrics
+            result["unseen_labels"] = float(s["unseen"].item())
         if s["confusion"].numel():
             cm = s["confusion"].reshape(self.classes, self.classes)
             tp = cm.diag()

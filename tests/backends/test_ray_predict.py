@@ -246,3 +246,24 @@ def test_experiment_on_ray_tests_the_cached_test_split_as_ray_data_jobs(tmp_path
     stats = json.loads((run / "test_statistics.json").read_text())
     assert stats["y"]["accuracy"] == pytest.approx(local["y"]["accuracy"], abs=1e-6)
     model.close()
+
+
+@pytest.mark.parametrize("backend", ["ray", "local"])
+@pytest.mark.parametrize("name", ["empty.csv", "empty.parquet"])
+def test_cli_predict_on_an_input_without_rows_writes_the_usual_columns_and_no_rows(saved, tmp_path, backend, name, capsys):
+    import pyarrow.parquet as pq
+
+    empty = tmp_path / name
+    header = every_type_frame(5).drop(columns=["label", "score", "flag", "tags"]).head(0)
+    header.to_csv(empty, index=False) if name.endswith(".csv") else header.to_parquet(empty, index=False)
+    assert main(["predict", "--model-path", str(saved / "model"), "--dataset", str(saved / "data.csv"),
+                 "--backend", "local", "--output-directory", str(tmp_path / "some")]) == 0
+    usual = pq.read_schema(tmp_path / "some" / "predictions.parquet")
+    capsys.readouterr()
+    rc = main(["predict", "--model-path", str(saved / "model"), "--dataset", str(empty), "--backend", backend,
+               "--output-directory", str(tmp_path / "out")])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    assert json.loads(out) == {"predictions": str(tmp_path / "out" / "predictions.parquet"), "rows": 0}
+    written = pq.read_table(tmp_path / "out" / "predictions.parquet")
+    assert written.num_rows == 0 and written.schema.equals(usual)

@@ -325,3 +325,20 @@ def test_globs_and_ray_datasets_are_accepted_as_input(tmp_path, every_type_confi
     assert outputs(run(config, glob, get_engine("dask"), tmp_path / "dask")) == local
     dataset = ray.data.from_pandas([frame.iloc[:150], frame.iloc[150:]])
     assert without_key(outputs(run(config, dataset, get_engine("dask"), tmp_path / "ray-data"))) == without_key(local)
+
+
+@pytest.mark.parametrize("engine", ["dask", "modin"])
+@pytest.mark.parametrize("suffix", ["csv", "parquet"])
+def test_files_that_disagree_on_columns_are_refused_by_every_engine(tmp_path, engine, suffix):
+    import pandas as pd
+
+    from plait.errors import DataError
+
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    for i, frame in enumerate([pd.DataFrame({"x1": [1.0, 2.0], "y": [0, 1]}), pd.DataFrame({"X1": [3.0], "y": [1]})]):
+        path = folder / f"part-{i}.{suffix}"
+        frame.to_parquet(path) if suffix == "parquet" else frame.to_csv(path, index=False)
+    config = {"input_features": [{"name": "x1", "type": "number"}], "output_features": [{"name": "y", "type": "binary"}]}
+    with pytest.raises(DataError, match=r"part-0\.\w+' alone has 'x1', .*part-1\.\w+' alone has 'X1'"):
+        run(config, str(folder), get_engine(engine), tmp_path / "cache")

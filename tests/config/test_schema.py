@@ -525,3 +525,16 @@ def test_a_huge_list_in_a_choice_is_echoed_short_and_no_suggestion_is_computed(t
                     "output_features: [{name: y, type: binary}]\n")
     err = assert_one_error_line(*run_validate(path, capsys))
     assert "missing_value_strategy: got ['fill_with_mean', 'fill_with_mean'," in err and len(err) < 600
+
+
+def test_an_input_reading_the_output_column_is_target_leakage(refused):
+    problem = refused(input_features=[{"name": "age", "type": "number"},
+                                      {"name": "answer", "type": "binary", "column": "bought"}])
+    assert problem.startswith("input_features[1].column: input feature 'answer' reads column 'bought', which "
+                              "output feature 'bought' (output_features[0]) predicts"), problem
+    assert "the model would need the label to predict it" in problem
+
+
+def test_an_output_reading_another_column_than_its_name_is_leakage_too(refused):
+    problem = refused(output_features=[{"name": "target", "type": "number", "column": "age"}])
+    assert "input feature 'age' reads column 'age', which output feature 'target'" in problem

@@ -231,3 +231,43 @@ def test_two_processes_building_the_same_entry_at_once_both_succeed_with_one_who
     assert json.loads((Path(location) / "metadata.json").read_text()) == metadata
     data = run(dataset)
     assert data.from_cache and data.metadata == metadata and data.read_split("training").num_rows == rows
+
+
+def _rewrite_keeping_size_and_mtime(path: str, content: bytes) -> None:
+    stat = os.stat(path)
+    assert len(content) == stat.st_size
+    Path(path).write_bytes(content)
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+@pytest.mark.parametrize("rows", [6, 40_000], ids=["small", "larger-than-two-samples"])
+def test_data_rewritten_with_the_same_size_and_mtime_is_not_taken_from_the_cache(rows, make_config, write_config,
+                                                                                  tmp_path, capsys):
+    from plait.cli import main
+
+    path = tmp_path / "data.csv"
+    # The first row changes (0.0 -> 8.0): same size, in the first sampled block of either file.
+    xs = [float(i % 9) for i in range(rows)]
+    pd.DataFrame({"x": xs, "c": ["a", "b"] * (rows // 2), "y": ["yes", "no"] * (rows // 2)}).to_csv(path, index=False)
+    config = write_config(make_config(INPUTS, OUTPUTS))
+    preprocess_cli = lambda: (main(["preprocess", "--config", config, "--dataset", str(path)]), capsys.readouterr())
+    (code, (out, err)) = preprocess_cli()
+    assert code == 0, err
+    assert json.loads(out)["from_cache"] is False
+    text = path.read_bytes()
+    _rewrite_keeping_size_and_mtime(str(path), text.replace(b"\n0.0,a,yes\n", b"\n8.0,a,yes\n", 1))
+    (code, (out, err)) = preprocess_cli()
+    assert code == 0, err
+    assert json.loads(out)["from_cache"] is False
+    (code, (out, err)) = preprocess_cli()
+    assert json.loads(out)["from_cache"] is True  # the same content again: the cache serves it
+
+
+def test_parquet_rewritten_with_the_same_size_and_mtime_is_not_taken_from_the_cache(run, tmp_path):
+    path = tmp_path / "data.parquet"
+    pd.DataFrame(ROWS).to_parquet(path, index=False)
+    run(str(path))
+    changed = tmp_path / "changed.parquet"
+    pd.DataFrame({**ROWS, "x": [1.0, 2.0, 3.0, 4.0, 5.0, 7.0]}).to_parquet(changed, index=False)
+    _rewrite_keeping_size_and_mtime(str(path), changed.read_bytes())
+    assert not run(str(path)).from_cache

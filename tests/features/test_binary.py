@@ -79,3 +79,25 @@ def test_output_is_boolean(make_processor, fit):
     processor = binary(make_processor)
     meta = fit(processor, ["yes", "no"])
     assert processor.transform(processor.prepare(pa.array(["no"])), meta).type == pa.bool_()
+
+
+@pytest.mark.parametrize("trained, later, expected", [
+    ([1, 0, 1], ["yes", "no", "Y", "n", "True", "f"], [True, False, True, False, True, False]),
+    (["yes", "no"], ["1", "0", "t", "F", "1.0", "0.0"], [True, False, True, False, True, False]),
+    ([True, False], ["Yes", "No", "ON", "off"], [True, False, True, False]),
+    (["dog", "cat"], ["dog", "cat", "yes", "no"], [True, False, True, False]),
+])
+def test_labels_spelled_otherwise_than_in_training_keep_their_meaning(make_processor, fit, trained, later, expected):
+    processor = binary(make_processor)
+    meta = fit(processor, trained)
+    assert processor.transform(processor.prepare(pa.array(later)), meta).to_pylist() == expected
+
+
+def test_a_label_that_is_neither_a_training_label_nor_a_boolean_word_is_refused(make_processor, fit):
+    processor = binary(make_processor)
+    meta = fit(processor, ["1", "0"])
+    with pytest.raises(DataError) as info:
+        processor.transform(processor.prepare(pa.array(["1", "maybe", None, "perhaps", "maybe"])), meta)
+    assert str(info.value) == ("binary feature 'f': column 'f' has 'maybe', 'perhaps', which is neither a label of "
+                               "the training data ('0', '1') nor a boolean word; use those labels or true/false, "
+                               "yes/no, y/n, t/f, 1/0, on/off")

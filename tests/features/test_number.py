@@ -124,3 +124,16 @@ def test_statistics_do_not_depend_on_partitioning(make_processor, fit):
         whole = fit(processor, values)
         assert fit(processor, values[:1], values[1:400], [], values[400:]) == whole
         assert fit(processor, *[values[i::7] for i in range(7)]) == whole
+
+
+@pytest.mark.parametrize("values", [[1.0, float("inf"), 3.0, float("-inf")], ["1", "inf", "3", "-Infinity"]])
+def test_infinities_are_missing_values_filled_per_the_strategy(make_processor, fit, values):
+    processor = number(make_processor, missing_value_strategy="fill_with_mean", normalization="none")
+    meta = fit(processor, values)
+    assert meta["mean"] == 2.0
+    assert processor.transform(processor.prepare(pa.array(values)), meta).to_pylist() == [1.0, 2.0, 3.0, 2.0]
+
+
+def test_infinities_drop_the_row_under_drop_row(make_processor):
+    processor = number(make_processor, missing_value_strategy="drop_row")
+    assert processor.prepare(pa.array([1.0, float("inf")])).is_valid().to_pylist() == [True, False]

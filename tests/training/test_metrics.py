@@ -38,7 +38,7 @@ def _category(rows=ROWS, seed=0, unknown_every=23):
     g = _generator(seed)
     target = torch.randint(0, len(LABELS), (rows,), generator=g)
     logits = torch.randn(rows, len(LABELS), generator=g) + 1.5 * torch.nn.functional.one_hot(target, len(LABELS))
-    target[::unknown_every] = -1  # labels unseen in training: ignored by loss and metrics
+    target[::unknown_every] = -1  # labels unseen in training: wrong in accuracy, left out of the loss
     return logits, target
 
 
@@ -87,7 +87,7 @@ def test_metrics_of_merged_shard_statistics_equal_metrics_of_the_whole(output_me
         start += rows
     torch.testing.assert_close(merged, whole, rtol=1e-12, atol=1e-9)
     expected, got = metric.compute(whole), metric.compute(merged)
-    assert set(got) == EXPECTED_METRICS[ftype]
+    assert set(got) == EXPECTED_METRICS[ftype] | ({"unseen_labels"} if ftype == "category" else set())
     assert got == pytest.approx(expected, rel=1e-10, abs=1e-12)
 
 
@@ -134,20 +134,34 @@ def test_category_metrics_match_scikit_learn(output_metrics):
     y, scores = target.numpy()[valid], logits.numpy()[valid]
     pred = scores.argmax(-1)
     assert set(np.unique(y)) == set(range(len(LABELS)))  # macro averages agree when every class occurs
-    assert got["accuracy"] == pytest.approx(skm.accuracy_score(y, pred), abs=1e-12)
+    # Accuracy and hits_at_k count the unseen labels as wrong; the other metrics cover known labels.
+    assert got["accuracy"] == pytest.approx(skm.accuracy_score(y, pred) * valid.mean(), abs=1e-12)
     assert got["f1"] == pytest.approx(skm.f1_score(y, pred, average="macro"), abs=1e-9)
     assert got["precision"] == pytest.approx(skm.precision_score(y, pred, average="macro"), abs=1e-9)
     assert got["recall"] == pytest.approx(skm.recall_score(y, pred, average="macro"), abs=1e-9)
-    assert got["hits_at_k"] == pytest.approx(skm.top_k_accuracy_score(y, scores, k=2, labels=range(len(LABELS))), abs=1e-12)
+    assert got["hits_at_k"] == pytest.approx(skm.top_k_accuracy_score(y, scores, k=2, labels=range(len(LABELS))) * valid.mean(), abs=1e-12)
     probabilities = torch.softmax(logits[torch.from_numpy(valid)], -1).numpy()
     assert got["loss"] == pytest.approx(skm.log_loss(y, probabilities, labels=range(len(LABELS))), rel=1e-5)
 
 
-def test_category_rows_with_unknown_labels_are_not_counted(output_metrics):
+def test_category_rows_with_unknown_labels_count_as_wrong_and_are_reported(output_metrics):
     logits, target = _category()
     metric = output_metrics("category")
-    stats = filled(metric, logits, target)
-    assert metric.unpack(stats)["count"].item() == int((target >= 0).sum())
+    got = metric.compute(filled(metric, logits, target))
+    assert got["unseen_labels"] == int((target < 0).sum()) == 14
+
+
+def test_category_rows_all_unknown_give_zero_accuracy_not_empty_metrics(output_metrics):
+    metric = output_metrics("category")
+    got = metric.compute(filled(metric, torch.randn(5, len(LABELS)), torch.full((5,), -1)))
+    assert (got["accuracy"], got["hits_at_k"], got["unseen_labels"]) == (0.0, 0.0, 5.0)
+
+
+def test_category_metrics_of_known_labels_leave_out_the_unseen_count(output_metrics):
+    logits, target = _category(unknown_every=10**6)
+    target[0] = 0
+    metric = output_metrics("category")
+    assert "unseen_labels" not in metric.compute(filled(metric, logits, target))
 
 
 def test_category_with_many_classes_skips_the_confusion_matrix(make_head):

@@ -105,7 +105,7 @@ class DaskEngine(DataEngine):
     def _dask_frame(self, data: Any, storage_options: dict | None):
         import dask.dataframe as dd
 
-        from plait.data.io import data_format, is_dataframe, read_table
+        from plait.data.io import check_files_share_columns, data_format, is_dataframe, read_table
 
         if isinstance(data, dd.DataFrame):
             return data
@@ -114,6 +114,7 @@ class DaskEngine(DataEngine):
             return dd.from_pandas(pdf, npartitions=self._partitions(len(pdf)), sort=False)
         if type(data).__module__.startswith("ray.data"):
             return data.to_dask()
+        check_files_share_columns(data, storage_options)  # their readers would merge differing files with nulls
         path = os.fspath(data)
         options = dict(storage_options=storage_options) if storage_options else {}
         fmt = data_format(path if not os.path.isdir(path) else _first_file(path))

@@ -42,12 +42,13 @@ class ModinEngine(DataEngine):
     def _modin_frame(self, data: Any, storage_options: dict | None):
         import modin.pandas as mpd
 
-        from plait.data.io import data_format, is_dataframe, read_table
+        from plait.data.io import check_files_share_columns, data_format, is_dataframe, read_table
 
         if isinstance(data, mpd.DataFrame):
             return data
         if is_dataframe(data) or isinstance(data, pa.Table):
             return mpd.DataFrame(data.to_pandas() if isinstance(data, pa.Table) else data)
+        check_files_share_columns(data, storage_options)  # their readers would merge differing files with nulls
         path = os.fspath(data)
         fmt = data_format(path) if not os.path.isdir(path) else "parquet"
         options = dict(storage_options=storage_options) if storage_options else {}
