@@ -109,7 +109,7 @@ class Predictor:
         logits = self.logits(self.tensors(table, self.inputs))
         columns: dict[str, Any] = {}
         for p in self.outputs:
-            columns.update(postprocess(p, self.module.heads[p.name].predict(logits[p.name]), self.features[p.name]))
+            columns.update(postprocess(p, self.module.head(p.name).predict(logits[p.name]), self.features[p.name]))
         return pa.table(columns)
 
 

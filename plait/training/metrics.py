@@ -156,7 +156,7 @@ class MetricSet:
     """Statistics for every output of a model, packed in one vector for a single all-reduce."""
 
     def __init__(self, model):
-        self.outputs = {name: OutputMetrics(head) for name, head in model.heads.items()}
+        self.outputs = {name: OutputMetrics(model.head(name)) for name in model.output_names}
         self.weights = dict(model.loss_weights)
 
     def zeros(self, device="cpu") -> dict[str, torch.Tensor]:
