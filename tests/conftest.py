@@ -255,3 +255,21 @@ def s3_bucket(s3_server):
     boto3.client("s3", endpoint_url=s3_server, aws_access_key_id=credentials["key"],
                  aws_secret_access_key=credentials["secret"], region_name="us-east-1").create_bucket(Bucket=name)
     return name, credentials
+
+
+@pytest.fixture
+def cli_error(capsys):
+    """cli_error(*args) -> the one line `plait ARGS` prints, after checking that it exits 2 with a
+    single `plait: error:` line, nothing on stdout and no traceback."""
+    from plait.cli import main
+
+    def run(*args) -> str:
+        code = main([str(a) for a in args])
+        out, err = capsys.readouterr()
+        assert code == 2, err
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert "Traceback" not in err and err.count("plait: error:") == 1, err
+        assert len(lines) == 1 and lines[0].startswith("plait: error: "), err
+        return lines[0]
+
+    return run

@@ -26,6 +26,7 @@ from plait.data.io import is_url
 from plait.data.layout import SPLIT_COLUMN
 from plait.errors import DataError
 from plait.features import FeatureProcessor, processors_for
+from plait.features.base import check_unique_columns
 from plait.utils import fs as fsu
 
 log = logging.getLogger("plait")
@@ -67,7 +68,7 @@ class PartitionSteps:
         """Cast feature columns, drop rows per drop_row, sample, and assign split codes
         (random and fixed splits; stratified codes come later, after their reduce)."""
         rows = part[ROW_NUMBER].to_numpy()
-        columns = {p.name: p.prepare(_column(part, p.column)) for p in self.processors}
+        columns = {p.name: p.prepare_raw(_column(part, p.column)) for p in self.processors}
         keep = np.ones(part.num_rows, dtype=bool)
         for p in self.processors:
             if p.drops_missing_rows:
@@ -244,6 +245,8 @@ def _sources(dataset, training_set, validation_set, test_set) -> dict:
 
 def check_columns(columns: list[str], processors, source: Any, config: PlaitConfig | None) -> None:
     """Every column the config names must be in the data; say which ones are."""
+    label = source if isinstance(source, str) else "the dataset"
+    check_unique_columns(columns, processors, label)
     present = set(columns)
     wanted = [(p.column, f"{'output' if p.is_output else 'input'} feature {p.name!r}") for p in processors]
     if config is not None and config.preprocessing.split.type in ("fixed", "stratify"):
@@ -251,7 +254,6 @@ def check_columns(columns: list[str], processors, source: Any, config: PlaitConf
     missing = [(column, who) for column, who in wanted if column not in present]
     if missing:
         described = "; ".join(f"{column!r} (for {who})" for column, who in missing)
-        label = source if isinstance(source, str) else "the dataset"
         raise DataError(
             f"{label} has no column {described}. Its columns are: {', '.join(columns)}"
         )

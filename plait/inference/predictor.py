@@ -16,6 +16,7 @@ import pyarrow as pa
 import torch
 
 from plait.errors import DataError, ModelError
+from plait.features.base import check_unique_columns
 from plait.training.data import table_tensors
 
 BATCH_ROWS = 8192
@@ -73,6 +74,8 @@ class Predictor:
 
     def check_columns(self, columns: list[str], with_outputs: bool) -> None:
         wanted = self.processors if with_outputs else self.inputs
+        if not self.cached:
+            check_unique_columns(columns, wanted, "the data")
         missing = [self.column(p) for p in wanted if self.column(p) not in columns]
         if missing:
             self.missing_columns_error(missing, columns, with_outputs)
@@ -91,7 +94,7 @@ class Predictor:
         columns = {}
         for p in processors:
             raw = table[p.column].combine_chunks()
-            columns[p.name] = p.transform(p.prepare(raw), self.features[p.name])
+            columns[p.name] = p.transform(p.prepare_raw(raw), self.features[p.name])
         return table_tensors(pa.table(columns), self.features, list(columns))
 
     @torch.no_grad()

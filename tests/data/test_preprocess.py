@@ -287,3 +287,34 @@ def test_a_column_the_config_names_but_the_data_lacks_lists_the_columns(run, mak
     with pytest.raises(DataError) as info:
         run(path, inputs=[ID, {"name": "age", "type": "number"}])
     assert str(info.value) == f"{path} has no column 'age' (for input feature 'age'). Its columns are: id, y, other"
+
+
+# ---- columns a feature cannot read: one clean error naming the column ------------------------
+
+@pytest.mark.parametrize(("ftype", "column", "arrow_type"), [("number", "scores", "list<element: int64>"),
+                                                             ("category", "address", "struct<city: string"),
+                                                             ("text", "scores", "list<element: int64>")])
+def test_a_nested_parquet_column_read_as_a_scalar_feature_is_refused_by_name(
+        tmp_path, make_config, write_config, cli_error, ftype, column, arrow_type):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = 20
+    pq.write_table(pa.table({"scores": [[i, i + 1] for i in range(rows)], "address": [{"city": "Oslo", "zip": i} for i in range(rows)],
+                             "y": [i % 2 == 0 for i in range(rows)]}), tmp_path / "nested.parquet")
+    config = write_config(make_config([{"name": column, "type": ftype}], [TARGET]))
+    error = cli_error("preprocess", "--config", config, "--dataset", tmp_path / "nested.parquet")
+    assert f"input feature {column!r} ({ftype}): column {column!r} has Arrow type {arrow_type}" in error
+
+
+def test_a_duplicated_csv_header_that_a_feature_reads_is_refused_by_name(tmp_path, make_config, write_config, cli_error):
+    (tmp_path / "dup.csv").write_text("id,id,y\n" + "".join(f"{i},{2 * i},{i % 2}\n" for i in range(20)))
+    config = write_config(make_config([ID], [TARGET]))
+    error = cli_error("preprocess", "--config", config, "--dataset", tmp_path / "dup.csv")
+    assert "appear more than once" in error and "'id'" in error
+
+
+def test_a_duplicated_csv_header_that_no_feature_reads_is_fine(tmp_path, make_config):
+    (tmp_path / "dup.csv").write_text("id,note,note,y\n" + "".join(f"{i},a,b,{i % 2}\n" for i in range(20)))
+    data = preprocess(load_config(make_config([ID], [TARGET])), dataset=str(tmp_path / "dup.csv"))
+    assert sum(rows_by_split(data).values()) == 20
