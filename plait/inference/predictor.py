@@ -38,10 +38,14 @@ class PredictorSpec:
     def build(self, device: str = "cpu", cached: bool = False) -> "Predictor":
         from plait.config import load_config
         from plait.models.ecd import ECD
+        from plait.models.saved import WEIGHTS, load_weights_into
 
         config = load_config(self.config)
         module = ECD(config, self.metadata)
-        module.load_state_dict(self.weights if self.weights is not None else self._saved_weights())
+        if self.weights is not None:
+            load_weights_into(module, self.weights, "the model's weights")
+        else:
+            load_weights_into(module, self._saved_weights(), f"the weights ({WEIGHTS}) of the model at {self.model_dir!r}")
         return Predictor(config, self.metadata, module, device=device, cached=cached)
 
     def _saved_weights(self) -> dict:
