@@ -6,6 +6,7 @@ every data engine runs the same code; :func:`preprocess` only orders them and ha
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -124,6 +125,19 @@ def _column(part: pa.Table, name: str) -> pa.Array:
     return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
 
 
+def _storage_endpoint_named(function):
+    """A storage endpoint that cannot be reached (the cache's, or a dataset URL's, which uses the
+    same backend.cache_credentials) is one error naming it, not a botocore traceback."""
+
+    @functools.wraps(function)
+    def wrapper(config: PlaitConfig, *args, **kwargs):
+        with fsu.endpoint_errors(fsu.storage_options(config.backend.cache_credentials), "backend.cache_credentials"):
+            return function(config, *args, **kwargs)
+
+    return wrapper
+
+
+@_storage_endpoint_named
 def preprocess(
     config: PlaitConfig,
     dataset: Any = None,

@@ -318,3 +318,31 @@ def test_a_duplicated_csv_header_that_no_feature_reads_is_fine(tmp_path, make_co
     (tmp_path / "dup.csv").write_text("id,note,note,y\n" + "".join(f"{i},a,b,{i % 2}\n" for i in range(20)))
     data = preprocess(load_config(make_config([ID], [TARGET])), dataset=str(tmp_path / "dup.csv"))
     assert sum(rows_by_split(data).values()) == 20
+
+
+# ---- storage endpoints that cannot be reached ----------------------------------------------
+
+@pytest.fixture
+def refusing_endpoint():
+    """An http URL whose port refuses connections (bound, never listening)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+@pytest.mark.parametrize("where", ["cache", "dataset"])
+def test_an_unreachable_s3_endpoint_is_one_error_naming_it_and_the_setting(
+        where, refusing_endpoint, make_dataset, make_config, write_config, cli_error, cache_dir):
+    import time
+
+    credentials = {"key": "AKIA-SHOULD-NOT-SHOW", "secret": "SECRET-SHOULD-NOT-SHOW", "endpoint_url": refusing_endpoint}
+    backend = {"cache_dir": "s3://bucket/cache" if where == "cache" else cache_dir, "cache_credentials": credentials}
+    config = write_config(make_config([ID], [TARGET], backend=backend))
+    dataset = make_dataset({"id": range(20), "y": [i % 2 for i in range(20)]}) if where == "cache" else "s3://bucket/data.csv"
+    started = time.monotonic()
+    error = cli_error("preprocess", "--config", config, "--dataset", dataset)
+    assert time.monotonic() - started < 30
+    assert refusing_endpoint in error and "backend.cache_credentials.endpoint_url" in error
+    assert "SHOULD-NOT-SHOW" not in error
