@@ -289,3 +289,16 @@ def test_globs_and_ray_datasets_are_accepted_as_input(tmp_path, every_type_confi
     assert outputs(run(config, glob, get_engine("dask"), tmp_path / "dask")) == local
     dataset = ray.data.from_pandas([frame.iloc[:150], frame.iloc[150:]])
     assert without_key(outputs(run(config, dataset, get_engine("dask"), tmp_path / "ray-data"))) == without_key(local)
+
+
+@pytest.mark.parametrize(("engine", "name"), [("modin", "data.csv"), ("modin", "data.parquet"), ("dask", "data.csv")])
+def test_inline_cache_credentials_go_to_the_cache_only_not_to_a_local_dataset(
+        tmp_path, make_dataset, make_config, s3_bucket, engine, name):
+    bucket, credentials = s3_bucket
+    rows = 40
+    path = make_dataset({"x": [float(i) for i in range(rows)], "y": [i % 2 for i in range(rows)]}, name)
+    config = make_config([{"name": "x", "type": "number"}], [{"name": "y", "type": "binary"}],
+                         backend={"cache_dir": f"s3://{bucket}/cache", "cache_credentials": credentials})
+    data = preprocess(load_config(config), path, engine=get_engine(engine), use_cache=False)
+    assert data.location.startswith(f"{bucket}/cache/") or data.location.startswith(f"s3://{bucket}/cache/")
+    assert sum(data.rows(split) for split in SPLITS) == rows
