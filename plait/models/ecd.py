@@ -25,6 +25,11 @@ def module_key(name: str) -> str:
     return _ESCAPED + name.encode("utf-8").hex()
 
 
+def feature_name(key: str) -> str:
+    """The feature name of a module key: the inverse of ``module_key``."""
+    return bytes.fromhex(key[len(_ESCAPED):]).decode("utf-8") if key.startswith(_ESCAPED) else key
+
+
 class ECD(nn.Module):
     def __init__(self, config, metadata: dict):
         super().__init__()

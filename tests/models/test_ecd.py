@@ -13,7 +13,7 @@ import yaml
 from safetensors import safe_open
 
 from plait.cli import main
-from plait.models.ecd import module_key
+from plait.models.ecd import feature_name, module_key
 
 NUMBER, CATEGORY, LABEL = "a.b", "x/y", "naïve name"
 
@@ -23,6 +23,7 @@ def test_module_keys_are_accepted_by_torch_and_one_to_one():
              module_key("a.b"), module_key(module_key("a.b"))]
     keys = [module_key(n) for n in names]
     assert len(set(keys)) == len(names)
+    assert [feature_name(k) for k in keys] == names
     assert all(k and "." not in k for k in keys)
     assert module_key("plain") == "plain" and module_key("x/y") == "x/y"  # older saved models load
 
