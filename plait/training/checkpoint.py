@@ -89,8 +89,9 @@ def latest_checkpoint(directory: Path) -> Path | None:
 
 
 def resumable_checkpoint(directory: Path, warn: bool = True) -> Path | None:
-    """The newest checkpoint whose files all read back: the latest, or, where it is damaged (a
-    disk that filled up, a file cut by a copy), the previous one, with a warning saying so.
+    """The newest checkpoint whose files all read back: the latest, or, where it (or
+    ``latest.json``) is damaged (a disk that filled up, a file cut by a copy), the newest whole
+    one, with a warning saying so.
     None where there is no checkpoint; a ModelError naming the damaged files where none is whole.
     ``warn``: log the fallback (once per run: where the run is first checked, not on each worker)."""
     problems = []
@@ -103,7 +104,7 @@ def resumable_checkpoint(directory: Path, warn: bool = True) -> Path | None:
         problem = checkpoint_problem(path)
         if problem is None:
             if problems and warn:
-                log.warning(f"{'; '.join(problems)}: resuming from the previous complete checkpoint {path}")
+                log.warning(f"{'; '.join(problems)}: resuming from {path}, the newest checkpoint that reads back whole")
             return path
         problems.append(problem)
     if problems:
@@ -124,8 +125,9 @@ def checkpoint_problem(path: Path) -> str | None:
         return f"{path / STATE_FILE} is missing or damaged ({_first_line(exc)})"
     if not isinstance(state, dict) or "step" not in state:
         return f"{path / STATE_FILE} is damaged (no step)"
+    checks = {".safetensors": _safetensors_problem, ".pt": _torch_file_problem}
     for file in sorted(path.iterdir()):
-        problem = _safetensors_problem(file) if file.suffix == ".safetensors" else _torch_file_problem(file) if file.suffix == ".pt" else None
+        problem = checks[file.suffix](file) if file.suffix in checks and file.is_file() else None
         if problem:
             return f"{file} is damaged ({problem})"
     return None

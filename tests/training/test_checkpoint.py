@@ -62,7 +62,7 @@ def test_resume_falls_back_to_the_previous_checkpoint_when_the_latest_is_damaged
     code = main(["train", "--resume", str(run)])
     err = capsys.readouterr().err
     assert code == 0, err
-    warning = [line for line in err.splitlines() if "resuming from the previous complete checkpoint" in line]
+    warning = [line for line in err.splitlines() if "the newest checkpoint that reads back whole" in line]
     assert len(warning) == 1 and str(newer / damage) in warning[0] and str(older) in warning[0], err
 
 
