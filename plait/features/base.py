@@ -92,7 +92,10 @@ class FeatureProcessor(ABC):
 def check_unique_columns(columns: list[str], processors, label: str) -> None:
     """A column the features read must appear once: a CSV with a repeated header has two columns
     of that name, and which one a feature would read is a guess."""
-    repeated = sorted({p.column for p in processors if columns.count(p.column) > 1})
+    seen, twice = set(), set()
+    for column in columns:  # linear: datasets can have many thousands of columns
+        (twice if column in seen else seen).add(column)
+    repeated = sorted({p.column for p in processors if p.column in twice})
     if repeated:
         raise DataError(
             f"{label} has {len(repeated)} column name(s) that appear more than once and that features "
