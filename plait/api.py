@@ -16,7 +16,7 @@ from plait.config.render import resolved_dict
 from plait.data.preprocess import PreprocessedData, preprocess
 from plait.errors import ModelError
 from plait.models.ecd import ECD
-from plait.models.saved import read_model, save_model
+from plait.models.saved import WEIGHTS, load_weights_into, read_model, save_model
 from plait.run_directory import RunDirectory
 from plait import inference
 from plait.inference import CachedSplit, PredictorSpec, WrittenPredictions
@@ -158,10 +158,7 @@ class Model:
         model = cls(config, backend=backend or _backend_outside_launcher(config))
         model.metadata = metadata
         model.module = ECD(model.config, metadata)
-        try:
-            model.module.load_state_dict(weights)
-        except RuntimeError as exc:
-            raise ModelError(f"the weights at {str(path)!r} do not fit its config: {str(exc).splitlines()[0]}") from None
+        load_weights_into(model.module, weights, f"the weights ({WEIGHTS}) of the model at {str(path)!r}")
         model.module.eval()
         model.path = Path(path).resolve()
         return model

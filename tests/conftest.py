@@ -255,3 +255,20 @@ def s3_bucket(s3_server):
     boto3.client("s3", endpoint_url=s3_server, aws_access_key_id=credentials["key"],
                  aws_secret_access_key=credentials["secret"], region_name="us-east-1").create_bucket(Bucket=name)
     return name, credentials
+
+
+@pytest.fixture
+def cli_error(capsys):
+    """cli_error(*args) -> the error line of `plait ARGS`, after checking that it exits 2 with a
+    single `plait: error:` line and no traceback (other stderr lines are progress logging)."""
+    from plait.cli import main
+
+    def run(*args) -> str:
+        code = main([str(a) for a in args])
+        out, err = capsys.readouterr()
+        assert code == 2, err
+        errors = [line for line in err.splitlines() if line.startswith("plait: error: ")]
+        assert "Traceback" not in err and err.count("plait: error:") == 1 and len(errors) == 1, err
+        return errors[0]
+
+    return run

@@ -6,6 +6,7 @@ every data engine runs the same code; :func:`preprocess` only orders them and ha
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from plait.data.io import is_url
 from plait.data.layout import SPLIT_COLUMN
 from plait.errors import DataError
 from plait.features import FeatureProcessor, processors_for
+from plait.features.base import check_unique_columns
 from plait.utils import fs as fsu
 
 log = logging.getLogger("plait")
@@ -67,7 +69,7 @@ class PartitionSteps:
         """Cast feature columns, drop rows per drop_row, sample, and assign split codes
         (random and fixed splits; stratified codes come later, after their reduce)."""
         rows = part[ROW_NUMBER].to_numpy()
-        columns = {p.name: p.prepare(_column(part, p.column)) for p in self.processors}
+        columns = {p.name: p.prepare_raw(_column(part, p.column)) for p in self.processors}
         keep = np.ones(part.num_rows, dtype=bool)
         for p in self.processors:
             if p.drops_missing_rows:
@@ -123,6 +125,19 @@ def _column(part: pa.Table, name: str) -> pa.Array:
     return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
 
 
+def _storage_endpoint_named(function):
+    """A storage endpoint that cannot be reached (the cache's, or a dataset URL's, which uses the
+    same backend.cache_credentials) is one error naming it, not a botocore traceback."""
+
+    @functools.wraps(function)
+    def wrapper(config: PlaitConfig, *args, **kwargs):
+        with fsu.endpoint_errors(fsu.storage_options(config.backend.cache_credentials), "backend.cache_credentials"):
+            return function(config, *args, **kwargs)
+
+    return wrapper
+
+
+@_storage_endpoint_named
 def preprocess(
     config: PlaitConfig,
     dataset: Any = None,
@@ -244,6 +259,8 @@ def _sources(dataset, training_set, validation_set, test_set) -> dict:
 
 def check_columns(columns: list[str], processors, source: Any, config: PlaitConfig | None) -> None:
     """Every column the config names must be in the data; say which ones are."""
+    label = source if isinstance(source, str) else "the dataset"
+    check_unique_columns(columns, processors, label)
     present = set(columns)
     wanted = [(p.column, f"{'output' if p.is_output else 'input'} feature {p.name!r}") for p in processors]
     if config is not None and config.preprocessing.split.type in ("fixed", "stratify"):
@@ -251,7 +268,6 @@ def check_columns(columns: list[str], processors, source: Any, config: PlaitConf
     missing = [(column, who) for column, who in wanted if column not in present]
     if missing:
         described = "; ".join(f"{column!r} (for {who})" for column, who in missing)
-        label = source if isinstance(source, str) else "the dataset"
         raise DataError(
             f"{label} has no column {described}. Its columns are: {', '.join(columns)}"
         )

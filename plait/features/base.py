@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from plait.errors import DataError
 from plait.features import stats as st
 
 
@@ -25,6 +26,9 @@ class FeatureProcessor(ABC):
     """Preprocessing of one feature. Subclasses declare ``type`` and the four steps."""
 
     type: str
+    # Most features read one scalar per cell; a nested column (a Parquet list or struct) would fail
+    # deep inside a cast, so it is refused up front by ``prepare_raw``. Vector features read lists.
+    reads_nested: bool = False
 
     def __init__(self, config, is_output: bool = False):
         self.config = config
@@ -57,6 +61,17 @@ class FeatureProcessor(ABC):
     def transform(self, column: pa.Array, metadata: dict) -> pa.Array:
         """The model-ready column for one partition."""
 
+    def prepare_raw(self, column: pa.Array) -> pa.Array:
+        """``prepare`` for a column as read from the user's data, after checking its Arrow type."""
+        if pa.types.is_nested(column.type) and not self.reads_nested:
+            role = "output" if self.is_output else "input"
+            raise DataError(
+                f"{role} feature {self.name!r} ({self.type}): column {self.column!r} has Arrow type "
+                f"{column.type}, but a {self.type} feature reads one value per cell (a string, a number "
+                f"or a boolean). Point the feature at a scalar column, or flatten this one first"
+            )
+        return self.prepare(column)
+
     # Shared helpers ------------------------------------------------------------------------
 
     def fill_value(self, counts) -> Any:
@@ -72,3 +87,18 @@ class FeatureProcessor(ABC):
         if column.null_count == 0 or value is None:
             return column
         return pc.fill_null(column, pa.scalar(value, type=column.type))
+
+
+def check_unique_columns(columns: list[str], processors, label: str) -> None:
+    """A column the features read must appear once: a CSV with a repeated header has two columns
+    of that name, and which one a feature would read is a guess."""
+    seen, twice = set(), set()
+    for column in columns:  # linear: datasets can have many thousands of columns
+        (twice if column in seen else seen).add(column)
+    repeated = sorted({p.column for p in processors if p.column in twice})
+    if repeated:
+        raise DataError(
+            f"{label} has {len(repeated)} column name(s) that appear more than once and that features "
+            f"read: {', '.join(repr(c) for c in repeated)}. Rename the duplicated header(s) so that each "
+            f"column has its own name"
+        )

@@ -14,6 +14,7 @@ from plait.features.text_ops import fixed_size_list
 
 class VectorProcessor(FeatureProcessor):
     type = "vector"
+    reads_nested = True  # lists of numbers; prepare refuses structs and the like itself
 
     def prepare(self, column: pa.Array) -> pa.Array:
         if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):

@@ -16,6 +16,7 @@ import pyarrow as pa
 import torch
 
 from plait.errors import DataError, ModelError
+from plait.features.base import check_unique_columns
 from plait.training.data import table_tensors
 
 BATCH_ROWS = 8192
@@ -37,10 +38,14 @@ class PredictorSpec:
     def build(self, device: str = "cpu", cached: bool = False) -> "Predictor":
         from plait.config import load_config
         from plait.models.ecd import ECD
+        from plait.models.saved import WEIGHTS, load_weights_into
 
         config = load_config(self.config)
         module = ECD(config, self.metadata)
-        module.load_state_dict(self.weights if self.weights is not None else self._saved_weights())
+        if self.weights is not None:
+            load_weights_into(module, self.weights, "the model's weights")
+        else:
+            load_weights_into(module, self._saved_weights(), f"the weights ({WEIGHTS}) of the model at {self.model_dir!r}")
         return Predictor(config, self.metadata, module, device=device, cached=cached)
 
     def _saved_weights(self) -> dict:
@@ -73,6 +78,8 @@ class Predictor:
 
     def check_columns(self, columns: list[str], with_outputs: bool) -> None:
         wanted = self.processors if with_outputs else self.inputs
+        if not self.cached:
+            check_unique_columns(columns, wanted, "the data")
         missing = [self.column(p) for p in wanted if self.column(p) not in columns]
         if missing:
             self.missing_columns_error(missing, columns, with_outputs)
@@ -91,7 +98,7 @@ class Predictor:
         columns = {}
         for p in processors:
             raw = table[p.column].combine_chunks()
-            columns[p.name] = p.transform(p.prepare(raw), self.features[p.name])
+            columns[p.name] = p.transform(p.prepare_raw(raw), self.features[p.name])
         return table_tensors(pa.table(columns), self.features, list(columns))
 
     @torch.no_grad()
@@ -112,7 +119,7 @@ class Predictor:
         logits = self.logits(self.tensors(table, self.inputs))
         columns: dict[str, Any] = {}
         for p in self.outputs:
-            columns.update(postprocess(p, self.module.heads[p.name].predict(logits[p.name]), self.features[p.name]))
+            columns.update(postprocess(p, self.module.head(p.name).predict(logits[p.name]), self.features[p.name]))
         return pa.table(columns)
 
 

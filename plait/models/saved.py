@@ -37,8 +37,6 @@ def save_model(path: str | os.PathLike, config_dict: dict, metadata: dict, state
 
 def read_model(path: str | os.PathLike) -> tuple[dict, dict, dict]:
     """(config dict, metadata, weights) of a saved model, after checking it is one."""
-    from safetensors.torch import load_file
-
     path = Path(path)
     if not path.is_dir():
         raise ModelError(f"model path {str(path)!r} does not exist or is not a directory")
@@ -46,20 +44,71 @@ def read_model(path: str | os.PathLike) -> tuple[dict, dict, dict]:
     if not description.is_file():
         hint = " (it looks like a run directory: use its model/ folder)" if (path / "model" / DESCRIPTION).is_file() else ""
         raise ModelError(f"{str(path)!r} is not a plait model: it has no {DESCRIPTION}{hint}")
+    _check_version(read_json_part(path, DESCRIPTION), path)
+    config = read_json_part(path, CONFIG)
+    metadata = read_json_part(path, METADATA)
+    if not isinstance(metadata.get("features"), dict):
+        raise ModelError(damaged(path, METADATA, "has no 'features' object"))
+    return config, metadata, _read_weights(path)
+
+
+def damaged(path: Path, file: str, what: str) -> str:
+    """The message for a damaged file of a saved model: which file, what is wrong, what to do."""
+    return (f"the model at {str(path)!r} is incomplete or damaged: {file} {what}; restore the model folder "
+            f"from a copy, or train and save the model again")
+
+
+def read_json_part(path: Path, file: str) -> dict:
+    """One of a model's JSON files, which must hold a JSON object."""
     try:
-        info = json.loads(description.read_text())
-        version = info["format_version"]
-        if version != MODEL_FORMAT_VERSION:
-            raise ModelError(
-                f"the model at {str(path)!r} has format version {version}, but this plait "
-                f"({plait.__version__}) reads version {MODEL_FORMAT_VERSION}; retrain it, or use the "
-                f"plait version that saved it ({info.get('plait_version', 'unknown')})"
-            )
-        config = json.loads((path / CONFIG).read_text())
-        metadata = json.loads((path / METADATA).read_text())
-        weights = load_file(str(path / WEIGHTS))
-    except ModelError:
-        raise
-    except (OSError, KeyError, ValueError) as exc:
-        raise ModelError(f"the model at {str(path)!r} is incomplete or damaged: {exc}") from None
-    return config, metadata, weights
+        value = json.loads((path / file).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ModelError(damaged(path, file, "is missing")) from None
+    except (OSError, ValueError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise ModelError(damaged(path, file, f"is not valid JSON ({str(exc).splitlines()[0]})")) from None
+    if not isinstance(value, dict):
+        raise ModelError(damaged(path, file, f"holds a JSON {type(value).__name__}, not an object"))
+    return value
+
+
+def _check_version(info: dict, path: Path) -> None:
+    version = info.get("format_version")
+    if version is None:
+        raise ModelError(damaged(path, DESCRIPTION, "has no format_version"))
+    if version != MODEL_FORMAT_VERSION:
+        raise ModelError(
+            f"the model at {str(path)!r} has format version {version}, but this plait "
+            f"({plait.__version__}) reads version {MODEL_FORMAT_VERSION}; retrain it, or use the "
+            f"plait version that saved it ({info.get('plait_version', 'unknown')})"
+        )
+
+
+def _read_weights(path: Path) -> dict:
+    """The weights, read as safetensors only (never a pickle): a truncated or foreign file fails here."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    if not (path / WEIGHTS).is_file():
+        raise ModelError(damaged(path, WEIGHTS, "is missing"))
+    try:
+        return load_file(str(path / WEIGHTS))
+    except (SafetensorError, OSError, ValueError) as exc:
+        raise ModelError(damaged(path, WEIGHTS, f"is not readable as safetensors ({str(exc).splitlines()[0]})")) from None
+
+
+def load_weights_into(module, weights: dict, source: str) -> None:
+    """Load ``weights`` into ``module``, or say how they differ from what it holds: weights of
+    another model (other features, other sizes) must not fail deep inside torch."""
+    expected = {k: tuple(v.shape) for k, v in module.state_dict().items()}
+    missing = sorted(set(expected) - set(weights))
+    unexpected = sorted(set(weights) - set(expected))
+    resized = sorted(k for k in set(expected) & set(weights) if tuple(weights[k].shape) != expected[k])
+    problems = [f"{len(keys)} {what} (first: {keys[0]})" for keys, what in
+                ((missing, "tensors missing"), (unexpected, "unexpected tensors"), (resized, "tensors of another shape"))
+                if keys]
+    if problems:
+        raise ModelError(
+            f"{source} do not fit its config: {'; '.join(problems)}. They were saved by another model, or the "
+            f"folder is damaged: restore the model folder from a copy, or train again"
+        )
+    module.load_state_dict(weights)

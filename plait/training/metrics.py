@@ -11,6 +11,8 @@ import math
 
 import torch
 
+from plait.models.ecd import feature_name
+
 AUC_BINS = 4096
 MAX_CONFUSION_CLASSES = 256
 
@@ -164,7 +166,7 @@ class MetricSet:
     """Statistics for every output of a model, packed in one vector for a single all-reduce."""
 
     def __init__(self, model):
-        self.outputs = {name: OutputMetrics(head) for name, head in model.heads.items()}
+        self.outputs = {feature_name(key): OutputMetrics(head) for key, head in model.heads.items()}
         self.weights = dict(model.loss_weights)
 
     def zeros(self, device="cpu") -> dict[str, torch.Tensor]:

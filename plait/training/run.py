@@ -92,7 +92,7 @@ def fit(job: FitJob, strategy: Strategy, batches: tuple | None = None) -> FitOut
     module = ECD(job.config, job.metadata)
     train, validation = batches or in_memory_batches(job, strategy)
     size = batch_size(job)
-    resume_from = strategy.broadcast_object(checkpoint_to_resume(job) if strategy.is_coordinator else None)
+    resume_from = strategy.broadcast_object(checkpoint_to_resume(job, warn=False) if strategy.is_coordinator else None)
     if strategy.is_coordinator:
         log.info("Training on %d rows (validation %d), batch size %d%s.", job.data.rows("training"),
                  job.data.rows("validation"), size, f" per worker x {strategy.world_size} workers" if strategy.world_size > 1 else "")
@@ -105,11 +105,12 @@ def fit(job: FitJob, strategy: Strategy, batches: tuple | None = None) -> FitOut
     return FitOutput(final, progress.history)
 
 
-def checkpoint_to_resume(job: FitJob) -> Path | None:
-    """The checkpoint a job continues from (None unless it resumes); an error if there is none."""
+def checkpoint_to_resume(job: FitJob, warn: bool = True) -> Path | None:
+    """The checkpoint a job continues from (None unless it resumes); an error if there is none.
+    ``warn``: say when a damaged checkpoint is passed over (the API checks first, and says it)."""
     if not job.resume:
         return None
-    found = ckpt.latest_checkpoint(job.run_dir.checkpoints) if job.run_dir else None
+    found = ckpt.resumable_checkpoint(job.run_dir.checkpoints, warn) if job.run_dir else None
     if found is None:
         raise ModelError(f"nothing to resume in {str(job.run_dir)!r}: it has no complete checkpoint")
     return found

@@ -65,9 +65,76 @@ def resolve(url: str, options: dict | None = None):
     import fsspec
 
     try:
-        return fsspec.core.url_to_fs(url, **(options or {}))
+        return fsspec.core.url_to_fs(url, **bounded_options(url, options))
     except ImportError as exc:
         raise CacheError(f"{url!r} needs an fsspec filesystem package that is not installed: {exc}") from None
+
+
+# botocore tries a request 5 times (legacy mode) with backoff: an endpoint that never answers
+# holds a run for minutes before anything is said. Three attempts still ride out a throttled or
+# briefly failing S3; s3fs bounds each connection attempt (5 s) itself. Settings the user gives in
+# config_kwargs win.
+S3_RETRIES = {"max_attempts": 3, "mode": "standard"}
+
+
+def bounded_options(url: str, options: dict | None) -> dict:
+    """``options`` for ``url``, with S3 retries bounded unless the options set them."""
+    options = dict(options or {})
+    if isinstance(url, str) and url.split("://", 1)[0].lower() in ("s3", "s3a") and "://" in url:
+        config = dict(options.get("config_kwargs") or {})
+        config.setdefault("retries", dict(S3_RETRIES))
+        options["config_kwargs"] = config
+    return options
+
+
+@contextmanager
+def endpoint_errors(options: dict, setting: str):
+    """Turn "cannot connect to the storage endpoint" (from botocore or aiohttp, deep inside
+    fsspec) into one CacheError naming the endpoint and where it was set; credentials are never
+    part of it."""
+    try:
+        yield
+    except Exception as exc:
+        failure = unreachable_endpoint(exc)
+        if failure is None:
+            raise
+        endpoint, reason = failure
+        configured = (options.get("client_kwargs") or {}).get("endpoint_url")
+        source = (f"{setting}.endpoint_url" if configured and _origin(configured) == endpoint
+                  else "the default endpoint, or AWS_ENDPOINT_URL in the environment")
+        raise CacheError(
+            f"cannot connect to the storage endpoint {endpoint} (set by {source}): {reason}. "
+            f"Check that it is running and that the URL is right"
+        ) from None
+
+
+def unreachable_endpoint(exc: BaseException) -> tuple[str, str] | None:
+    """(endpoint as scheme://host:port, what happened) of a connection failure, or None if
+    ``exc`` (or what caused it) is not one. The exception's own text is not used: it holds the
+    whole request URL, which may carry a user:password part."""
+    seen = 0
+    while exc is not None and seen < 8:  # a chain of causes, bounded against cycles
+        kind = type(exc)
+        names = {c.__name__ for c in kind.__mro__}
+        if "EndpointConnectionError" in names or "ConnectTimeoutError" in names:
+            reason = "timed out" if "ConnectTimeoutError" in names else "could not connect"
+            return _origin(str(getattr(exc, "kwargs", {}).get("endpoint_url", ""))), reason
+        if "ClientConnectorError" in names:  # aiohttp, under aiobotocore
+            key = getattr(exc, "_conn_key", None) or getattr(exc, "conn_key", None)
+            if key is not None:
+                return f"{'https' if getattr(key, 'is_ssl', False) else 'http'}://{key.host}:{key.port}", "could not connect"
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return None
+
+
+def _origin(url: str) -> str:
+    """scheme://host:port of a URL, without a path or any user:password part."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    return f"{parts.scheme}://{host}{f':{parts.port}' if parts.port else ''}" if parts.scheme else url
 
 
 def is_local(fs) -> bool:

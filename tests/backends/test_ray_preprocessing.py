@@ -342,3 +342,16 @@ def test_files_that_disagree_on_columns_are_refused_by_every_engine(tmp_path, en
     config = {"input_features": [{"name": "x1", "type": "number"}], "output_features": [{"name": "y", "type": "binary"}]}
     with pytest.raises(DataError, match=r"part-0\.\w+' alone has 'x1', .*part-1\.\w+' alone has 'X1'"):
         run(config, str(folder), get_engine(engine), tmp_path / "cache")
+
+
+@pytest.mark.parametrize(("engine", "name"), [("modin", "data.csv"), ("modin", "data.parquet"), ("dask", "data.csv")])
+def test_inline_cache_credentials_go_to_the_cache_only_not_to_a_local_dataset(
+        tmp_path, make_dataset, make_config, s3_bucket, engine, name):
+    bucket, credentials = s3_bucket
+    rows = 40
+    path = make_dataset({"x": [float(i) for i in range(rows)], "y": [i % 2 for i in range(rows)]}, name)
+    config = make_config([{"name": "x", "type": "number"}], [{"name": "y", "type": "binary"}],
+                         backend={"cache_dir": f"s3://{bucket}/cache", "cache_credentials": credentials})
+    data = preprocess(load_config(config), path, engine=get_engine(engine), use_cache=False)
+    assert data.location.startswith(f"{bucket}/cache/") or data.location.startswith(f"s3://{bucket}/cache/")
+    assert sum(data.rows(split) for split in SPLITS) == rows

@@ -287,3 +287,62 @@ def test_a_column_the_config_names_but_the_data_lacks_lists_the_columns(run, mak
     with pytest.raises(DataError) as info:
         run(path, inputs=[ID, {"name": "age", "type": "number"}])
     assert str(info.value) == f"{path} has no column 'age' (for input feature 'age'). Its columns are: id, y, other"
+
+
+# ---- columns a feature cannot read: one clean error naming the column ------------------------
+
+@pytest.mark.parametrize(("ftype", "column", "arrow_type"), [("number", "scores", "list<element: int64>"),
+                                                             ("category", "address", "struct<city: string"),
+                                                             ("text", "scores", "list<element: int64>")])
+def test_a_nested_parquet_column_read_as_a_scalar_feature_is_refused_by_name(
+        tmp_path, make_config, write_config, cli_error, ftype, column, arrow_type):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = 20
+    pq.write_table(pa.table({"scores": [[i, i + 1] for i in range(rows)], "address": [{"city": "Oslo", "zip": i} for i in range(rows)],
+                             "y": [i % 2 == 0 for i in range(rows)]}), tmp_path / "nested.parquet")
+    config = write_config(make_config([{"name": column, "type": ftype}], [TARGET]))
+    error = cli_error("preprocess", "--config", config, "--dataset", tmp_path / "nested.parquet")
+    assert f"input feature {column!r} ({ftype}): column {column!r} has Arrow type {arrow_type}" in error
+
+
+def test_a_duplicated_csv_header_that_a_feature_reads_is_refused_by_name(tmp_path, make_config, write_config, cli_error):
+    (tmp_path / "dup.csv").write_text("id,id,y\n" + "".join(f"{i},{2 * i},{i % 2}\n" for i in range(20)))
+    config = write_config(make_config([ID], [TARGET]))
+    error = cli_error("preprocess", "--config", config, "--dataset", tmp_path / "dup.csv")
+    assert "appear more than once" in error and "'id'" in error
+
+
+def test_a_duplicated_csv_header_that_no_feature_reads_is_fine(tmp_path, make_config):
+    (tmp_path / "dup.csv").write_text("id,note,note,y\n" + "".join(f"{i},a,b,{i % 2}\n" for i in range(20)))
+    data = preprocess(load_config(make_config([ID], [TARGET])), dataset=str(tmp_path / "dup.csv"))
+    assert sum(rows_by_split(data).values()) == 20
+
+
+# ---- storage endpoints that cannot be reached ----------------------------------------------
+
+@pytest.fixture
+def refusing_endpoint():
+    """An http URL whose port refuses connections (bound, never listening)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+@pytest.mark.parametrize("where", ["cache", "dataset"])
+def test_an_unreachable_s3_endpoint_is_one_error_naming_it_and_the_setting(
+        where, refusing_endpoint, make_dataset, make_config, write_config, cli_error, cache_dir):
+    import time
+
+    credentials = {"key": "AKIA-SHOULD-NOT-SHOW", "secret": "SECRET-SHOULD-NOT-SHOW", "endpoint_url": refusing_endpoint}
+    backend = {"cache_dir": "s3://bucket/cache" if where == "cache" else cache_dir, "cache_credentials": credentials}
+    config = write_config(make_config([ID], [TARGET], backend=backend))
+    dataset = make_dataset({"id": range(20), "y": [i % 2 for i in range(20)]}) if where == "cache" else "s3://bucket/data.csv"
+    started = time.monotonic()
+    error = cli_error("preprocess", "--config", config, "--dataset", dataset)
+    assert time.monotonic() - started < 30
+    assert refusing_endpoint in error and "backend.cache_credentials.endpoint_url" in error
+    assert "SHOULD-NOT-SHOW" not in error

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-import os
 from pathlib import Path
 
 import pytest
@@ -202,3 +201,27 @@ def test_a_failed_folder_build_on_an_object_store_leaves_the_older_folder(s3):
     fs.invalidate_cache()
     assert sorted(fs.find(bucket)) == [f"{final}/{SUCCESS}", f"{final}/data"]
     assert fs.cat_file(f"{final}/data") == b"old"
+
+
+# ---- storage endpoints -------------------------------------------------------------------------
+
+def test_s3_options_bound_retries_unless_the_user_set_them():
+    from plait.utils.fs import S3_RETRIES, bounded_options
+
+    assert bounded_options("s3://b/x", {"key": "k"})["config_kwargs"] == {"retries": S3_RETRIES}
+    mine = {"config_kwargs": {"retries": {"max_attempts": 10}, "connect_timeout": 1}}
+    assert bounded_options("s3://b/x", mine) == mine
+    assert bounded_options("/local/path", {"key": "k"}) == {"key": "k"}
+    assert bounded_options("gs://b/x", None) == {}
+
+
+def test_an_unreachable_endpoint_is_named_without_its_user_and_password():
+    import botocore.exceptions
+
+    from plait.utils.fs import unreachable_endpoint
+
+    failure = botocore.exceptions.EndpointConnectionError(endpoint_url="http://user:pw@10.1.2.3:9000/b/k", error="x")
+    wrapped = OSError("upload failed")
+    wrapped.__cause__ = failure
+    assert unreachable_endpoint(wrapped) == ("http://10.1.2.3:9000", "could not connect")
+    assert unreachable_endpoint(ValueError("no")) is None

@@ -69,7 +69,7 @@ class DaskEngine(DataEngine):
             if found is not None:
                 new_parts, new_lengths, names = self._row_group_parts(*found, source.split)
             else:
-                frame = self._dask_frame(source.data, storage_options)
+                frame = self._dask_frame(source.data, storage_options if is_url(source.data) else None)
                 names = list(frame.columns)
                 new_parts = [_Partition(p).then(partial(_to_arrow, split=source.split)) for p in frame.to_delayed()]
                 new_lengths = self._compute(*[p.then(len).delayed() for p in new_parts])

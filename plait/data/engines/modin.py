@@ -42,7 +42,7 @@ class ModinEngine(DataEngine):
     def _modin_frame(self, data: Any, storage_options: dict | None):
         import modin.pandas as mpd
 
-        from plait.data.io import check_files_share_columns, data_format, is_dataframe, read_table
+        from plait.data.io import check_files_share_columns, data_format, is_dataframe, is_url, read_table
 
         if isinstance(data, mpd.DataFrame):
             return data
@@ -51,6 +51,9 @@ class ModinEngine(DataEngine):
         check_files_share_columns(data, storage_options)  # their readers would merge differing files with nulls
         path = os.fspath(data)
         fmt = data_format(path) if not os.path.isdir(path) else "parquet"
+        # The options are the cache's credentials, which a dataset shares only when it is a URL
+        # too; pandas refuses storage options for a local path.
+        storage_options = storage_options if is_url(path) else None
         options = dict(storage_options=storage_options) if storage_options else {}
         if fmt == "parquet":
             return mpd.read_parquet(path, **options)

@@ -1,0 +1,90 @@
+"""Resuming from damaged checkpoints: the previous complete one is used, with a warning; where none
+reads back, one clean error naming the damaged files. Checked without unpickling anything."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+
+import pytest
+import yaml
+
+from plait.cli import main
+from plait.training import checkpoint as ckpt
+
+ROWS = 120
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    """A run of 3 epochs: checkpoints of the last two epochs are kept."""
+    root = tmp_path_factory.mktemp("checkpoints")
+    (root / "data.csv").write_text("x,c,y\n" + "".join(f"{i % 17},{'abc'[i % 3]},{i % 17 > 8}\n" for i in range(ROWS)))
+    config = {"input_features": [{"name": "x", "type": "number"}, {"name": "c", "type": "category"}],
+              "output_features": [{"name": "y", "type": "binary"}],
+              "trainer": {"epochs": 3, "batch_size": 32},
+              "backend": {"type": "local", "cache_dir": str(root / "cache")}}
+    (root / "config.yaml").write_text(yaml.safe_dump(config))
+    logger = logging.getLogger("plait")
+    handlers, level, propagate = list(logger.handlers), logger.level, logger.propagate
+    try:
+        assert main(["train", "--config", str(root / "config.yaml"), "--dataset", str(root / "data.csv"),
+                     "--output-directory", str(root / "runs")]) == 0
+    finally:
+        logger.handlers[:], logger.level, logger.propagate = handlers, level, propagate
+    return root / "runs" / "experiment_run_0"
+
+
+@pytest.fixture
+def run(finished_run, tmp_path):
+    """A copy of the finished run to damage."""
+    copy = tmp_path / "run"
+    shutil.copytree(finished_run, copy)
+    return copy
+
+
+def _checkpoints(run):
+    folders = sorted((run / "checkpoints").glob("step-*"))
+    assert len(folders) == 2
+    return folders  # older, newer
+
+
+def _truncate(path):
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+@pytest.mark.parametrize("damage", ["optimizer.pt", "trainer.pt", "model.safetensors", "state.json"])
+def test_resume_falls_back_to_the_previous_checkpoint_when_the_latest_is_damaged(run, capsys, damage):
+    older, newer = _checkpoints(run)
+    _truncate(newer / damage)
+    assert ckpt.resumable_checkpoint(run / "checkpoints") == older
+    code = main(["train", "--resume", str(run)])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    warning = [line for line in err.splitlines() if "the newest checkpoint that reads back whole" in line]
+    assert len(warning) == 1 and str(newer / damage) in warning[0] and str(older) in warning[0], err
+
+
+def test_a_damaged_latest_json_falls_back_to_the_newest_whole_checkpoint(run, capsys):
+    _, newer = _checkpoints(run)
+    (run / "checkpoints" / "latest.json").write_text('{"checkpoint": "step-0')
+    assert ckpt.resumable_checkpoint(run / "checkpoints") == newer
+    assert main(["train", "--resume", str(run)]) == 0
+    assert "latest.json is damaged" in capsys.readouterr().err
+
+
+def test_resume_with_every_checkpoint_damaged_is_one_error_naming_the_files(run, cli_error):
+    older, newer = _checkpoints(run)
+    (older / "optimizer.pt").write_bytes(b"not a zip archive")
+    _truncate(newer / "optimizer.pt")
+    error = cli_error("train", "--resume", run)
+    assert "cannot resume" in error and str(older / "optimizer.pt") in error and str(newer / "optimizer.pt") in error
+
+
+def test_a_checkpoint_check_never_unpickles(tmp_path):
+    folder = tmp_path / "step-000000001"
+    folder.mkdir()
+    (folder / "state.json").write_text(json.dumps({"step": 1}))
+    (folder / "optimizer.pt").write_bytes(b"\x80\x04cos\nsystem\n.")  # a pickle, not a torch zip archive
+    assert "optimizer.pt is damaged" in ckpt.checkpoint_problem(folder)
