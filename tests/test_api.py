@@ -208,3 +208,17 @@ def test_number_and_set_outputs_predict_in_data_terms(tmp_path):
     assert np.mean([p == a for p, a in zip(predicted_sets, actual_sets)]) > 0.7
     metrics = model.evaluate(df)
     assert metrics["amount"]["r2"] > 0.8 and metrics["tags"]["jaccard"] > 0.7
+
+
+def test_predict_on_a_frame_without_rows_gives_the_predictions_columns(tmp_path):
+    import pandas as pd
+
+    rows = pd.DataFrame({"x": [float(i) for i in range(60)], "y": [i % 2 for i in range(60)]})
+    model = Model({"input_features": [{"name": "x", "type": "number"}],
+                   "output_features": [{"name": "y", "type": "binary"}],
+                   "trainer": {"epochs": 1}, "backend": {"type": "local", "cache_dir": str(tmp_path / "cache")}})
+    model.train(dataset=rows, progress_bar=False)
+    empty = rows.iloc[:0].astype({"x": "str"})
+    predictions = model.predict(empty)
+    assert len(predictions) == 0
+    assert list(predictions.columns) == list(model.predict(rows.head(3)).columns)

@@ -403,3 +403,19 @@ def test_train_refuses_a_url_output_directory_before_any_work(files, cli, tmp_pa
     assert rc == 2
     assert "must be a local or mounted path" in _error_line(err)
     assert list(tmp_path.iterdir()) == []  # no local folder named "s3:"
+
+
+def test_predict_on_a_dataset_behind_an_unreachable_endpoint_is_one_error_naming_it(experiment, cli_error,
+                                                                                     monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "plait-test-key")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "plait-test-secret-value")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # nothing listens on the discard port
+    import s3fs
+
+    s3fs.S3FileSystem.clear_instance_cache()  # one made by an earlier test would still reach its server
+    run, _ = experiment
+    started = time.monotonic()
+    error = cli_error("predict", "--model-path", run / "model", "--dataset", "s3://no-bucket/new.csv")
+    assert "http://127.0.0.1:9" in error and "AWS_ENDPOINT_URL" in error
+    assert "plait-test-secret-value" not in error
+    assert time.monotonic() - started < 60

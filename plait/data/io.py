@@ -68,8 +68,9 @@ def read_table(source: Any, storage_options: dict | None = None) -> pa.Table:
     return table
 
 
-def from_pandas(df) -> pa.Table:
-    if len(df) == 0:
+def from_pandas(df, empty_ok: bool = False) -> pa.Table:
+    """A DataFrame as Arrow; no rows is an error unless ``empty_ok`` (prediction answers it)."""
+    if len(df) == 0 and not empty_ok:
         raise DataError("the DataFrame has no rows")
     try:
         return pa.Table.from_pandas(df, preserve_index=False)

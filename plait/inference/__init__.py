@@ -8,6 +8,7 @@ process, or as a Ray Data job) and nothing else.
 
 from __future__ import annotations
 
+import functools
 from functools import partial
 from typing import Any
 
@@ -17,6 +18,7 @@ from plait.inference.evaluation import ChunkStatistics, Evaluation
 from plait.inference.predictor import Predictor, PredictorSpec
 from plait.inference.reader import CachedSplit, iter_chunks, known_columns
 from plait.inference.sink import PredictionsSink, WrittenPredictions
+from plait.utils.fs import endpoint_errors
 
 
 class ChunkPredictions:
@@ -30,16 +32,29 @@ class ChunkPredictions:
         return self.predictor.predict_chunk(chunk)
 
 
-def predict(backend, spec: PredictorSpec, dataset: Any):
-    """Predictions for every row of ``dataset``, in its order, as a pandas DataFrame."""
-    import pandas as pd
+def _endpoint_named(function):
+    """A storage endpoint (of a dataset URL, or the output directory's) that cannot be reached
+    is one error naming it, not a botocore traceback; credentials come from the environment."""
 
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        with endpoint_errors({}, "the environment"):
+            return function(*args, **kwargs)
+
+    return wrapper
+
+
+@_endpoint_named
+def predict(backend, spec: PredictorSpec, dataset: Any):
+    """Predictions for every row of ``dataset``, in its order, as a pandas DataFrame (with the
+    predictions' columns even when there are no rows)."""
     _check_known_columns(spec, dataset, with_outputs=False)
     make = partial(_make, ChunkPredictions, spec, isinstance(dataset, CachedSplit))
     tables = [t for t in backend.map_batches(dataset, make, ordered=True, what="prediction")]
-    return pa.concat_tables(tables).to_pandas() if tables else pd.DataFrame()
+    return (pa.concat_tables(tables) if tables else _predictions_of_no_rows(spec)).to_pandas()
 
 
+@_endpoint_named
 def write_predictions(backend, spec: PredictorSpec, dataset: Any, output_directory, fmt: str = "parquet"
                       ) -> WrittenPredictions:
     """Predictions for every row of ``dataset`` written to ``<output_directory>/predictions.<fmt>``
@@ -54,6 +69,7 @@ def write_predictions(backend, spec: PredictorSpec, dataset: Any, output_directo
     return backend.write_batches(dataset, make, sink)
 
 
+@_endpoint_named
 def evaluate(backend, spec: PredictorSpec, dataset: Any, cached: bool | None = None) -> dict:
     """Metrics on data holding the output columns (rows missing a target are skipped): each
     batch's statistics, computed where the backend maps batches, added up here. ``cached``: the

@@ -18,6 +18,7 @@ import pyarrow as pa
 from plait.data.io import (csv_options, data_format, dataset_files, first_line, from_pandas, is_dataframe,
                            parquet_row_groups, read_file)
 from plait.errors import DataError
+from plait.utils.fs import bounded_options
 
 CHUNK_ROWS = 100_000
 CSV_BLOCK_BYTES = 16 << 20
@@ -61,7 +62,7 @@ def iter_chunks(source: Any, chunk_rows: int = CHUNK_ROWS) -> Iterator[pa.Table]
 def in_memory_table(source: Any) -> pa.Table | None:
     """The source as an Arrow table when it is already in memory (a DataFrame or a table)."""
     if is_dataframe(source):
-        return from_pandas(source)
+        return from_pandas(source, empty_ok=True)
     return source if isinstance(source, pa.Table) else None
 
 
@@ -75,11 +76,12 @@ def pieces(source: str | os.PathLike) -> tuple[Any, list[Piece]]:
     path = os.fspath(source)
     if not os.path.exists(path) and "://" not in path and not any(c in path for c in "*?["):
         raise DataError(f"dataset {path!r} does not exist")
-    parquet = parquet_row_groups(path, empty_ok=True)
+    options = bounded_options(path, None)  # an endpoint that never answers fails in seconds
+    parquet = parquet_row_groups(path, options, empty_ok=True)
     if parquet is not None:
         fs, groups, _ = parquet
         return fs, [Piece(g.file, g.indices, g.rows) for g in groups]
-    fs, fs_path = fsspec.core.url_to_fs(path)
+    fs, fs_path = fsspec.core.url_to_fs(path, **options)
     files = dataset_files(fs, fs_path, path) or [fs_path]
     for file in files:
         data_format(file)  # an unknown format fails here, before any read, naming the file
@@ -93,7 +95,7 @@ def known_columns(source: Any) -> list[str] | None:
     if table is not None:
         return table.column_names
     if isinstance(source, (str, os.PathLike)):
-        parquet = parquet_row_groups(source, empty_ok=True)
+        parquet = parquet_row_groups(source, bounded_options(os.fspath(source), None), empty_ok=True)
         return parquet[2] if parquet is not None else None
     return None
 
