@@ -22,7 +22,8 @@ from plait.utils import fs as fsu
 
 log = logging.getLogger("plait")
 
-CACHE_FORMAT_VERSION = 1
+# 2: set outputs keep the items training never saw, as the id len(vocabulary).
+CACHE_FORMAT_VERSION = 2
 METADATA_FILE = "metadata.json"
 
 

@@ -1,4 +1,9 @@
-"""Set features: each cell a set of tokens (multi-label), encoded as a list of vocabulary ids."""
+"""Set features: each cell a set of tokens (multi-label), encoded as a list of vocabulary ids.
+
+An output's items that training never saw are kept, as the id ``len(vocabulary)`` (once per
+distinct item in a cell): no prediction can hold them, so evaluation counts them as missed rather
+than scoring the row as if they were absent. Training ignores them (see ``SetHead.row_losses``).
+"""
 
 from __future__ import annotations
 
@@ -34,15 +39,37 @@ class SetProcessor(FeatureProcessor):
 
     def finalize(self, stats: dict) -> dict:
         tokens = [str(t) for t in st.most_common(stats["counts"], self.preprocessing.most_common) if t != UNKNOWN]
-        # Inputs keep an unknown id (0) for unseen elements; outputs drop them.
+        # Inputs keep an unknown id (0) for unseen elements; outputs mark them past the vocabulary.
         vocab = tokens if self.is_output else [UNKNOWN] + tokens
         return {"vocabulary": vocab, "fill_value": self.fill_value(stats["cells"])}
 
     def transform(self, column: pa.Array, metadata: dict) -> pa.Array:
         tokens = self._tokens(self.fill(column, metadata["fill_value"]))
-        flat, lengths = encode_tokens(tokens, metadata["vocabulary"], unknown=None if self.is_output else 0)
+        vocabulary = metadata["vocabulary"]
+        if self.is_output:
+            flat, lengths = _distinct_unseen(*encode_tokens(tokens, vocabulary, unknown=len(vocabulary)), tokens, len(vocabulary))
+        else:
+            flat, lengths = encode_tokens(tokens, vocabulary, unknown=0)
         offsets = pa.array(_offsets(lengths), pa.int32())
         return pa.ListArray.from_arrays(offsets, pa.array(flat, pa.int32()))
+
+
+def _distinct_unseen(flat, lengths, tokens: pa.ListArray, unseen_id: int):
+    """Encoded ids and row lengths with each row's unseen items (``unseen_id``) kept once per
+    distinct item: a set holds an item once, so "z z" misses one item, as "a a" holds one."""
+    import numpy as np
+
+    unseen = flat == unseen_id
+    if not unseen.any():
+        return flat, lengths
+    rows = np.repeat(np.arange(len(lengths)), lengths)
+    # The same flattening encode_tokens made, so positions line up with ``flat``.
+    items = pc.list_flatten(tokens).filter(pa.array(unseen))
+    codes = pc.dictionary_encode(items).indices.to_numpy().astype(np.int64)
+    _, first = np.unique(rows[unseen] * (int(codes.max()) + 1) + codes, return_index=True)
+    keep = ~unseen
+    keep[np.flatnonzero(unseen)[first]] = True
+    return flat[keep], np.bincount(rows[keep], minlength=len(lengths)).astype(np.int64)
 
 
 def _offsets(lengths):

@@ -68,7 +68,7 @@ class Evaluation:
         if self.rows == 0:
             raise DataError("no rows to evaluate (the data has no rows, or every row lacks a target value)")
         metrics = self.metrics.compute(self.stats)
-        _warn_unseen_labels(metrics, self.rows)
+        _warn_unseen_labels(metrics, self.rows, {name: m.type for name, m in self.metrics.outputs.items()})
         return metrics
 
 
@@ -85,11 +85,15 @@ class ChunkStatistics:
         return evaluation.as_row()
 
 
-def _warn_unseen_labels(metrics: dict, rows: int) -> None:
+def _warn_unseen_labels(metrics: dict, rows: int, types: dict[str, str]) -> None:
     """Labels the model never saw in training are scored as wrong; say so, with the count."""
     for name, values in metrics.items():
         unseen = int(values.get("unseen_labels", 0))
-        if unseen:
+        if unseen and types.get(name) == "set":
+            log.warning("%s: %d of %d evaluated rows have set items never seen in training; each counts as missed "
+                        "(a false negative) in recall, f1 and jaccard, and the loss covers the seen items only",
+                        name, unseen, rows)
+        elif unseen:
             log.warning("%s: %d of %d evaluated rows have a label never seen in training; they count as wrong in "
                         "accuracy and hits_at_k, and the loss and f1/precision/recall cover the other rows only",
                         name, unseen, rows)

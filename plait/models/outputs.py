@@ -120,6 +120,9 @@ class SetHead(OutputHead):
 
     def row_losses(self, logits, target):
         # A row's loss is the mean over its labels: the batch's mean is then the mean over elements.
+        # The target's trailing column (items training never saw, plait.training.data) has no
+        # logit and is left out: training on the seen items is unchanged by it.
+        target = target[..., : logits.shape[-1]]
         losses = F.binary_cross_entropy_with_logits(logits.float(), target.float(), reduction="none").mean(-1)
         return RowLosses(losses)
 

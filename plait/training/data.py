@@ -28,11 +28,26 @@ def column_tensor(column: pa.ChunkedArray | pa.Array, meta: dict) -> torch.Tenso
         flat = pc.list_flatten(column).to_numpy().astype(np.float32)
         return torch.from_numpy(flat.reshape(len(column), meta["vector_size"]))
     if kind == "set":
-        multi_hot = np.zeros((len(column), max(1, len(meta["vocabulary"]))), dtype=np.float32)
-        rows = pc.list_parent_indices(column).to_numpy()
-        multi_hot[rows, pc.list_flatten(column).to_numpy()] = 1.0
-        return torch.from_numpy(multi_hot)
+        return _multi_hot(column, meta)
     raise ValueError(f"no tensor conversion for feature type {kind!r}")
+
+
+def _multi_hot(column: pa.Array, meta: dict) -> torch.Tensor:
+    """A set column as a multi-hot matrix, one column per vocabulary item. An output's matrix has
+    one more, trailing column: how many of the row's items training never saw (the transform writes
+    them as the id ``len(vocabulary)``). The loss ignores that column; the metrics count those
+    items as missed."""
+    vocabulary = len(meta["vocabulary"])
+    width = max(1, vocabulary)
+    output = bool(meta.get("output"))
+    multi_hot = np.zeros((len(column), width + output), dtype=np.float32)
+    rows = pc.list_parent_indices(column).to_numpy()
+    ids = pc.list_flatten(column).to_numpy()
+    seen = ids < vocabulary
+    multi_hot[rows[seen], ids[seen]] = 1.0
+    if output:
+        multi_hot[:, width] = np.bincount(rows[~seen], minlength=len(column))
+    return torch.from_numpy(multi_hot)
 
 
 def table_tensors(table: pa.Table, features: dict, names: list[str]) -> dict[str, torch.Tensor]:

@@ -39,7 +39,8 @@ class OutputMetrics:
             return {**base, "correct": 1, "hits_at_k": 1, "unseen": 1, "confusion": confusion}
         if self.type == "number":
             return {**base, "abs_err": 1, "sq_err": 1, "y": 1, "y2": 1}
-        return {**base, "jaccard": 1, "tp": 1, "fp": 1, "fn": 1}
+        # "unseen": rows whose true set holds items training never saw; see _update_set.
+        return {**base, "jaccard": 1, "tp": 1, "fp": 1, "fn": 1, "unseen": 1}
 
     def zeros(self, device="cpu") -> torch.Tensor:
         return torch.zeros(self.size, dtype=torch.float64, device=device)
@@ -94,12 +95,17 @@ class OutputMetrics:
         s["y"] += y.sum(); s["y2"] += (y * y).sum()
 
     def _update_set(self, s, logits, target):
-        y = target > 0.5
+        # Columns past the logits' count each row's items that training never saw (none when the
+        # target has no such column). No prediction can hold them: each is a false negative, and
+        # part of the row's union in jaccard. The loss leaves them out (SetHead.row_losses).
+        items = logits.shape[-1]
+        y, unseen = target[:, :items] > 0.5, target[:, items:].double().sum(-1)
         pred = torch.sigmoid(logits) >= self.head.feature.threshold
         s["count"] += y.shape[0]
-        inter, union = (pred & y).sum(-1).double(), (pred | y).sum(-1).double()
+        s["unseen"] += (unseen > 0).sum()
+        inter, union = (pred & y).sum(-1).double(), (pred | y).sum(-1).double() + unseen
         s["jaccard"] += torch.where(union > 0, inter / union.clamp(min=1), torch.ones_like(union)).sum()
-        s["tp"] += (pred & y).sum(); s["fp"] += (pred & ~y).sum(); s["fn"] += (~pred & y).sum()
+        s["tp"] += (pred & y).sum(); s["fp"] += (pred & ~y).sum(); s["fn"] += (~pred & y).sum() + unseen.sum()
 
     def compute(self, stats: torch.Tensor) -> dict[str, float]:
         s = {k: v.cpu() for k, v in self.unpack(stats).items()}
@@ -139,8 +145,11 @@ class OutputMetrics:
     def _compute_set(self, s, n):
         tp, fp, fn = (float(s[k].item()) for k in ("tp", "fp", "fn"))
         precision, recall = _ratio(tp, tp + fp), _ratio(tp, tp + fn)
-        return {"jaccard": float(s["jaccard"].item()) / n, "precision": precision, "recall": recall,
-                "f1": _ratio(2 * precision * recall, precision + recall)}
+        result = {"jaccard": float(s["jaccard"].item()) / n, "precision": precision, "recall": recall,
+                  "f1": _ratio(2 * precision * recall, precision + recall)}
+        if s["unseen"].item():  # rows, as for category outputs; only then, as there
+            result["unseen_labels"] = float(s["unseen"].item())
+        return result
 
 
 def _ratio(a: float, b: float) -> float:

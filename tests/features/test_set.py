@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from plait.training.data import column_tensor
+
 TRAIN = ["red green", "green blue", "green", None, ""]
 
 
@@ -26,10 +28,30 @@ def test_unseen_labels_of_an_input_map_to_unknown(make_processor, fit_transform)
     assert out == [[3, 0]]
 
 
-def test_unseen_labels_of_an_output_are_dropped(make_processor, fit_transform):
-    meta, out = fit_transform(set_feature(make_processor, output=True), TRAIN, ["red purple", "purple"])
+def test_unseen_labels_of_an_output_are_kept_past_the_vocabulary(make_processor, fit_transform):
+    # Kept (as id len(vocabulary)), no longer dropped: evaluation counts them as missed.
+    meta, out = fit_transform(set_feature(make_processor, output=True), TRAIN, ["red purple", "purple", "red"])
     assert meta["vocabulary"] == ["green", "blue", "red"]
-    assert out == [[2], []]
+    assert out == [[2, 3], [3], [2]]
+
+
+def test_an_outputs_unseen_labels_count_once_per_distinct_item(make_processor, fit_transform):
+    _, out = fit_transform(set_feature(make_processor, output=True), TRAIN,
+                           ["purple red purple gold", "gold gold", None, "purple"])
+    assert out == [[3, 2, 3], [3], [], [3]]
+
+
+def test_an_outputs_target_tensor_counts_unseen_labels_in_a_trailing_column(make_processor, fit_transform):
+    processor = set_feature(make_processor, output=True)
+    meta, out = fit_transform(processor, TRAIN, ["red purple gold", "green", "purple"])
+    target = column_tensor(pa.array(out, pa.list_(pa.int32())), {"type": "set", "output": True, **meta})
+    assert target.tolist() == [[0, 0, 1, 2], [1, 0, 0, 0], [0, 0, 0, 1]]
+
+
+def test_an_inputs_tensor_has_no_unseen_column(make_processor, fit_transform):
+    meta, out = fit_transform(set_feature(make_processor), TRAIN, ["red purple"])
+    tensor = column_tensor(pa.array(out, pa.list_(pa.int32())), {"type": "set", "output": False, **meta})
+    assert tensor.tolist() == [[1, 0, 0, 1]]  # purple is the unknown item <UNK>, as before
 
 
 def test_most_common_caps_the_labels(make_processor, fit_transform):

@@ -105,6 +105,42 @@ def test_all_labels_unseen_give_zero_accuracy_rather_than_no_metrics(cli, model,
     assert "k: 12 of 12 evaluated rows have a label never seen in training" in err
 
 
+@pytest.fixture(scope="module")
+def set_model(tmp_path_factory):
+    """A model trained on s, a set output whose every training row is {a, b}."""
+    root = tmp_path_factory.mktemp("unusual_set")
+    _frame(ROWS, 0)[["x"]].assign(s="a b").to_csv(root / "data.csv", index=False)
+    config = {"input_features": [{"name": "x", "type": "number"}],
+              "output_features": [{"name": "s", "type": "set"}],
+              "trainer": {"epochs": 2, "batch_size": 16, "learning_rate": 0.05},
+              "backend": {"type": "local", "cache_dir": str(root / "cache")}}
+    (root / "config.yaml").write_text(yaml.safe_dump(config))
+    logger = logging.getLogger("plait")
+    saved = (list(logger.handlers), logger.level, logger.propagate)
+    code = main(["train", "-c", str(root / "config.yaml"), "--dataset", str(root / "data.csv"),
+                 "--output-directory", str(root / "out")])
+    logger.handlers[:], logger.level, logger.propagate = saved
+    assert code == 0
+    return root / "out" / "experiment_run_0" / "model"
+
+
+def test_unseen_set_items_count_as_missed_with_a_warning_and_a_count(cli, set_model, tmp_path):
+    frame = _frame(20, 1)[["x"]]
+    code, out, err = evaluate(cli, set_model, frame.assign(s="a"), tmp_path, "known.csv")
+    assert code == 0, err
+    known = json.loads(out)["s"]
+    assert "unseen_labels" not in known and "never seen" not in err
+    code, out, err = evaluate(cli, set_model, frame.assign(s="a z"), tmp_path, "unseen.csv")
+    assert code == 0, err
+    metrics = json.loads(out)["s"]
+    assert metrics["unseen_labels"] == 20  # rows whose set holds an unseen item
+    assert "s: 20 of 20 evaluated rows have set items never seen in training; each counts as missed" in err
+    # Each row holds a (seen) and z (never seen, so never predicted): z doubles the items to find.
+    assert known["recall"] > 0 and metrics["recall"] == pytest.approx(known["recall"] / 2, abs=1e-12)
+    assert metrics["precision"] == known["precision"]
+    assert metrics["loss"] == pytest.approx(known["loss"], rel=1e-9)  # the loss covers the seen items
+
+
 # ---- binary labels spelled another way ---------------------------------------------------------
 
 @pytest.mark.parametrize("spelling", [("yes", "no"), ("True", "False"), ("t", "f"), ("Y", "N")])

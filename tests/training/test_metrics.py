@@ -207,6 +207,55 @@ def test_set_metrics_match_scikit_learn(output_metrics):
     assert got["f1"] == pytest.approx(skm.f1_score(y, pred, average="micro"), abs=1e-12)
 
 
+
+def _set_with_unseen(rows=ROWS, seed=0, unseen_every=7):
+    """_set's rows with the trailing column of items training never saw: 1 or 2 on every
+    ``unseen_every``-th row, as plait.training.data builds an output's target."""
+    logits, target = _set(rows, seed)
+    unseen = torch.zeros(rows, 1)
+    unseen[::unseen_every] = 1.0
+    unseen[::2 * unseen_every] = 2.0
+    return logits, torch.cat([target, unseen], dim=1)
+
+
+def test_set_items_unseen_in_training_count_as_missed_and_are_reported(output_metrics):
+    logits, target = _set_with_unseen()
+    metric = output_metrics("set")
+    got = metric.compute(filled(metric, logits, target))
+    known = metric.compute(filled(metric, logits, target[:, :-1]))
+    y, pred = target[:, :-1].numpy().astype(int), (torch.sigmoid(logits) >= 0.5).numpy().astype(int)
+    unseen = target[:, -1].numpy()
+    tp, fp, fn = (y & pred).sum(), ((1 - y) & pred).sum(), (y & (1 - pred)).sum() + unseen.sum()
+    assert got["unseen_labels"] == (unseen > 0).sum() == 43  # rows, not items (65 items)
+    assert got["recall"] == pytest.approx(tp / (tp + fn), abs=1e-12) and got["recall"] < known["recall"]
+    assert got["precision"] == known["precision"]  # no prediction can hold an unseen item
+    assert got["f1"] == pytest.approx(2 * tp / (2 * tp + fp + fn), abs=1e-12)
+    inter, union = (y & pred).sum(1), (y | pred).sum(1) + unseen
+    assert got["jaccard"] == pytest.approx(np.mean(inter / union), abs=1e-12)
+    # The loss is the trained loss, which covers the seen items only.
+    assert got["loss"] == known["loss"] == pytest.approx(metric.head.loss(logits, target).item(), rel=1e-6)
+    assert metric.head.loss(logits, target).item() == metric.head.loss(logits, target[:, :-1]).item()
+
+
+def test_set_statistics_with_unseen_items_of_two_shards_merge_exactly(output_metrics):
+    logits, target = _set_with_unseen()
+    metric = output_metrics("set")
+    whole = filled(metric, logits, target)
+    merged = filled(metric, logits[:101], target[:101]) + filled(metric, logits[101:], target[101:])
+    torch.testing.assert_close(merged, whole, rtol=1e-12, atol=1e-9)
+    assert metric.compute(merged) == pytest.approx(metric.compute(whole), rel=1e-10, abs=1e-12)
+    assert metric.compute(merged)["unseen_labels"] == 43
+
+
+def test_a_set_row_whose_items_were_all_unseen_scores_zero_jaccard(output_metrics):
+    metric = output_metrics("set")
+    logits = torch.full((2, len(ELEMENTS)), -5.0)  # predicts the empty set
+    target = torch.tensor([[0.0, 0.0, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0, 0.0]])
+    got = metric.compute(filled(metric, logits, target))
+    # Before, the first row was the empty set predicted right (jaccard 1, nothing missed).
+    assert (got["jaccard"], got["recall"], got["unseen_labels"]) == (0.5, 0.0, 1.0)
+
+
 WEIGHTED_LOSSES = [
     ("binary", {"positive_class_weight": 3.0}),
     ("category", {"class_weights": [1.0, 2.0, 5.0, 0.5]}),
