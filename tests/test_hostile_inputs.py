@@ -178,3 +178,10 @@ def test_generated_configs_and_data_never_end_in_a_traceback_or_a_hang():
     print(f"\nhostile inputs: {cases_run} generated cases ran through validate, train, predict and evaluate")
     assert cases_run == CASES
 
+
+# ---- cases the generator found, kept as plain tests ----------------------------------------------
+
+def test_a_number_column_whose_variance_is_beyond_float_range_trains():
+    # 0 and 1e300: the exact variance (2.5e599) overflowed float() in preprocessing.
+    check_case({"inputs": [{"name": "a", "type": "binary"}], "outputs": [{"name": "y", "type": "number"}],
+                "table": {"y": [0.0, 1e300], "a": [True, False]}, "format": "csv"})
