@@ -148,20 +148,23 @@ def write_case(case: dict, folder: Path) -> tuple[Path, Path]:
     return config_path, data_path
 
 
-def check_case(case: dict) -> None:
+def check_case(case: dict) -> tuple[int, str]:
+    """Run the case through validate, train and, when training succeeded, predict and evaluate;
+    (exit code, stderr) of train."""
     global cases_run
     cases_run += 1
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         config_path, data_path = write_case(case, folder)
         run_cli("validate", "--config", config_path)
-        code, _ = run_cli("train", "--config", config_path, "--dataset", data_path,
-                          "--output-directory", folder / "results")
+        code, train_err = run_cli("train", "--config", config_path, "--dataset", data_path,
+                                    "--output-directory", folder / "results")
         if code != 0:
-            return
+            return code, train_err
         model = folder / "results" / "experiment_run_0" / "model"
         run_cli("predict", "--model-path", model, "--dataset", data_path, "--output-directory", folder / "pred")
         run_cli("evaluate", "--model-path", model, "--dataset", data_path, "--output-directory", folder / "eval")
+        return code, train_err
 
 
 @settings(max_examples=CASES, deadline=None, derandomize=True, database=None,
@@ -183,5 +186,13 @@ def test_generated_configs_and_data_never_end_in_a_traceback_or_a_hang():
 
 def test_a_number_column_whose_variance_is_beyond_float_range_trains():
     # 0 and 1e300: the exact variance (2.5e599) overflowed float() in preprocessing.
-    check_case({"inputs": [{"name": "a", "type": "binary"}], "outputs": [{"name": "y", "type": "number"}],
-                "table": {"y": [0.0, 1e300], "a": [True, False]}, "format": "csv"})
+    code, err = check_case({"inputs": [{"name": "a", "type": "binary"}], "outputs": [{"name": "y", "type": "number"}],
+                            "table": {"y": [0.0, 1e300], "a": [True, False]}, "format": "csv"})
+    assert code == 0, err
+
+
+def test_a_csv_column_of_one_element_vectors_is_read_as_vectors():
+    # pandas and Arrow read "0.5" as a number, so a vector column of size 1 arrived as double.
+    code, err = check_case({"inputs": [{"name": "v", "type": "vector"}], "outputs": [{"name": "y", "type": "binary"}],
+                            "table": {"v": ["0.5", "1.5", "-2", "3"] * 3, "y": [True, False] * 6}, "format": "csv"})
+    assert code == 0, err
