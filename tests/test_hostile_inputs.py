@@ -196,3 +196,12 @@ def test_a_csv_column_of_one_element_vectors_is_read_as_vectors():
     code, err = check_case({"inputs": [{"name": "v", "type": "vector"}], "outputs": [{"name": "y", "type": "binary"}],
                             "table": {"v": ["0.5", "1.5", "-2", "3"] * 3, "y": [True, False] * 6}, "format": "csv"})
     assert code == 0, err
+
+
+def test_a_set_output_with_no_labels_is_refused_before_training(tmp_path):
+    # Every set empty: the model trained with an empty vocabulary and predict failed indexing it.
+    case = {"inputs": [{"name": "x", "type": "number"}], "outputs": [{"name": "tags", "type": "set"}],
+            "table": {"tags": ["", "", "", ""] * 3, "x": [1.0, 2.0, 3.0, 4.0] * 3}, "format": "parquet"}
+    code, err = check_case(case)
+    assert code == 2
+    assert "set output feature 'tags': column 'tags' holds no labels" in err
