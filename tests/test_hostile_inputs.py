@@ -191,13 +191,6 @@ def test_a_number_column_whose_variance_is_beyond_float_range_trains():
     assert code == 0, err
 
 
-def test_a_csv_column_of_one_element_vectors_is_read_as_vectors():
-    # pandas and Arrow read "0.5" as a number, so a vector column of size 1 arrived as double.
-    code, err = check_case({"inputs": [{"name": "v", "type": "vector"}], "outputs": [{"name": "y", "type": "binary"}],
-                            "table": {"v": ["0.5", "1.5", "-2", "3"] * 3, "y": [True, False] * 6}, "format": "csv"})
-    assert code == 0, err
-
-
 def test_a_set_output_with_no_labels_is_refused_before_training(tmp_path):
     # Every set empty: the model trained with an empty vocabulary and predict failed indexing it.
     case = {"inputs": [{"name": "x", "type": "number"}], "outputs": [{"name": "tags", "type": "set"}],

@@ -17,9 +17,6 @@ class VectorProcessor(FeatureProcessor):
     reads_nested = True  # lists of numbers; prepare refuses structs and the like itself
 
     def prepare(self, column: pa.Array) -> pa.Array:
-        # A CSV column of one-element vectors ("0.5") is read as numbers: each is a vector of one.
-        if pa.types.is_integer(column.type) or pa.types.is_floating(column.type):
-            column = column.cast(pa.string())
         if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
             column = pc.utf8_split_whitespace(pc.utf8_trim_whitespace(column))
         if not (pa.types.is_list(column.type) or pa.types.is_large_list(column.type) or pa.types.is_fixed_size_list(column.type)):
