@@ -98,7 +98,8 @@ class NumberProcessor(FeatureProcessor):
     def transform(self, column: pa.Array, metadata: dict) -> pa.Array:
         values = self.fill(column, metadata["fill_value"]).to_numpy(zero_copy_only=False)
         values = (values - metadata["shift"]) / metadata["scale"]
-        return pa.array(values.astype(np.float32), pa.float32())
+        fill = (metadata["fill_value"] - metadata["shift"]) / metadata["scale"]
+        return pa.array(_float32_or_fill(values, fill), pa.float32())
 
 
 def _missing_unless_finite(column: pa.Array) -> pa.Array:
@@ -106,6 +107,19 @@ def _missing_unless_finite(column: pa.Array) -> pa.Array:
     feature's missing_value_strategy applies to them: an infinite input would otherwise reach the
     model and make every probability NaN."""
     return pc.if_else(pc.is_finite(column), column, pa.scalar(None, pa.float64()))
+
+
+def _float32_or_fill(values: np.ndarray, fill: float) -> np.ndarray:
+    """The model reads float32: a value finite in float64 but beyond float32 after normalization
+    (1e300 where training saw only zeros) would reach it as inf and make its outputs NaN. Such
+    values are treated as missing, as inf is, and replaced by the (normalized) fill value."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        narrowed = values.astype(np.float32)
+    beyond = ~np.isfinite(narrowed)
+    if beyond.any():
+        with np.errstate(over="ignore"):
+            narrowed[beyond] = np.float32(fill) if np.isfinite(np.float32(fill)) else np.float32(0.0)
+    return narrowed
 
 
 def _square_root(value: Fraction) -> float:
