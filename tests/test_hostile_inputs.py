@@ -90,6 +90,18 @@ def column(draw, feature_type: str, rows: int) -> list:
 
 
 @st.composite
+def preprocessing(draw, feature_type: str) -> dict:
+    """Nothing, mostly; sometimes a missing-value strategy, or a normalization for numbers."""
+    options = {}
+    strategies = ["fill_with_const", "fill_with_mode", "drop_row"] + (["fill_with_mean"] if feature_type == "number" else [])
+    if draw(st.integers(0, 3)) == 0:
+        options["missing_value_strategy"] = draw(st.sampled_from(strategies))
+    if feature_type == "number" and draw(st.booleans()):
+        options["normalization"] = draw(st.sampled_from(["zscore", "minmax", "iq", None]))
+    return {"preprocessing": options} if options else {}
+
+
+@st.composite
 def cases(draw) -> dict:
     """A config (features, trainer), a table of data and the file format to write it in."""
     feature_names = draw(st.lists(names, min_size=2, max_size=5, unique=True))
@@ -97,6 +109,8 @@ def cases(draw) -> dict:
     rows = draw(st.integers(1, 30))
     features = [{"name": name, "type": draw(st.sampled_from(OUTPUT_TYPES if i < outputs else INPUT_TYPES))}
                 for i, name in enumerate(feature_names)]
+    for feature in features:
+        feature.update(draw(preprocessing(feature["type"])))
     table = {f["name"]: draw(column(f["type"], rows)) for f in features}
     return {"inputs": features[outputs:], "outputs": features[:outputs], "table": table,
             "format": draw(st.sampled_from(["csv", "parquet"]))}
