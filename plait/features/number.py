@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal, localcontext
 from fractions import Fraction
 
 import numpy as np
@@ -49,7 +50,7 @@ class NumberProcessor(FeatureProcessor):
         stats = {
             "count": int(values.size),
             "sum": st.exact_sum(values),
-            "sum_squares": st.exact_sum(values * values),
+            "sum_squares": st.exact_sum_of_squares(values),
             "min": float(values.min()) if values.size else None,
             "max": float(values.max()) if values.size else None,
         }
@@ -79,7 +80,7 @@ class NumberProcessor(FeatureProcessor):
         variance = stats["sum_squares"] / count - mean * mean if count else Fraction(0)
         meta = {
             "mean": float(mean),
-            "std": float(variance) ** 0.5,
+            "std": _square_root(variance),
             "min": stats["min"] if stats["min"] is not None else 0.0,
             "max": stats["max"] if stats["max"] is not None else 0.0,
             "normalization": self.preprocessing.normalization or "none",
@@ -97,7 +98,8 @@ class NumberProcessor(FeatureProcessor):
     def transform(self, column: pa.Array, metadata: dict) -> pa.Array:
         values = self.fill(column, metadata["fill_value"]).to_numpy(zero_copy_only=False)
         values = (values - metadata["shift"]) / metadata["scale"]
-        return pa.array(values.astype(np.float32), pa.float32())
+        fill = (metadata["fill_value"] - metadata["shift"]) / metadata["scale"]
+        return pa.array(_float32_or_fill(values, fill), pa.float32())
 
 
 def _missing_unless_finite(column: pa.Array) -> pa.Array:
@@ -105,6 +107,31 @@ def _missing_unless_finite(column: pa.Array) -> pa.Array:
     feature's missing_value_strategy applies to them: an infinite input would otherwise reach the
     model and make every probability NaN."""
     return pc.if_else(pc.is_finite(column), column, pa.scalar(None, pa.float64()))
+
+
+def _float32_or_fill(values: np.ndarray, fill: float) -> np.ndarray:
+    """The model reads float32: a value finite in float64 but beyond float32 after normalization
+    (1e300 where training saw only zeros) would reach it as inf and make its outputs NaN. Such
+    values are treated as missing, as inf is, and replaced by the (normalized) fill value."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        narrowed = values.astype(np.float32)
+    beyond = ~np.isfinite(narrowed)
+    if beyond.any():
+        with np.errstate(over="ignore"):
+            narrowed[beyond] = np.float32(fill) if np.isfinite(np.float32(fill)) else np.float32(0.0)
+    return narrowed
+
+
+def _square_root(value: Fraction) -> float:
+    """The square root of an exact fraction, 0 below 0. Taken in Decimal because the variance of
+    finite floats can lie beyond float range (values near 1e300 square to 1e600) while the
+    standard deviation, never above the largest magnitude, does not. The squares are rounded
+    floats, so a constant column's variance can come out a hair below 0."""
+    if value <= 0:
+        return 0.0
+    with localcontext() as context:
+        context.prec = 40
+        return float((Decimal(value.numerator) / Decimal(value.denominator)).sqrt())
 
 
 def _pick(fn, a, b):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from plait.errors import DataError
 from plait.features import stats as st
 from plait.features.base import FeatureProcessor
 from plait.features.text_ops import as_strings, encode_tokens, tokenize
@@ -39,6 +40,12 @@ class SetProcessor(FeatureProcessor):
 
     def finalize(self, stats: dict) -> dict:
         tokens = [str(t) for t in st.most_common(stats["counts"], self.preprocessing.most_common) if t != UNKNOWN]
+        if self.is_output and not tokens:
+            # A head with no labels has nothing to learn, and its predictions cannot be named.
+            raise DataError(
+                f"set output feature {self.name!r}: column {self.column!r} holds no labels (every set in the "
+                f"training data is empty or missing). Give rows with at least one label, or drop the feature."
+            )
         # Inputs keep an unknown id (0) for unseen elements; outputs mark them past the vocabulary.
         vocab = tokens if self.is_output else [UNKNOWN] + tokens
         return {"vocabulary": vocab, "fill_value": self.fill_value(stats["cells"])}

@@ -45,6 +45,21 @@ def exact_sum(values: np.ndarray) -> Fraction:
     return Fraction(total) * Fraction(2) ** low_exp
 
 
+_SQUARE_SCALE = 512  # |x| >= 2**500 squares past float range (2**1024); 2**-512 brings it back
+
+
+def exact_sum_of_squares(values: np.ndarray) -> Fraction:
+    """The exact sum of the (float-rounded) squares of finite float64 values, even where a square
+    overflows float64 (|x| above about 1.3e154). Those values are scaled by 2**-512 before squaring,
+    which is exact and rounds the square the same way, and the sum is scaled back exactly; the
+    choice is per value, so the result does not depend on the partitioning."""
+    values = np.asarray(values, dtype=np.float64)
+    large = np.abs(values) >= 2.0**500
+    small_sum = exact_sum(values[~large] * values[~large])
+    scaled = values[large] * 2.0**-_SQUARE_SCALE
+    return small_sum + exact_sum(scaled * scaled) * Fraction(2) ** (2 * _SQUARE_SCALE)
+
+
 def merge_counts(a: pd.Series | None, b: pd.Series | None) -> pd.Series | None:
     """Add two value->count tables."""
     if a is None:
