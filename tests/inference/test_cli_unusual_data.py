@@ -12,11 +12,12 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-import yaml
 
+from cli_runs import train_with_the_cli
 from plait.cli import main
 
 ROWS = 80
+TRAINER = {"epochs": 2, "batch_size": 16, "learning_rate": 0.05}
 
 
 def _frame(rows: int, seed: int) -> pd.DataFrame:
@@ -40,18 +41,9 @@ def model(tmp_path_factory):
     """A model trained on y (binary, spelled 0/1) and k (category p, q, r) from x and c."""
     root = tmp_path_factory.mktemp("unusual")
     _frame(ROWS, 0).to_csv(root / "data.csv", index=False)
-    config = {"input_features": [{"name": "x", "type": "number"}, {"name": "c", "type": "category"}],
-              "output_features": [{"name": "y", "type": "binary"}, {"name": "k", "type": "category"}],
-              "trainer": {"epochs": 2, "batch_size": 16, "learning_rate": 0.05},
-              "backend": {"type": "local", "cache_dir": str(root / "cache")}}
-    (root / "config.yaml").write_text(yaml.safe_dump(config))
-    logger = logging.getLogger("plait")
-    saved = (list(logger.handlers), logger.level, logger.propagate)
-    code = main(["train", "-c", str(root / "config.yaml"), "--dataset", str(root / "data.csv"),
-                 "--output-directory", str(root / "out")])
-    logger.handlers[:], logger.level, logger.propagate = saved
-    assert code == 0
-    return root / "out" / "experiment_run_0" / "model"
+    inputs = [{"name": "x", "type": "number"}, {"name": "c", "type": "category"}]
+    outputs = [{"name": "y", "type": "binary"}, {"name": "k", "type": "category"}]
+    return train_with_the_cli(root, inputs, outputs, TRAINER) / "model"
 
 
 @pytest.fixture
@@ -110,18 +102,8 @@ def set_model(tmp_path_factory):
     """A model trained on s, a set output whose every training row is {a, b}."""
     root = tmp_path_factory.mktemp("unusual_set")
     _frame(ROWS, 0)[["x"]].assign(s="a b").to_csv(root / "data.csv", index=False)
-    config = {"input_features": [{"name": "x", "type": "number"}],
-              "output_features": [{"name": "s", "type": "set"}],
-              "trainer": {"epochs": 2, "batch_size": 16, "learning_rate": 0.05},
-              "backend": {"type": "local", "cache_dir": str(root / "cache")}}
-    (root / "config.yaml").write_text(yaml.safe_dump(config))
-    logger = logging.getLogger("plait")
-    saved = (list(logger.handlers), logger.level, logger.propagate)
-    code = main(["train", "-c", str(root / "config.yaml"), "--dataset", str(root / "data.csv"),
-                 "--output-directory", str(root / "out")])
-    logger.handlers[:], logger.level, logger.propagate = saved
-    assert code == 0
-    return root / "out" / "experiment_run_0" / "model"
+    outputs = [{"name": "s", "type": "set"}]
+    return train_with_the_cli(root, [{"name": "x", "type": "number"}], outputs, TRAINER) / "model"
 
 
 def test_unseen_set_items_count_as_missed_with_a_warning_and_a_count(cli, set_model, tmp_path):

@@ -5,9 +5,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-import yaml
 
-from plait.cli import main
+from cli_runs import train_with_the_cli
 
 ROWS = 40
 
@@ -16,14 +15,9 @@ ROWS = 40
 def model(tmp_path_factory) -> str:
     root = tmp_path_factory.mktemp("predictor")
     (root / "data.csv").write_text("x,c,y\n" + "".join(f"{i},{'ab'[i % 2]},{i % 3 == 0}\n" for i in range(ROWS)))
-    config = {"input_features": [{"name": "x", "type": "number"}, {"name": "c", "type": "category"}],
-              "output_features": [{"name": "y", "type": "binary"}],
-              "trainer": {"epochs": 1, "batch_size": 16},
-              "backend": {"type": "local", "cache_dir": str(root / "cache")}}
-    (root / "config.yaml").write_text(yaml.safe_dump(config))
-    assert main(["train", "--config", str(root / "config.yaml"), "--dataset", str(root / "data.csv"),
-                 "--output-directory", str(root / "runs")]) == 0
-    return str(root / "runs" / "experiment_run_0" / "model")
+    run = train_with_the_cli(root, [{"name": "x", "type": "number"}, {"name": "c", "type": "category"}],
+                             [{"name": "y", "type": "binary"}], {"epochs": 1, "batch_size": 16})
+    return str(run / "model")
 
 
 def test_a_nested_parquet_column_at_prediction_is_refused_by_name(model, tmp_path, cli_error):

@@ -6,10 +6,9 @@ import shutil
 
 import pytest
 import torch
-import yaml
 from safetensors.torch import save_file
 
-from plait.cli import main
+from cli_runs import train_with_the_cli
 
 ROWS = 40
 
@@ -18,13 +17,8 @@ ROWS = 40
 def trained(tmp_path_factory):
     root = tmp_path_factory.mktemp("saved")
     (root / "data.csv").write_text("x,c,y\n" + "".join(f"{i},{'ab'[i % 2]},{i % 3 == 0}\n" for i in range(ROWS)))
-    config = {"input_features": [{"name": "x", "type": "number"}, {"name": "c", "type": "category"}],
-              "output_features": [{"name": "y", "type": "binary"}],
-              "trainer": {"epochs": 1, "batch_size": 16},
-              "backend": {"type": "local", "cache_dir": str(root / "cache")}}
-    (root / "config.yaml").write_text(yaml.safe_dump(config))
-    assert main(["train", "--config", str(root / "config.yaml"), "--dataset", str(root / "data.csv"),
-                 "--output-directory", str(root / "runs")]) == 0
+    train_with_the_cli(root, [{"name": "x", "type": "number"}, {"name": "c", "type": "category"}],
+                       [{"name": "y", "type": "binary"}], {"epochs": 1, "batch_size": 16})
     return root
 
 

@@ -4,12 +4,11 @@ reads back, one clean error naming the damaged files. Checked without unpickling
 from __future__ import annotations
 
 import json
-import logging
 import shutil
 
 import pytest
-import yaml
 
+from cli_runs import train_with_the_cli
 from plait.cli import main
 from plait.training import checkpoint as ckpt
 
@@ -21,19 +20,8 @@ def finished_run(tmp_path_factory):
     """A run of 3 epochs: checkpoints of the last two epochs are kept."""
     root = tmp_path_factory.mktemp("checkpoints")
     (root / "data.csv").write_text("x,c,y\n" + "".join(f"{i % 17},{'abc'[i % 3]},{i % 17 > 8}\n" for i in range(ROWS)))
-    config = {"input_features": [{"name": "x", "type": "number"}, {"name": "c", "type": "category"}],
-              "output_features": [{"name": "y", "type": "binary"}],
-              "trainer": {"epochs": 3, "batch_size": 32},
-              "backend": {"type": "local", "cache_dir": str(root / "cache")}}
-    (root / "config.yaml").write_text(yaml.safe_dump(config))
-    logger = logging.getLogger("plait")
-    handlers, level, propagate = list(logger.handlers), logger.level, logger.propagate
-    try:
-        assert main(["train", "--config", str(root / "config.yaml"), "--dataset", str(root / "data.csv"),
-                     "--output-directory", str(root / "runs")]) == 0
-    finally:
-        logger.handlers[:], logger.level, logger.propagate = handlers, level, propagate
-    return root / "runs" / "experiment_run_0"
+    return train_with_the_cli(root, [{"name": "x", "type": "number"}, {"name": "c", "type": "category"}],
+                              [{"name": "y", "type": "binary"}], {"epochs": 3, "batch_size": 32})
 
 
 @pytest.fixture
