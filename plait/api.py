@@ -11,15 +11,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from plait import inference
 from plait.config import PlaitConfig, load_config, with_backend_type
 from plait.config.render import resolved_dict
 from plait.data.preprocess import PreprocessedData, preprocess
 from plait.errors import ModelError
+from plait.inference import CachedSplit, PredictorSpec, WrittenPredictions
 from plait.models.ecd import ECD
 from plait.models.saved import WEIGHTS, load_weights_into, read_model, save_model
 from plait.run_directory import RunDirectory
-from plait import inference
-from plait.inference import CachedSplit, PredictorSpec, WrittenPredictions
 from plait.training.run import FitJob, checkpoint_to_resume
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ class Model:
         self.metadata: dict | None = None
         self.module: ECD | None = None
         self.path: Path | None = None
-        """The saved-model directory the weights came from (Ray's prediction actors load it)."""
+        """The saved-model directory the weights came from (a predictor spec points there)."""
 
     # ---- training --------------------------------------------------------------------------
 
