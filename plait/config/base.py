@@ -13,7 +13,7 @@ import types
 import typing
 from typing import Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
 from pydantic_core import PydanticCustomError
 
 
@@ -33,6 +33,36 @@ class TypedModel(StrictModel):
     """A config section chosen by its ``type`` field out of a discriminated union."""
 
     type: str
+
+
+def ludwig_only(*accepted: Any, instead: str) -> AfterValidator:
+    """The check of a Ludwig setting that plait does not implement.
+
+    The values in ``accepted`` (Ludwig's default, and any value that means what plait does anyway)
+    pass: a config Ludwig rendered writes every default out, and those must validate unchanged.
+    Any other value is refused by name with ``instead``, what to use in its place; a setting is
+    never silently dropped. Use: ``fc_use_bias: Annotated[bool, ludwig_only(True, instead=...)] = True``.
+    """
+
+    def check(value: Any) -> Any:
+        if value not in accepted:
+            shown_accepted = " or ".join(repr(a) for a in accepted)
+            raise ValueError(f"got {shown(value)}; plait does not implement this Ludwig setting and accepts only "
+                             f"{shown_accepted} (what it does anyway): {instead}")
+        return value
+
+    return AfterValidator(check)
+
+
+LUDWIG_TYPES_NOT_IMPLEMENTED: dict[str, dict[str, str]] = {}
+"""For a section chosen by ``type`` (keyed by the section's name: ``combiner``, ``encoder``,
+``optimizer``, ...): the Ludwig type names plait does not implement, each with what to use
+instead. An unknown type found here is refused with that advice rather than a spelling hint."""
+
+
+def ludwig_types_not_implemented(section: str, advice: dict[str, str]) -> None:
+    """Register Ludwig type names of ``section`` that plait refuses, with what to use instead."""
+    LUDWIG_TYPES_NOT_IMPLEMENTED.setdefault(section, {}).update(advice)
 
 
 FIELD_ERROR = "plait_field"
@@ -120,6 +150,9 @@ def _describe(e: dict, path: str, parent_cls: type | None, value: Any, cls: Any 
         field = e["ctx"]["field"]
         return f"{field if path == '<config>' else path + '.' + field}: {e['msg']}"
     if kind == "union_tag_invalid":
+        advice = LUDWIG_TYPES_NOT_IMPLEMENTED.get(path.rsplit(".", 1)[-1].split("[")[0], {}).get(e["ctx"]["tag"])
+        if advice:
+            return f"{path}.type: Ludwig's {e['ctx']['tag']!r} is not implemented in plait; {advice}"
         tags = [t.strip(" '") for t in str(e.get("ctx", {}).get("expected_tags", "")).split(",")]
         return f"{path}.type: unknown type {shown(e['ctx']['tag'])}; {suggest(e['ctx']['tag'], tags)}"
     if kind == "union_tag_not_found":

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
-from plait.config import backend, features, model, preprocessing, schema, trainer
+from plait.config import backend, combiners, decoders, encoders, features, preprocessing, schema, trainer
 
 SECTIONS: list[tuple[str, list[type[BaseModel]]]] = [
     ("Top level", [schema.PlaitConfig]),
@@ -26,12 +26,12 @@ SECTIONS: list[tuple[str, list[type[BaseModel]]]] = [
                        preprocessing.StratifySplit, preprocessing.BinaryPreprocessing, preprocessing.NumberPreprocessing,
                        preprocessing.CategoryPreprocessing, preprocessing.TextPreprocessing,
                        preprocessing.SetPreprocessing, preprocessing.VectorPreprocessing]),
-    ("Encoders", [model.PassthroughEncoder, model.DenseEncoder, model.CategoryEmbedEncoder, model.CategorySparseEncoder,
-                  model.TextEmbedEncoder, model.ParallelCNNEncoder, model.RNNEncoder, model.TextTransformerEncoder,
-                  model.SetEmbedEncoder]),
-    ("Combiners", [model.ConcatCombiner, model.TransformerCombiner]),
-    ("Decoders and losses", [model.RegressorDecoder, model.ClassifierDecoder, model.BinaryCrossEntropyLoss,
-                             model.SoftmaxCrossEntropyLoss, model.RegressionLoss, model.SigmoidCrossEntropyLoss]),
+    ("Encoders", [encoders.PassthroughEncoder, encoders.DenseEncoder, encoders.CategoryEmbedEncoder, encoders.CategorySparseEncoder,
+                  encoders.TextEmbedEncoder, encoders.ParallelCNNEncoder, encoders.RNNEncoder, encoders.TextTransformerEncoder,
+                  encoders.SetEmbedEncoder]),
+    ("Combiners", [combiners.ConcatCombiner, combiners.TransformerCombiner]),
+    ("Decoders and losses", [decoders.RegressorDecoder, decoders.ClassifierDecoder, decoders.BinaryCrossEntropyLoss,
+                             decoders.SoftmaxCrossEntropyLoss, decoders.RegressionLoss, decoders.SigmoidCrossEntropyLoss]),
     ("Trainer", [trainer.TrainerConfig, trainer.OptimizerConfig, trainer.SchedulerConfig, trainer.GradientClipping]),
     ("Backend", [backend.AutoBackendConfig, backend.LocalBackendConfig, backend.RayBackendConfig,
                  backend.LaunchedBackendConfig, backend.ProcessorConfig, backend.DistributedTrainerConfig,

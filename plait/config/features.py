@@ -10,7 +10,8 @@ from typing import Annotated, Literal, Union
 
 from pydantic import Field, field_validator, model_validator
 
-from plait.config import model as m
+from plait.config import decoders as d
+from plait.config import encoders as e
 from plait.config import preprocessing as p
 from plait.config.base import StrictModel
 
@@ -51,50 +52,50 @@ class InputFeatureBase(FeatureBase):
     @field_validator("encoder", mode="before", check_fields=False)
     @classmethod
     def _encoder(cls, value, info):
-        return _typed(value, m.DEFAULT_ENCODER[cls.model_fields["type"].default])
+        return _typed(value, e.DEFAULT_ENCODER[cls.model_fields["type"].default])
 
 
 class BinaryInputFeature(InputFeatureBase):
     type: Literal["binary"] = "binary"
     preprocessing: p.BinaryPreprocessing = Field(default_factory=p.BinaryPreprocessing)
-    encoder: m.BinaryEncoder = Field(default_factory=m.PassthroughEncoder)
+    encoder: e.BinaryEncoder = Field(default_factory=e.PassthroughEncoder)
 
 
 class NumberInputFeature(InputFeatureBase):
     type: Literal["number"] = "number"
     preprocessing: p.NumberPreprocessing = Field(default_factory=p.NumberPreprocessing)
-    encoder: m.NumberEncoder = Field(default_factory=m.PassthroughEncoder)
+    encoder: e.NumberEncoder = Field(default_factory=e.PassthroughEncoder)
 
 
 class CategoryInputFeature(InputFeatureBase):
     type: Literal["category"] = "category"
     preprocessing: p.CategoryPreprocessing = Field(default_factory=p.CategoryPreprocessing)
-    encoder: m.CategoryEncoder = Field(default_factory=m.CategoryEmbedEncoder)
+    encoder: e.CategoryEncoder = Field(default_factory=e.CategoryEmbedEncoder)
 
 
 class TextInputFeature(InputFeatureBase):
     type: Literal["text"] = "text"
     preprocessing: p.TextPreprocessing = Field(default_factory=p.TextPreprocessing)
-    encoder: m.TextEncoder = Field(default_factory=m.TextEmbedEncoder)
+    encoder: e.TextEncoder = Field(default_factory=e.TextEmbedEncoder)
 
 
 class SetInputFeature(InputFeatureBase):
     type: Literal["set"] = "set"
     preprocessing: p.SetPreprocessing = Field(default_factory=p.SetPreprocessing)
-    encoder: m.SetEncoder = Field(default_factory=m.SetEmbedEncoder)
+    encoder: e.SetEncoder = Field(default_factory=e.SetEmbedEncoder)
 
 
 class VectorInputFeature(InputFeatureBase):
     type: Literal["vector"] = "vector"
     preprocessing: p.VectorPreprocessing = Field(default_factory=p.VectorPreprocessing)
-    encoder: m.VectorEncoder = Field(default_factory=m.DenseEncoder)
+    encoder: e.VectorEncoder = Field(default_factory=e.DenseEncoder)
 
 
 class OutputFeatureBase(FeatureBase):
     @field_validator("decoder", mode="before", check_fields=False)
     @classmethod
     def _decoder(cls, value):
-        return _typed(value, m.DEFAULT_DECODER[cls.model_fields["type"].default])
+        return _typed(value, d.DEFAULT_DECODER[cls.model_fields["type"].default])
 
     @field_validator("preprocessing", mode="before", check_fields=False)
     @classmethod
@@ -109,8 +110,8 @@ class OutputFeatureBase(FeatureBase):
 class BinaryOutputFeature(OutputFeatureBase):
     type: Literal["binary"] = "binary"
     preprocessing: p.BinaryPreprocessing = Field(default_factory=lambda: p.BinaryPreprocessing(missing_value_strategy="drop_row"))
-    decoder: m.BinaryDecoder = Field(default_factory=m.RegressorDecoder)
-    loss: m.BinaryCrossEntropyLoss = Field(default_factory=m.BinaryCrossEntropyLoss)
+    decoder: d.BinaryDecoder = Field(default_factory=d.RegressorDecoder)
+    loss: d.BinaryCrossEntropyLoss = Field(default_factory=d.BinaryCrossEntropyLoss)
     threshold: float = Field(0.5, gt=0, lt=1)
     """Probability above which the prediction is true."""
 
@@ -118,8 +119,8 @@ class BinaryOutputFeature(OutputFeatureBase):
 class CategoryOutputFeature(OutputFeatureBase):
     type: Literal["category"] = "category"
     preprocessing: p.CategoryPreprocessing = Field(default_factory=lambda: p.CategoryPreprocessing(missing_value_strategy="drop_row"))
-    decoder: m.CategoryDecoder = Field(default_factory=m.ClassifierDecoder)
-    loss: m.SoftmaxCrossEntropyLoss = Field(default_factory=m.SoftmaxCrossEntropyLoss)
+    decoder: d.CategoryDecoder = Field(default_factory=d.ClassifierDecoder)
+    loss: d.SoftmaxCrossEntropyLoss = Field(default_factory=d.SoftmaxCrossEntropyLoss)
     top_k: int = Field(3, gt=0)
     """k of the hits_at_k metric."""
 
@@ -127,15 +128,15 @@ class CategoryOutputFeature(OutputFeatureBase):
 class NumberOutputFeature(OutputFeatureBase):
     type: Literal["number"] = "number"
     preprocessing: p.NumberPreprocessing = Field(default_factory=lambda: p.NumberPreprocessing(missing_value_strategy="drop_row"))
-    decoder: m.NumberDecoder = Field(default_factory=m.RegressorDecoder)
-    loss: m.RegressionLoss = Field(default_factory=m.RegressionLoss)
+    decoder: d.NumberDecoder = Field(default_factory=d.RegressorDecoder)
+    loss: d.RegressionLoss = Field(default_factory=d.RegressionLoss)
 
 
 class SetOutputFeature(OutputFeatureBase):
     type: Literal["set"] = "set"
     preprocessing: p.SetPreprocessing = Field(default_factory=lambda: p.SetPreprocessing(missing_value_strategy="drop_row"))
-    decoder: m.SetDecoder = Field(default_factory=m.ClassifierDecoder)
-    loss: m.SigmoidCrossEntropyLoss = Field(default_factory=m.SigmoidCrossEntropyLoss)
+    decoder: d.SetDecoder = Field(default_factory=d.ClassifierDecoder)
+    loss: d.SigmoidCrossEntropyLoss = Field(default_factory=d.SigmoidCrossEntropyLoss)
     threshold: float = Field(0.5, gt=0, lt=1)
 
 

@@ -11,7 +11,7 @@ from plait.config.backend import AutoBackendConfig, BackendConfig, backend_data
 from plait.config.base import StrictModel, field_error, shown
 from plait.config.features import INPUT_TYPES, OUTPUT_TYPES, Defaults, InputFeature, OutputFeature
 from plait.config.metrics import COMBINED, COMBINED_METRICS, METRICS_BY_OUTPUT_TYPE
-from plait.config.model import CombinerConfig, ConcatCombiner
+from plait.config.combiners import CombinerConfig, ConcatCombiner
 from plait.config.preprocessing import GlobalPreprocessing
 from plait.config.trainer import TrainerConfig
 

@@ -79,7 +79,7 @@ def test_transformer_combiner_sum_is_the_mean_times_the_feature_count(plait_conf
 def test_every_config_combiner_type_is_built():
     from typing import get_args
 
-    from plait.config.model import CombinerConfig
+    from plait.config.combiners import CombinerConfig
 
     union = get_args(CombinerConfig)[0]
     types = {member.model_fields["type"].default for member in get_args(union)}

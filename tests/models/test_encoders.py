@@ -47,7 +47,7 @@ def test_every_encoder_is_trainable_or_parameter_free(ftype, encoder_type, make_
 
 
 def test_every_input_type_has_an_encoder_for_its_default():
-    from plait.config.model import DEFAULT_ENCODER
+    from plait.config.encoders import DEFAULT_ENCODER
 
     for ftype, encoder_type in DEFAULT_ENCODER.items():
         assert (ftype, encoder_type) in ENCODERS

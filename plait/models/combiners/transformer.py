@@ -1,21 +1,11 @@
-"""Combiners: merge the encoder outputs into one hidden vector per row."""
+"""The transformer combiner: each feature's encoding is one token of a transformer encoder."""
 
 from __future__ import annotations
 
 import torch
 from torch import nn
 
-from plait.models.layers import FCStack, fc_stack
-
-
-class ConcatCombiner(nn.Module):
-    def __init__(self, input_sizes: list[int], config):
-        super().__init__()
-        self.fc = fc_stack(sum(input_sizes), config)
-        self.output_size = self.fc.output_size
-
-    def forward(self, encoded: list[torch.Tensor]) -> torch.Tensor:
-        return self.fc(torch.cat(encoded, dim=-1))
+from plait.models.layers import FCStack
 
 
 class TransformerCombiner(nn.Module):
@@ -43,10 +33,3 @@ class TransformerCombiner(nn.Module):
         else:
             pooled = mixed.mean(1)
         return self.fc(pooled)
-
-
-COMBINERS = {"concat": ConcatCombiner, "transformer": TransformerCombiner}
-
-
-def build_combiner(config, input_sizes: list[int]) -> nn.Module:
-    return COMBINERS[config.type](input_sizes, config)
