@@ -65,6 +65,12 @@ def ludwig_types_not_implemented(section: str, advice: dict[str, str]) -> None:
     LUDWIG_TYPES_NOT_IMPLEMENTED.setdefault(section, {}).update(advice)
 
 
+LUDWIG_DEFAULT = "ludwig_default"
+"""Where plait's default differs from Ludwig's, the field records Ludwig's in its schema extra:
+``Field(64, gt=0, json_schema_extra={LUDWIG_DEFAULT: 256})``. The config reference shows both,
+and ``plait validate`` lists the settings a config leaves at such a default."""
+
+
 FIELD_ERROR = "plait_field"
 
 
