@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
+from plait.config.base import LUDWIG_DEFAULT
 from plait.config import backend, combiners, decoders, encoders, features, preprocessing, schema, trainer
 
 SECTIONS: list[tuple[str, list[type[BaseModel]]]] = [
@@ -54,11 +55,14 @@ def _type_name(annotation: Any) -> str:
 
 
 def _default(field) -> str:
+    """plait's default, and Ludwig's beside it where they differ."""
+    extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+    ludwig = f" (Ludwig: `{extra[LUDWIG_DEFAULT]!r}`)" if LUDWIG_DEFAULT in extra else ""
     if field.default is not PydanticUndefined:
-        return f"`{field.default!r}`"
+        return f"`{field.default!r}`{ludwig}"
     if field.default_factory is not None:
         value = field.default_factory()
-        return f"`{value.type}`" if hasattr(value, "type") else "(section)"
+        return (f"`{value.type}`" if hasattr(value, "type") else "(section)") + ludwig
     return "required"
 
 

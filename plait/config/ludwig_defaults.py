@@ -1,0 +1,77 @@
+"""The settings whose plait default differs from Ludwig's, and a config with Ludwig's instead.
+
+A field whose default differs declares Ludwig's in its schema extra (``LUDWIG_DEFAULT``). A
+config that leaves such a field unset gets plait's value; ``plait validate`` lists those, so a
+Ludwig user sees where the same config would train differently, and the benchmarks can train
+the same config with Ludwig's defaults (``with_ludwig_defaults``) to show which default wins.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from pydantic import BaseModel
+
+from plait.config.base import LUDWIG_DEFAULT
+
+
+@dataclass(frozen=True)
+class DefaultDifference:
+    path: str
+    """Where the setting is, as a dotted path (``trainer.optimizer.type``)."""
+    plait: Any
+    """The value plait uses (its default)."""
+    ludwig: Any
+    """The value Ludwig 0.17 would use."""
+
+    def __str__(self) -> str:
+        return f"{self.path}: {_plain(self.plait)!r} (Ludwig: {_plain(self.ludwig)!r})"
+
+
+def differing_defaults(config: BaseModel) -> list[DefaultDifference]:
+    """Every setting the config leaves at a plait default that Ludwig's differs from."""
+    return list(_walk(config, ""))
+
+
+def with_ludwig_defaults(config: BaseModel) -> BaseModel:
+    """A copy of ``config`` with Ludwig's default wherever it leaves such a setting unset."""
+    copy = config.model_copy(deep=True)
+    for difference in differing_defaults(copy):
+        owner, name = _owner(copy, difference.path)
+        setattr(owner, name, difference.ludwig)  # validated on assignment
+    return copy
+
+
+def _walk(model: BaseModel, prefix: str) -> Iterator[DefaultDifference]:
+    for name, field in type(model).model_fields.items():
+        value, path = getattr(model, name), f"{prefix}{name}"
+        extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+        if LUDWIG_DEFAULT in extra and name not in model.model_fields_set and _plain(value) != extra[LUDWIG_DEFAULT]:
+            yield DefaultDifference(path, value, extra[LUDWIG_DEFAULT])
+        elif isinstance(value, BaseModel):
+            yield from _walk(value, path + ".")
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                if isinstance(item, BaseModel):
+                    yield from _walk(item, f"{path}[{i}].")
+
+
+def _plain(value: Any) -> Any:
+    """A section chosen by type as ``{"type": ...}`` (how Ludwig's defaults name one); other
+    values as they are."""
+    if isinstance(value, BaseModel):
+        return {"type": value.type} if "type" in type(value).model_fields else value.model_dump(mode="json")
+    return value
+
+
+def _owner(config: BaseModel, path: str) -> tuple[Any, str]:
+    """The section holding the last key of ``path``, and that key."""
+    *parents, last = path.split(".")
+    node: Any = config
+    for part in parents:
+        name, _, index = part.partition("[")
+        node = getattr(node, name)
+        if index:
+            node = node[int(index.rstrip("]"))]
+    return node, last

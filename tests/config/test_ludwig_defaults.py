@@ -1,0 +1,41 @@
+"""The settings whose default differs from Ludwig's: listed, and swapped for Ludwig's on request."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from plait.config.base import LUDWIG_DEFAULT, StrictModel
+from plait.config.ludwig_defaults import differing_defaults, with_ludwig_defaults
+
+
+class Inner(StrictModel):
+    type: Literal["a", "b"] = "a"
+    size: int = Field(64, gt=0, json_schema_extra={LUDWIG_DEFAULT: 256})
+
+
+class Outer(StrictModel):
+    rate: float = Field(0.1, json_schema_extra={LUDWIG_DEFAULT: 0.0})
+    same: int = Field(3, json_schema_extra={LUDWIG_DEFAULT: 3})
+    inner: Inner = Field(default_factory=Inner, json_schema_extra={LUDWIG_DEFAULT: {"type": "b"}})
+    items: list[Inner] = []
+
+
+def test_unset_settings_with_another_ludwig_default_are_listed_with_their_paths():
+    config = Outer.model_validate({"items": [{"type": "b"}, {"size": 8}]})
+    shown = [str(d) for d in differing_defaults(config)]
+    assert shown == ["rate: 0.1 (Ludwig: 0.0)", "inner: {'type': 'a'} (Ludwig: {'type': 'b'})",
+                     "items[0].size: 64 (Ludwig: 256)"]
+
+
+def test_settings_the_user_wrote_are_not_listed_even_at_plait_default():
+    config = Outer.model_validate({"rate": 0.1, "inner": {"type": "a", "size": 64}})
+    assert [d.path for d in differing_defaults(config)] == []
+
+
+def test_with_ludwig_defaults_sets_each_unset_setting_to_ludwig_value_and_validates_it():
+    config = Outer.model_validate({"items": [{}]})
+    ludwig = with_ludwig_defaults(config)
+    assert ludwig.rate == 0.0 and ludwig.inner.type == "b" and ludwig.items[0].size == 256
+    assert config.rate == 0.1 and config.items[0].size == 64  # the original is untouched
