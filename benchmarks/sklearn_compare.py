@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/sklearn_compare.py                 # 4 datasets x 5 seeds
     .venv/bin/python benchmarks/sklearn_compare.py --seeds 2 --datasets iris diabetes
     .venv/bin/python benchmarks/sklearn_compare.py --override '{"trainer": {"epochs": 50}}'
+    .venv/bin/python benchmarks/sklearn_compare.py --ludwig-defaults --out benchmarks/out/sklearn_compare_ludwig.json
 
 Datasets: the small real datasets that ship inside scikit-learn (no download): iris, wine and
 breast_cancer (classification, test accuracy) and diabetes (regression, test R²).
@@ -24,7 +25,9 @@ Protocol, per dataset and seed:
 
 Mean and standard deviation over seeds are printed as a table and written as JSON (default
 ``benchmarks/out/sklearn_compare.json``). ``--override`` merges a JSON object into every plait
-config, to try other defaults without editing plait.
+config, to try other defaults without editing plait. ``--ludwig-defaults`` trains every plait
+config with Ludwig 0.17's defaults wherever plait's differ (``plait validate`` lists them), to
+show which defaults give the better models.
 """
 
 from __future__ import annotations
@@ -89,7 +92,7 @@ def plait_predictions(model, test: pd.DataFrame, output_type: str, classes) -> n
     return predicted
 
 
-def run_one(name: str, seed: int, cache_dir: str, override: dict) -> dict:
+def run_one(name: str, seed: int, cache_dir: str, override: dict, ludwig_defaults: bool = False) -> dict:
     from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
     from sklearn.linear_model import LogisticRegression, Ridge
     from sklearn.metrics import accuracy_score, r2_score
@@ -98,6 +101,8 @@ def run_one(name: str, seed: int, cache_dir: str, override: dict) -> dict:
     from sklearn.preprocessing import StandardScaler
 
     from plait import Model
+    from plait.config import load_config
+    from plait.config.ludwig_defaults import with_ludwig_defaults
 
     df, task, output_type = load(name)
     classification = task == "classification"
@@ -121,7 +126,8 @@ def run_one(name: str, seed: int, cache_dir: str, override: dict) -> dict:
     fit, validation = train_test_split(train, test_size=0.2, random_state=seed,
                                        stratify=train[TARGET] if classification else None)
     started = time.perf_counter()
-    model = Model(plait_config(df, output_type, cache_dir, override))
+    config = load_config(plait_config(df, output_type, cache_dir, override))
+    model = Model(with_ludwig_defaults(config) if ludwig_defaults else config)
     trained = model.train(training_set=fit, validation_set=validation, random_seed=seed, progress_bar=False)
     predicted = plait_predictions(model, test, output_type, np.sort(df[TARGET].unique()))
     result["plait"] = {"score": float(score(y_test, predicted)), "seconds": time.perf_counter() - started,
@@ -139,6 +145,8 @@ def main(argv=None) -> int:
     parser.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1 (default 5)")
     parser.add_argument("--datasets", nargs="+", choices=list(DATASETS), default=list(DATASETS))
     parser.add_argument("--override", default="{}", help="JSON merged into every plait config")
+    parser.add_argument("--ludwig-defaults", action="store_true",
+                        help="use Ludwig's default wherever plait's differs (plait validate lists them)")
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (default 1: tiny models)")
     parser.add_argument("--out", default=str(HERE / "out" / "sklearn_compare.json"))
     args = parser.parse_args(argv)
@@ -151,10 +159,10 @@ def main(argv=None) -> int:
     warnings.filterwarnings("ignore", category=UserWarning)
 
     started = time.perf_counter()
-    report: dict = {"seeds": args.seeds, "override": override, "datasets": {}}
+    report: dict = {"seeds": args.seeds, "override": override, "ludwig_defaults": args.ludwig_defaults, "datasets": {}}
     with tempfile.TemporaryDirectory(prefix="plait-compare-") as cache_dir:
         for name in args.datasets:
-            runs = [run_one(name, seed, cache_dir, override) for seed in range(args.seeds)]
+            runs = [run_one(name, seed, cache_dir, override, args.ludwig_defaults) for seed in range(args.seeds)]
             task = DATASETS[name][1]
             entry = {"task": task, "metric": "accuracy" if task == "classification" else "r2"}
             for model in ("plait", "linear", "gbdt"):
