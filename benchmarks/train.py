@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/train.py                              # 200,000 rows, 3 epochs
     .venv/bin/python benchmarks/train.py --rows 50000 --epochs 2 --predict-rows 200000 --threads 1
+    .venv/bin/python benchmarks/train.py --combiner tabnet --predict-rows 100000   # another combiner
 
 The data is a seeded synthetic table (8 number columns, 4 category columns of 5 to 1,000 values,
 a binary output that depends on both). Every figure is printed and written as JSON (default
@@ -98,8 +99,9 @@ def make_data(rows: int, seed: int, with_label: bool = True) -> pd.DataFrame:
     return pd.DataFrame(columns)
 
 
-def make_config(epochs: int, batch_size: int, cache_dir: str) -> dict:
+def make_config(epochs: int, batch_size: int, cache_dir: str, combiner: str = "concat") -> dict:
     return {
+        "combiner": {"type": combiner},
         "input_features": [{"name": n, "type": "number"} for n in NUMBER_COLUMNS]
         + [{"name": n, "type": "category"} for n in CATEGORY_COLUMNS],
         "output_features": [{"name": OUTPUT_COLUMN, "type": "binary"}],
@@ -162,7 +164,8 @@ def train_plait(df: pd.DataFrame, config: dict, seed: int):
     (fit_wall, fit_cpu), (eval_wall, eval_cpu) = timers.total("fit"), timers.total("evaluation")
     run = {"fit_s": fit_wall, "fit_cpu_s": fit_cpu, "evaluation_s": eval_wall, "evaluation_cpu_s": eval_cpu,
            "training_s": fit_wall - eval_wall, "training_cpu_s": fit_cpu - eval_cpu,
-           "epoch_losses": [r["training"]["combined"]["loss"] for r in result.training_statistics]}
+           "epoch_losses": [r["training"]["combined"]["loss"] for r in result.training_statistics],
+           "validation_accuracy": result.training_statistics[-1]["validation"][OUTPUT_COLUMN]["accuracy"]}
     return model, result, run
 
 
@@ -214,14 +217,14 @@ def compare_training(df: pd.DataFrame, args) -> tuple:
     fastest run of each counts (by wall-clock and, separately, by CPU time)."""
     runs: dict[str, list] = {"plait": [], "hand_written": []}
     with tempfile.TemporaryDirectory(prefix="plait-bench-") as cache_dir:
-        config = make_config(args.epochs, args.batch_size, cache_dir)
+        config = make_config(args.epochs, args.batch_size, cache_dir, args.combiner)
         for _ in range(args.repeat):
             model, result, run = train_plait(df, config, args.seed)
             rows = result.preprocessed.rows("training")
             runs["plait"].append({"rows": rows, **run})
             runs["hand_written"].append(train_by_hand(model, result.preprocessed, args.seed, args.epochs, args.batch_size))
     samples = rows * args.epochs
-    summary: dict = {"rows": rows, "epochs": args.epochs, "batch_size": args.batch_size}
+    summary: dict = {"rows": rows, "epochs": args.epochs, "batch_size": args.batch_size, "combiner": args.combiner}
     for name, loop_runs in runs.items():
         summary[name] = {
             "samples_per_s": samples / min(r["training_s"] for r in loop_runs),
@@ -238,6 +241,7 @@ def compare_training(df: pd.DataFrame, args) -> tuple:
     summary["pair_ratios"] = pairs
     summary["median_pair_ratio"] = statistics.median(pairs)
     summary["final_losses"] = {name: r[0]["epoch_losses"][-1] for name, r in runs.items()}
+    summary["validation_accuracy"] = runs["plait"][0]["validation_accuracy"]
     return model, summary
 
 
@@ -365,6 +369,7 @@ def main(argv=None) -> int:
     parser.add_argument("--num-workers", type=int, default=2, help="with --backend ray/torchrun: workers of the larger runs")
     parser.add_argument("--strategy", nargs="+", choices=["ddp", "fsdp", "deepspeed", "horovod"], default=["ddp"],
                         help="with --backend ray/torchrun: one run of --num-workers workers per strategy")
+    parser.add_argument("--combiner", default="concat", help="combiner.type of the model (default concat)")
     parser.add_argument("--mixed-precision", action="store_true", help="trainer.use_mixed_precision (bf16 autocast)")
     parser.add_argument("--out", default=str(HERE / "out" / "train.json"))
     args = parser.parse_args(argv)
@@ -398,7 +403,7 @@ def main(argv=None) -> int:
     report["machine"]["load_average_1min"] = {"start": load_before, "end": os.getloadavg()[0]}
     t, p, s = training, report["prediction"], report["startup"]
     plait, hand = t["plait"], t["hand_written"]
-    print(f"training: {t['rows']:,} rows x {t['epochs']} epochs, batch size {t['batch_size']}, "
+    print(f"training: {t['combiner']} combiner, {t['rows']:,} rows x {t['epochs']} epochs, batch size {t['batch_size']}, "
           f"{torch.get_num_threads()} torch threads, best of {args.repeat} interleaved runs each")
     print(f"  {'':34} {'samples/s':>12} {'samples/CPU-s':>14}")
     print(f"  {'plait (Trainer.fit - evaluation)':34} {plait['samples_per_s']:>12,.0f} {plait['samples_per_cpu_s']:>14,.0f}")
@@ -409,6 +414,7 @@ def main(argv=None) -> int:
     print(f"  plait's whole Trainer.fit, per-epoch validation included: {plait['fit_samples_per_s']:,.0f} samples/s "
           f"(ratio {t['fit_ratio']:.3f})")
     print(f"  final epoch training loss: plait {t['final_losses']['plait']:.6f}, hand-written {t['final_losses']['hand_written']:.6f}")
+    print(f"  validation accuracy after the last epoch (plait's first run): {t['validation_accuracy']:.4f}")
     print(f"prediction: {p['rows']:,} raw rows in {p['best_s']:.2f} s = {p['rows_per_s']:,.0f} rows/s "
           f"(target >= {TARGETS['predict_rows_per_s']:,})")
     load = report["machine"]["load_average_1min"]
