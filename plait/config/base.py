@@ -259,6 +259,8 @@ def _is_plain_union(cls: Any) -> bool:
 
 def _tagged_member(cls: Any, tag: Any) -> Any:
     """The model of a discriminated union whose ``type`` takes the value ``tag``, or None."""
+    if _is_model(_unwrap(cls)) and tag in _literal_values(_unwrap(cls)):
+        return _unwrap(cls)  # a union of one member is that member, but pydantic still tags its errors
     for member in _union_members(cls):
         if _is_model(member) and tag in _literal_values(member):
             return member

@@ -1,21 +1,264 @@
 """Output decoder and loss settings, one class per type; each output feature type has a union of
-the decoders and the loss it takes."""
+the decoders and of the losses it takes (Ludwig 0.17's names, keys and defaults).
+
+A decoder is a stack of fully connected layers (the ``fc_*`` keys, or ``fc_layers`` one layer at a
+time) and then a projection to the output's logits (``use_bias``, ``weights_initializer``,
+``bias_initializer``). plait's earlier spellings of the stack (``output_size``, ``activation``,
+``dropout``, ``norm`` on a regressor or classifier) are still read, as the ``fc_*`` keys they
+stand for, so that older plait configs and saved models load; the documented names are Ludwig's.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
-from plait.config.base import StrictModel, shown
-from plait.config.layers import FCStack, union
+from plait.config.base import (
+    LUDWIG_DEFAULT,
+    StrictModel,
+    field_error,
+    ludwig_only,
+    ludwig_types_not_implemented,
+    shown,
+)
+from plait.config.layers import union
 
-class RegressorDecoder(FCStack):
+# ---- pieces of a fully connected stack -------------------------------------------------------
+
+DecoderActivation = Literal[
+    "relu", "gelu", "tanh", "sigmoid", "silu", "swish", "elu", "selu", "celu", "leakyRelu", "leaky_relu",
+    "logSigmoid", "softplus", "mish", "prelu", "relu6", "hardswish", "hardsigmoid", "softmax",
+]
+"""Ludwig's activations (``leaky_relu`` is plait's spelling of ``leakyRelu``). Ludwig's gated and
+sparse ones (swiglu, geglu, reglu, sparsemax, entmax15) are not implemented in decoders."""
+
+_GATED_ACTIVATIONS = ("swiglu", "geglu", "reglu", "sparsemax", "entmax15")
+
+INITIALIZER_PARAMETERS: dict[str, frozenset[str]] = {
+    "uniform": frozenset({"a", "b"}), "normal": frozenset({"mean", "std", "stddev"}),
+    "constant": frozenset({"val"}), "ones": frozenset(), "zeros": frozenset(), "eye": frozenset(),
+    "identity": frozenset(), "xavier_uniform": frozenset({"gain"}), "xavier_normal": frozenset({"gain"}),
+    "kaiming_uniform": frozenset({"a", "mode", "nonlinearity"}),
+    "kaiming_normal": frozenset({"a", "mode", "nonlinearity"}), "orthogonal": frozenset({"gain"}),
+    "sparse": frozenset({"sparsity", "std"}),
+}
+"""Ludwig's initializers (torch.nn.init's), each with the parameters its dict form may carry
+(``{type: normal, std: 0.1}``; ``stddev`` is read as ``std``). Ludwig's ``dirac`` needs a
+convolution's weight and fails on a dense layer's, so plait refuses it."""
+
+_REQUIRED_INITIALIZER_PARAMETERS = {"constant": "val", "sparse": "sparsity"}
+_VECTOR_INITIALIZERS = frozenset({"uniform", "normal", "constant", "ones", "zeros"})
+"""The initializers defined for a bias (a vector): the others need a matrix."""
+
+
+def _initializer(value: Any, allowed: frozenset[str] | None = None) -> Any:
+    name = value.get("type") if isinstance(value, dict) else value
+    choices = sorted(allowed or INITIALIZER_PARAMETERS)
+    if name not in choices:
+        raise ValueError(f"got {shown(value)}; valid initializers are: {', '.join(choices)}")
+    if isinstance(value, dict):
+        unknown = sorted(set(value) - {"type"} - INITIALIZER_PARAMETERS[name])
+        if unknown:
+            raise ValueError(f"got {shown(value)}; {name} takes {', '.join(sorted(INITIALIZER_PARAMETERS[name])) or 'no parameters'}, "
+                             f"not {', '.join(unknown)}")
+    required = _REQUIRED_INITIALIZER_PARAMETERS.get(name)
+    if required and not (isinstance(value, dict) and required in value):
+        raise ValueError(f"got {shown(value)}; {name} needs its {required}: write {{type: {name}, {required}: ...}}")
+    return value
+
+
+def _weights_initializer(value: Any) -> Any:
+    return value if value is None else _initializer(value)
+
+
+def _bias_initializer(value: Any) -> Any:
+    return value if value is None else _initializer(value, _VECTOR_INITIALIZERS)
+
+
+WeightsInitializer = Annotated[str | dict[str, Any] | None, AfterValidator(_weights_initializer)]
+BiasInitializer = Annotated[str | dict[str, Any] | None, AfterValidator(_bias_initializer)]
+
+NORM_PARAMETERS = {
+    "batch": frozenset({"eps", "momentum", "affine", "track_running_stats"}),
+    "layer": frozenset({"eps", "elementwise_affine", "bias"}),
+}
+"""The settings each norm takes in ``fc_norm_params`` (torch's BatchNorm1d and LayerNorm's)."""
+
+
+def _norm(value: Any) -> Any:
+    if value == "ghost":
+        raise ValueError("got 'ghost'; plait's decoders do not implement ghost batch norm: use batch (the same "
+                         "statistics over the whole batch) or layer")
+    return value
+
+
+Norm = Annotated[Literal["batch", "layer", "ghost"] | None, AfterValidator(_norm)]
+
+
+def _check_norm_params(norm: str | None, params: dict | None, path: str) -> None:
+    if not params:
+        return
+    if norm is None:
+        raise field_error(path, f"got {shown(params)}, but no norm is set; set the norm (batch or layer) or remove these")
+    unknown = sorted(set(params) - NORM_PARAMETERS[norm])
+    if unknown:
+        raise field_error(path, f"got {shown(params)}; {norm} norm takes {', '.join(sorted(NORM_PARAMETERS[norm]))}, "
+                                f"not {', '.join(unknown)}")
+
+
+class FCLayer(StrictModel):
+    """One layer of ``fc_layers``: any setting left out comes from the decoder's ``fc_*`` setting."""
+
+    output_size: int | None = Field(None, gt=0)
+    """Width of this layer (default: ``fc_output_size``)."""
+    use_bias: bool | None = None
+    """Whether this layer adds a bias (default: ``fc_use_bias``)."""
+    weights_initializer: WeightsInitializer = None
+    """Initializer of this layer's weights (default: ``fc_weights_initializer``)."""
+    bias_initializer: BiasInitializer = None
+    """Initializer of this layer's bias (default: ``fc_bias_initializer``)."""
+    norm: Norm = None
+    """Normalization after this layer's linear map (default: ``fc_norm``)."""
+    norm_params: dict[str, Any] | None = None
+    """Settings of this layer's norm (default: ``fc_norm_params``)."""
+    activation: DecoderActivation | None = None
+    """This layer's activation (default: ``fc_activation``)."""
+    dropout: float | None = Field(None, ge=0, lt=1)
+    """This layer's dropout (default: ``fc_dropout``)."""
+
+
+_OLD_FC_NAMES = {"output_size": "fc_output_size", "activation": "fc_activation", "dropout": "fc_dropout",
+                 "norm": "fc_norm"}
+"""plait's earlier names of a decoder's stack settings, read as the Ludwig names they stand for."""
+
+
+class DecoderBase(StrictModel):
+    """The fully connected stack every decoder starts with, and the projection to the logits."""
+
+    fc_layers: list[FCLayer] | None = None
+    """The stack layer by layer; when given, it sets the number of layers and ``num_fc_layers`` is not used."""
+    num_fc_layers: int = Field(0, ge=0)
+    """Number of fully connected layers before the projection (when ``fc_layers`` is not given)."""
+    fc_output_size: int = Field(256, gt=0)
+    """Width of each fully connected layer."""
+    fc_use_bias: bool = True
+    """Whether the fully connected layers add a bias."""
+    fc_weights_initializer: WeightsInitializer = Field(None, json_schema_extra={LUDWIG_DEFAULT: "xavier_uniform"})
+    """Initializer of the fully connected layers' weights: a name (xavier_uniform, kaiming_normal, normal, ...)
+    or ``{type: name, <parameter>: value}``; null: torch's default for a linear layer."""
+    fc_bias_initializer: BiasInitializer = Field(None, json_schema_extra={LUDWIG_DEFAULT: "zeros"})
+    """Initializer of the fully connected layers' biases (zeros, ones, constant, uniform, normal); null:
+    torch's default for a linear layer."""
+    fc_norm: Norm = None
+    """Normalization after each layer's linear map: batch, layer, or null for none."""
+    fc_norm_params: dict[str, Any] | None = None
+    """Settings of that norm: batch takes eps, momentum, affine, track_running_stats; layer takes eps,
+    elementwise_affine, bias."""
+    fc_activation: DecoderActivation | None = "relu"
+    """Activation after each fully connected layer (null: none)."""
+    fc_dropout: float = Field(0.0, ge=0, lt=1)
+    """Dropout after each fully connected layer (0: none)."""
+    use_bias: bool = True
+    """Whether the projection to the logits adds a bias."""
+    weights_initializer: WeightsInitializer = Field(None, json_schema_extra={LUDWIG_DEFAULT: "xavier_uniform"})
+    """Initializer of the projection's weights; null: torch's default for a linear layer."""
+    bias_initializer: BiasInitializer = Field(None, json_schema_extra={LUDWIG_DEFAULT: "zeros"})
+    """Initializer of the projection's bias; null: torch's default for a linear layer."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_old_names(cls, data: Any) -> Any:
+        """Reads plait's earlier names of the stack settings as Ludwig's; both at once is ambiguous."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        for old, new in _OLD_FC_NAMES.items():
+            if old in data and old not in cls.model_fields:
+                if new in data:
+                    raise field_error(old, f"{old} is plait's earlier name of {new}, which is also set; keep only {new}")
+                data[new] = data.pop(old)
+        return data
+
+    @model_validator(mode="after")
+    def _norm_params_fit_the_norm(self):
+        _check_norm_params(self.fc_norm, self.fc_norm_params, "fc_norm_params")
+        for i, layer in enumerate(self.fc_layers or []):
+            norm = layer.norm if layer.norm is not None else self.fc_norm
+            params = layer.norm_params if layer.norm_params is not None else self.fc_norm_params
+            _check_norm_params(norm, params, f"fc_layers[{i}].norm_params")
+        return self
+
+    @field_validator("fc_activation", mode="before")
+    @classmethod
+    def _no_gated_activation(cls, value: Any) -> Any:
+        if value in _GATED_ACTIVATIONS:
+            raise ValueError(f"got {value!r}; plait's decoders do not implement Ludwig's {value}: use relu, gelu or silu")
+        return value
+
+    @classmethod
+    def unknown_field_reason(cls, key: str) -> str | None:
+        if key in ("multiplier", "clip"):
+            return f"{key} is a setting of Ludwig's projector decoder, which is for vector outputs; plait has none"
+        return None
+
+
+class RegressorDecoder(DecoderBase):
+    """One output (binary, number): the stack, then a linear map to one logit."""
+
     type: Literal["regressor"] = "regressor"
 
 
-class ClassifierDecoder(FCStack):
+_CALIBRATION_ADVICE = ("Ludwig's classifier decoder reads this setting but applies no calibration; plait neither; "
+                       "calibrate probabilities after training if you need them calibrated")
+
+
+class ClassifierDecoder(DecoderBase):
+    """One logit per class (category) or per item (set): the stack, then a linear map."""
+
     type: Literal["classifier"] = "classifier"
+    calibration: Annotated[Literal["temperature_scaling"] | None, ludwig_only(None, instead=_CALIBRATION_ADVICE)] = None
+    """Accepted for Ludwig compatibility: only null (no calibration)."""
+    mc_dropout_samples: Annotated[int, ludwig_only(0, instead="plait predicts with one deterministic pass")] = Field(0, ge=0)
+    """Accepted for Ludwig compatibility: only 0 (no Monte Carlo dropout at prediction)."""
+
+
+class MLPClassifierDecoder(DecoderBase):
+    """Ludwig's ``mlp_classifier`` (binary, category): the stack, then its own ``num_fc_layers``
+    hidden layers of ``output_size`` (as Ludwig does, ``num_fc_layers`` sets both, and defaults to
+    1 here), then a linear map to the logits."""
+
+    type: Literal["mlp_classifier"] = "mlp_classifier"
+    num_fc_layers: int = Field(1, ge=0)
+    """Number of layers of the stack, and of hidden layers after it."""
+    output_size: int = Field(256, gt=0)
+    """Width of each hidden layer."""
+    activation: DecoderActivation | None = "relu"
+    """Activation after each hidden layer."""
+    dropout: float = Field(0.0, ge=0, lt=1)
+    """Dropout after each hidden layer."""
+    calibration: Annotated[Literal["temperature_scaling"] | None, ludwig_only(None, instead=_CALIBRATION_ADVICE)] = None
+    """Accepted for Ludwig compatibility: only null (no calibration)."""
+    mc_dropout_samples: Annotated[int, ludwig_only(0, instead="plait predicts with one deterministic pass")] = Field(0, ge=0)
+    """Accepted for Ludwig compatibility: only 0 (no Monte Carlo dropout at prediction)."""
+
+
+BinaryDecoder = union(RegressorDecoder, MLPClassifierDecoder)
+CategoryDecoder = union(ClassifierDecoder, MLPClassifierDecoder)
+NumberDecoder = union(RegressorDecoder)
+SetDecoder = union(ClassifierDecoder)
+
+DEFAULT_DECODER = {"binary": "regressor", "number": "regressor", "category": "classifier", "set": "classifier"}
+
+ludwig_types_not_implemented("decoder", {
+    "projector": "Ludwig's projector decodes vector and timeseries outputs, which plait does not have; use "
+                 "regressor (binary, number) or classifier (category, set)",
+    "passthrough": "use regressor (binary, number) or classifier (category, set)",
+    "tagger": "Ludwig's tagger decodes sequence and text outputs, which plait does not have",
+    "generator": "Ludwig's generator decodes sequence and text outputs, which plait does not have",
+})
+
+# ---- losses ------------------------------------------------------------------------------------
 
 
 def _non_negative_weights(weights):
@@ -25,36 +268,125 @@ def _non_negative_weights(weights):
     return weights
 
 
-class BinaryCrossEntropyLoss(StrictModel):
-    type: Literal["binary_weighted_cross_entropy"] = "binary_weighted_cross_entropy"
-    positive_class_weight: float | None = Field(None, gt=0)
-    """Weight of the positive class (for imbalanced data)."""
+ClassWeights = Annotated[list[float] | dict[str, float] | None, AfterValidator(_non_negative_weights)]
+
+
+class LossBase(StrictModel):
     weight: float = Field(1.0, ge=0)
     """This output's weight in the total loss."""
 
 
-class SoftmaxCrossEntropyLoss(StrictModel):
+class RobustLossBase(LossBase):
+    robust_lambda: float = Field(0.0, ge=0, le=1)
+    """For noisy labels: each row's loss becomes ``(1 - robust_lambda) * loss + robust_lambda / c``, c the
+    number of classes (2 for binary). 0: off."""
+    confidence_penalty: float = Field(0.0, ge=0)
+    """Against overconfidence: adds ``confidence_penalty * (log c - H(p)) / log c`` per row, H the entropy
+    of the row's predicted distribution. 0: off."""
+
+
+class BinaryCrossEntropyLoss(RobustLossBase):
+    type: Literal["binary_weighted_cross_entropy"] = "binary_weighted_cross_entropy"
+    positive_class_weight: float | None = Field(None, gt=0)
+    """Weight of the positive class's term (for imbalanced data); null: 1."""
+
+
+class SoftmaxCrossEntropyLoss(RobustLossBase):
     type: Literal["softmax_cross_entropy"] = "softmax_cross_entropy"
-    class_weights: Annotated[list[float] | dict[str, float] | None, AfterValidator(_non_negative_weights)] = None
-    """Per-class weights, as a list in vocabulary order or a mapping from label to weight."""
-    weight: float = Field(1.0, ge=0)
+    class_weights: ClassWeights = None
+    """Per-class weights, as a list in vocabulary order or a mapping from label to weight (missing labels: 1).
+    A row's loss counts with its label's weight."""
+    class_similarities: list[list[float]] | None = None
+    """A c x c matrix (vocabulary order) of how similar the classes are. With
+    ``class_similarities_temperature`` above 0, a row of class i is trained towards the softmax of row i of
+    this matrix divided by the temperature, rather than towards class i alone."""
+    class_similarities_temperature: float = Field(0.0, ge=0)
+    """Temperature of that softmax; 0: class_similarities are not used."""
+
+    @model_validator(mode="after")
+    def _similarities_are_square(self):
+        rows = self.class_similarities
+        if rows is not None and any(len(row) != len(rows) for row in rows):
+            raise field_error("class_similarities", f"got rows of {sorted({len(r) for r in rows})} values for "
+                                                    f"{len(rows)} rows; give a square matrix, one row and column per class")
+        if self.class_similarities_temperature > 0 and rows is None:
+            raise field_error("class_similarities_temperature", f"got {self.class_similarities_temperature}, but "
+                                                                 f"class_similarities is not set; set it or use 0")
+        return self
 
 
-class RegressionLoss(StrictModel):
-    type: Literal["mean_squared_error", "mean_absolute_error", "huber"] = "mean_squared_error"
+class FocalLoss(LossBase):
+    """Cross-entropy scaled by ``(1 - p_t) ** gamma``, p_t the probability of the true class."""
+
+    type: Literal["focal"] = "focal"
+    alpha: float = Field(0.25, ge=0, le=1)
+    """Binary outputs: the positive rows' weight (negatives weigh ``1 - alpha``). Category outputs do not use it, as in Ludwig."""
+    gamma: float = Field(2.0, ge=0)
+    """How much easy rows are discounted; 0: plain cross-entropy."""
+
+
+class PolyLoss(LossBase):
+    """Cross-entropy plus ``epsilon * (1 - p_t)``, p_t the probability of the true class."""
+
+    type: Literal["poly"] = "poly"
+    epsilon: float = Field(1.0, ge=0)
+    """Weight of the polynomial term; 0: plain cross-entropy."""
+
+
+class MeanSquaredErrorLoss(LossBase):
+    type: Literal["mean_squared_error"] = "mean_squared_error"
+
+
+class MeanAbsoluteErrorLoss(LossBase):
+    type: Literal["mean_absolute_error"] = "mean_absolute_error"
+
+
+class MeanAbsolutePercentageErrorLoss(LossBase):
+    """Mean of ``|y - prediction| / |y|``, in the data's units."""
+
+    type: Literal["mean_absolute_percentage_error"] = "mean_absolute_percentage_error"
+
+
+class RootMeanSquaredErrorLoss(LossBase):
+    """Square root of the mean squared error (of the batch; of the whole data in the reported loss)."""
+
+    type: Literal["root_mean_squared_error"] = "root_mean_squared_error"
+
+
+class RootMeanSquaredPercentageErrorLoss(LossBase):
+    """Square root of the mean of ``((y - prediction) / y) ** 2``, in the data's units."""
+
+    type: Literal["root_mean_squared_percentage_error"] = "root_mean_squared_percentage_error"
+
+
+class HuberLoss(LossBase):
+    type: Literal["huber"] = "huber"
     delta: float = Field(1.0, gt=0)
     """Huber's threshold between the squared and the absolute part."""
-    weight: float = Field(1.0, ge=0)
 
 
-class SigmoidCrossEntropyLoss(StrictModel):
+class SigmoidCrossEntropyLoss(LossBase):
     type: Literal["sigmoid_cross_entropy"] = "sigmoid_cross_entropy"
-    weight: float = Field(1.0, ge=0)
+    class_weights: ClassWeights = None
+    """Per-item weights of each item's positive term, as a list in vocabulary order or a mapping from
+    item to weight (missing items: 1)."""
 
 
-BinaryDecoder = union(RegressorDecoder)
-CategoryDecoder = union(ClassifierDecoder)
-NumberDecoder = union(RegressorDecoder)
-SetDecoder = union(ClassifierDecoder)
+BinaryLoss = union(BinaryCrossEntropyLoss, FocalLoss)
+CategoryLoss = union(SoftmaxCrossEntropyLoss, FocalLoss, PolyLoss)
+NumberLoss = union(MeanSquaredErrorLoss, MeanAbsoluteErrorLoss, MeanAbsolutePercentageErrorLoss,
+                   RootMeanSquaredErrorLoss, RootMeanSquaredPercentageErrorLoss, HuberLoss)
+SetLoss = union(SigmoidCrossEntropyLoss)
 
-DEFAULT_DECODER = {"binary": "regressor", "number": "regressor", "category": "classifier", "set": "classifier"}
+DEFAULT_LOSS = {"binary": "binary_weighted_cross_entropy", "category": "softmax_cross_entropy",
+                "number": "mean_squared_error", "set": "sigmoid_cross_entropy"}
+
+ludwig_types_not_implemented("loss", {
+    "corn": "plait does not implement ordinal (CORN) outputs; use softmax_cross_entropy",
+    "sparsemax": "plait's category outputs predict with a softmax; use softmax_cross_entropy",
+    "entmax15": "plait's category outputs predict with a softmax; use softmax_cross_entropy",
+    "entropic_open_set": "plait does not implement open-set losses; use softmax_cross_entropy (category) or "
+                         "binary_weighted_cross_entropy (binary)",
+    "objectosphere": "plait does not implement open-set losses; use softmax_cross_entropy (category) or "
+                     "binary_weighted_cross_entropy (binary)",
+})

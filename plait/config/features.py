@@ -6,6 +6,7 @@ and how the model encodes it (inputs) or predicts it (outputs).
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Annotated, Literal, Union
 
 from pydantic import Field, field_validator, model_validator
@@ -13,7 +14,7 @@ from pydantic import Field, field_validator, model_validator
 from plait.config import decoders as d
 from plait.config import encoders as e
 from plait.config import preprocessing as p
-from plait.config.base import StrictModel
+from plait.config.base import StrictModel, field_error, ludwig_only, shown, suggest
 
 INPUT_TYPES = ("binary", "number", "category", "text", "set", "vector")
 OUTPUT_TYPES = ("binary", "category", "number", "set")
@@ -91,11 +92,31 @@ class VectorInputFeature(InputFeatureBase):
     encoder: e.VectorEncoder = Field(default_factory=e.DenseEncoder)
 
 
+Reduction = Literal["sum", "mean", "avg", "max", "concat", "last", "attention", "attention_pooling", "none", "None"] | None
+"""Ludwig's ways of reducing a sequence [rows, steps, width] to one vector per row."""
+
+
 class OutputFeatureBase(FeatureBase):
+    dependencies: list[str] = Field(default_factory=list)
+    """Other output features whose decoder hidden state this output's decoder also reads (concatenated to the
+    combiner's output), so that this prediction can build on theirs."""
+    reduce_input: Reduction = "sum"
+    """How a combiner output with a sequence dimension [rows, steps, width] becomes one vector per row before
+    the decoder: sum, mean (avg), max, last, concat (the steps side by side) or attention_pooling. Unused when
+    the combiner gives one vector per row."""
+    reduce_dependencies: Reduction = "sum"
+    """The same for the hidden states of ``dependencies`` that have a sequence dimension (plait's outputs
+    have none, so it is accepted and unused)."""
+
     @field_validator("decoder", mode="before", check_fields=False)
     @classmethod
     def _decoder(cls, value):
         return _typed(value, d.DEFAULT_DECODER[cls.model_fields["type"].default])
+
+    @field_validator("loss", mode="before", check_fields=False)
+    @classmethod
+    def _loss(cls, value):
+        return _typed(value, d.DEFAULT_LOSS[cls.model_fields["type"].default])
 
     @field_validator("preprocessing", mode="before", check_fields=False)
     @classmethod
@@ -106,38 +127,131 @@ class OutputFeatureBase(FeatureBase):
             return {**p.OUTPUT_PREPROCESSING_DEFAULTS, **value}
         return value
 
+    @field_validator("dependencies")
+    @classmethod
+    def _no_repeated_dependency(cls, value):
+        repeated = sorted({name for name in value if value.count(name) > 1})
+        if repeated:
+            raise ValueError(f"got {shown(value)}; each dependency once: {', '.join(repeated)} repeated")
+        return value
+
+    @classmethod
+    def unknown_field_reason(cls, key: str) -> str | None:
+        owners = [t for t, keys in _OUTPUT_ONLY_KEYS.items() if key in keys]
+        if owners and cls.model_fields["type"].default not in owners:
+            return f"{key} is a setting of {' and '.join(owners)} output features, not of {cls.model_fields['type'].default} ones"
+        if key == "encoder":
+            return "encoder is a setting of input features; an output feature has a decoder"
+        return None
+
+
+_OUTPUT_ONLY_KEYS = {"binary": ("threshold", "calibration"), "category": ("top_k", "calibration"),
+                     "number": ("clip",), "set": ("threshold",)}
+
+_CALIBRATION = ludwig_only(False, instead="plait does not fit a temperature after training; its probabilities "
+                                          "are the model's own")
+
 
 class BinaryOutputFeature(OutputFeatureBase):
     type: Literal["binary"] = "binary"
     preprocessing: p.BinaryPreprocessing = Field(default_factory=lambda: p.BinaryPreprocessing(missing_value_strategy="drop_row"))
     decoder: d.BinaryDecoder = Field(default_factory=d.RegressorDecoder)
-    loss: d.BinaryCrossEntropyLoss = Field(default_factory=d.BinaryCrossEntropyLoss)
-    threshold: float = Field(0.5, gt=0, lt=1)
-    """Probability above which the prediction is true."""
+    loss: d.BinaryLoss = Field(default_factory=d.BinaryCrossEntropyLoss)
+    threshold: float = Field(0.5, ge=0, le=1)
+    """Probability at or above which the prediction is true."""
+    calibration: Annotated[bool, _CALIBRATION] = False
+    """Accepted for Ludwig compatibility: only false (no temperature scaling after training)."""
 
 
 class CategoryOutputFeature(OutputFeatureBase):
     type: Literal["category"] = "category"
     preprocessing: p.CategoryPreprocessing = Field(default_factory=lambda: p.CategoryPreprocessing(missing_value_strategy="drop_row"))
     decoder: d.CategoryDecoder = Field(default_factory=d.ClassifierDecoder)
-    loss: d.SoftmaxCrossEntropyLoss = Field(default_factory=d.SoftmaxCrossEntropyLoss)
+    loss: d.CategoryLoss = Field(default_factory=d.SoftmaxCrossEntropyLoss)
     top_k: int = Field(3, gt=0)
     """k of the hits_at_k metric."""
+    calibration: Annotated[bool, _CALIBRATION] = False
+    """Accepted for Ludwig compatibility: only false (no temperature scaling after training)."""
 
 
 class NumberOutputFeature(OutputFeatureBase):
     type: Literal["number"] = "number"
     preprocessing: p.NumberPreprocessing = Field(default_factory=lambda: p.NumberPreprocessing(missing_value_strategy="drop_row"))
     decoder: d.NumberDecoder = Field(default_factory=d.RegressorDecoder)
-    loss: d.RegressionLoss = Field(default_factory=d.RegressionLoss)
+    loss: d.NumberLoss = Field(default_factory=d.MeanSquaredErrorLoss)
+    clip: tuple[float, float] | None = None
+    """``[low, high]``: predictions are clipped to this range (in the data's units). null: not clipped."""
+
+    @field_validator("clip")
+    @classmethod
+    def _clip_is_a_range(cls, value):
+        if value is not None and value[0] > value[1]:
+            raise ValueError(f"got {shown(list(value))}; give [low, high] with low at most high")
+        return value
 
 
 class SetOutputFeature(OutputFeatureBase):
     type: Literal["set"] = "set"
     preprocessing: p.SetPreprocessing = Field(default_factory=lambda: p.SetPreprocessing(missing_value_strategy="drop_row"))
     decoder: d.SetDecoder = Field(default_factory=d.ClassifierDecoder)
-    loss: d.SigmoidCrossEntropyLoss = Field(default_factory=d.SigmoidCrossEntropyLoss)
-    threshold: float = Field(0.5, gt=0, lt=1)
+    loss: d.SetLoss = Field(default_factory=d.SigmoidCrossEntropyLoss)
+    threshold: float = Field(0.5, ge=0, le=1)
+    """Probability at or above which an item is predicted in the set."""
+
+
+def output_order(outputs: list) -> list[str]:
+    """The output features' names, each after those it depends on (a head reads their hidden states).
+
+    Raises ValueError for a dependency that is no output feature, or for dependencies in a cycle."""
+    names = [f.name for f in outputs]
+    known = set(names)
+    if not any(f.dependencies for f in outputs):
+        return names
+    waiting_on = {f.name: set(f.dependencies) for f in outputs}
+    dependents: dict[str, list[str]] = {}
+    for feature in outputs:
+        for dependency in feature.dependencies:
+            if dependency == feature.name:
+                raise DependencyProblem(feature.name, f"got {dependency!r}, the feature itself; an output can only "
+                                                      f"depend on other outputs")
+            if dependency not in known:
+                others = [n for n in names if n != feature.name]
+                raise DependencyProblem(feature.name, f"got {dependency!r}, which is no output feature; "
+                                                      f"{suggest(dependency, others) if others else 'there is no other output'}")
+            dependents.setdefault(dependency, []).append(feature.name)
+    # Kahn's order, iterative (a long chain of dependencies must not exhaust the stack); ties keep config order.
+    ready = deque(n for n in names if not waiting_on[n])
+    order: list[str] = []
+    while ready:
+        name = ready.popleft()
+        order.append(name)
+        for dependent in dependents.get(name, []):
+            waiting_on[dependent].discard(name)
+            if not waiting_on[dependent]:
+                ready.append(dependent)
+    if len(order) < len(names):
+        placed = set(order)
+        stuck = [n for n in names if n not in placed]
+        raise DependencyProblem(stuck[0], f"output features {', '.join(stuck)} depend on each other in a cycle (or "
+                                          f"on such features); remove one of those dependencies")
+    return order
+
+
+class DependencyProblem(ValueError):
+    """A dependency between output features that cannot be built, and the feature that declares it."""
+
+    def __init__(self, feature: str, message: str):
+        super().__init__(message)
+        self.feature = feature
+
+
+def check_dependencies(outputs: list) -> None:
+    """Every dependency names another output feature, and none is circular."""
+    try:
+        output_order(outputs)
+    except DependencyProblem as problem:
+        index = next(i for i, f in enumerate(outputs) if f.name == problem.feature)
+        raise field_error(f"output_features[{index}].dependencies", str(problem)) from None
 
 
 InputFeature = Annotated[

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from plait.config.features import output_order
 from plait.models.combiners import build_combiner
 from plait.models.encoders import build_encoder
 from plait.models.outputs import build_head
@@ -40,11 +41,22 @@ class ECD(nn.Module):
             {module_key(f.name): build_encoder(f, features[f.name]) for f in config.input_features}
         )
         self.combiner = build_combiner(config.combiner, [e.output_size for e in self.encoders.values()])
-        self.heads = nn.ModuleDict(
-            {module_key(f.name): build_head(f, features[f.name], self.combiner.output_size)
-             for f in config.output_features}
-        )
+        self.heads = nn.ModuleDict(self._build_heads(config.output_features, features))
         self.loss_weights = {f.name: f.loss.weight for f in config.output_features}
+
+    def _build_heads(self, outputs: list, features: dict) -> dict[str, nn.Module]:
+        """One head per output, keyed by module_key and in config order; built (and later run) after
+        the heads it depends on, whose hidden states it reads."""
+        # A combiner whose output is a sequence per row says so by its output_shape: (steps, width).
+        combined_shape = getattr(self.combiner, "output_shape", (self.combiner.output_size,))
+        by_name = {f.name: f for f in outputs}
+        self.head_order = output_order(outputs)
+        self.dependencies = {f.name: list(f.dependencies) for f in outputs}
+        heads: dict[str, nn.Module] = {}
+        for name in self.head_order:
+            dependency_size = sum(heads[d].hidden_size for d in self.dependencies[name])
+            heads[name] = build_head(by_name[name], features[name], combined_shape, dependency_size)
+        return {module_key(name): heads[name] for name in self.output_names}
 
     def encoder(self, name: str) -> nn.Module:
         """The encoder of input feature ``name`` (the user's name)."""
@@ -56,8 +68,12 @@ class ECD(nn.Module):
 
     def forward(self, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         encoded = [self.encoder(name)(inputs[name]) for name in self.input_names]
-        hidden = self.combiner(encoded)
-        return {name: self.head(name)(hidden) for name in self.output_names}
+        combined = self.combiner(encoded)
+        hidden, logits = {}, {}
+        for name in self.head_order:
+            dependencies = [hidden[d] for d in self.dependencies[name]]
+            hidden[name], logits[name] = self.head(name).decode(combined, dependencies)
+        return {name: logits[name] for name in self.output_names}
 
     def loss(self, logits: dict[str, torch.Tensor], targets: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict]:
         """The weighted total loss and each output's loss."""

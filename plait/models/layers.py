@@ -2,13 +2,67 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import Any
+
 import torch
 from torch import nn
+
+from plait.errors import ConfigError
 
 ACTIVATIONS = {
     "relu": nn.ReLU, "gelu": nn.GELU, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid, "silu": nn.SiLU,
     "leaky_relu": nn.LeakyReLU,
+    # Ludwig's spellings and the rest of its activations
+    "leakyRelu": nn.LeakyReLU, "swish": nn.SiLU, "elu": nn.ELU, "selu": nn.SELU, "celu": nn.CELU,
+    "logSigmoid": nn.LogSigmoid, "softplus": nn.Softplus, "mish": nn.Mish, "prelu": nn.PReLU, "relu6": nn.ReLU6,
+    "hardswish": nn.Hardswish, "hardsigmoid": nn.Hardsigmoid, "softmax": lambda: nn.Softmax(dim=-1),
 }
+
+INITIALIZERS = {
+    "uniform": nn.init.uniform_, "normal": nn.init.normal_, "constant": nn.init.constant_, "ones": nn.init.ones_,
+    "zeros": nn.init.zeros_, "eye": nn.init.eye_, "identity": nn.init.eye_,
+    "xavier_uniform": nn.init.xavier_uniform_, "xavier_normal": nn.init.xavier_normal_,
+    "kaiming_uniform": nn.init.kaiming_uniform_, "kaiming_normal": nn.init.kaiming_normal_,
+    "orthogonal": nn.init.orthogonal_, "sparse": nn.init.sparse_,
+}
+"""Initializers by Ludwig's names (torch.nn.init's functions)."""
+
+
+def initialize(tensor: torch.Tensor, spec: str | dict | None) -> None:
+    """Fill ``tensor`` by an initializer's name or ``{type: name, <parameter>: value}``; None keeps
+    torch's default initialization."""
+    if spec is None:
+        return
+    name, params = (spec, {}) if isinstance(spec, str) else (spec["type"], {k: v for k, v in spec.items() if k != "type"})
+    if "stddev" in params:  # Ludwig's documentation spells normal's std so
+        params["std"] = params.pop("stddev")
+    with torch.no_grad():
+        INITIALIZERS[name](tensor, **params)
+
+
+def linear(input_size: int, output_size: int, use_bias: bool = True, weights_initializer: str | dict | None = None,
+           bias_initializer: str | dict | None = None) -> nn.Linear:
+    """A linear map with its bias and initializers chosen."""
+    layer = nn.Linear(input_size, output_size, bias=use_bias)
+    initialize(layer.weight, weights_initializer)
+    if use_bias:
+        initialize(layer.bias, bias_initializer)
+    return layer
+
+
+@dataclass(frozen=True)
+class DenseLayer:
+    """One fully connected layer: linear map, then norm, activation and dropout."""
+
+    output_size: int
+    activation: str | None = "relu"
+    dropout: float = 0.0
+    norm: str | None = None
+    norm_params: dict[str, Any] = field(default_factory=dict)
+    use_bias: bool = True
+    weights_initializer: str | dict | None = None
+    bias_initializer: str | dict | None = None
 
 
 class FCStack(nn.Module):
@@ -32,8 +86,74 @@ class FCStack(nn.Module):
         self.layers = nn.Sequential(*layers)
         self.output_size = size
 
+    @classmethod
+    def from_layers(cls, input_size: int, layers: list[DenseLayer]) -> "FCStack":
+        """A stack of layers each set on its own (the same module layout as ``__init__``'s, so that
+        weights saved from either load into the other)."""
+        stack = cls(input_size, 0, 1)
+        modules: list[nn.Module] = []
+        size = input_size
+        for layer in layers:
+            modules.append(linear(size, layer.output_size, layer.use_bias, layer.weights_initializer, layer.bias_initializer))
+            if layer.norm == "batch":
+                modules.append(nn.BatchNorm1d(layer.output_size, **layer.norm_params))
+            elif layer.norm == "layer":
+                modules.append(nn.LayerNorm(layer.output_size, **layer.norm_params))
+            if layer.activation is not None:
+                modules.append(ACTIVATIONS[layer.activation]())
+            if layer.dropout:
+                modules.append(nn.Dropout(layer.dropout))
+            size = layer.output_size
+        stack.layers = nn.Sequential(*modules)
+        stack.output_size = size
+        return stack
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.layers(x)
+
+
+class SequenceReducer(nn.Module):
+    """Reduces [rows, steps, width] to one vector per row by Ludwig's ``reduce_*`` modes; a
+    [rows, width] input passes unchanged, whatever the mode."""
+
+    MODES = ("sum", "mean", "avg", "max", "concat", "last", "attention_pooling")
+
+    def __init__(self, mode: str | None, steps: int | None, width: int):
+        super().__init__()
+        self.mode, self.steps = mode, steps
+        self.output_size = width * steps if mode == "concat" and steps else width
+        if mode == "attention_pooling" and steps:
+            # A learned query scores each step (scaled dot product); the steps' softmax weighs them.
+            self.query = nn.Parameter(torch.randn(width))
+
+    @classmethod
+    def build(cls, mode: str | None, input_shape: int | tuple[int, ...], path: str) -> "SequenceReducer":
+        """The reducer of an input of ``input_shape`` per row, (width,) or (steps, width)."""
+        shape = (input_shape,) if isinstance(input_shape, int) else tuple(input_shape)
+        if len(shape) == 1:
+            return cls(mode, None, shape[0])
+        if mode not in cls.MODES:
+            raise ConfigError(f"{path}: got {mode!r}, but the combiner gives a sequence {list(shape)} per row, "
+                              f"which must be reduced to one vector: use one of {', '.join(cls.MODES)}")
+        return cls(mode, shape[0], shape[1])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() < 3:
+            return x
+        if self.mode == "sum":
+            return x.sum(1)
+        if self.mode in ("mean", "avg"):
+            return x.mean(1)
+        if self.mode == "max":
+            return x.amax(1)
+        if self.mode == "concat":
+            return x.flatten(1)
+        if self.mode == "last":
+            # As Ludwig: the step at the count of non-zero steps, so trailing padding is skipped.
+            last = ((x != 0).any(-1).sum(1) - 1).clamp(min=0)
+            return x[torch.arange(x.shape[0], device=x.device), last]
+        weights = torch.softmax(x @ self.query * x.shape[-1] ** -0.5, dim=1)
+        return (weights.unsqueeze(-1) * x).sum(1)
 
 
 def fc_stack(input_size: int, config) -> FCStack:

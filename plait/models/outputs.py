@@ -1,12 +1,18 @@
 """Output heads: decoder layers, the loss, and predictions, one class per output type.
 
+A head reduces the combiner's output to one vector per row (``reduce_input``), appends the hidden
+states of the outputs it depends on (``dependencies``), runs its decoder's fully connected stack
+and projects to logits. Its own hidden state (the stack's output) is what dependent outputs read.
+
 A head's loss is written once, per row (:meth:`OutputHead.row_losses`): training takes their
 weighted mean, and the metrics sum the same rows over shards and workers, so the loss early
-stopping watches is the loss that is trained, class weights included.
+stopping watches is the loss that is trained, class weights included. A loss that is not a mean
+of rows (a root mean square) is a function of one (:meth:`OutputHead.finish_loss`).
 """
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import torch
@@ -14,7 +20,10 @@ from torch import nn
 from torch.nn import functional as F
 
 from plait.errors import ConfigError
-from plait.models.layers import fc_stack
+from plait.models.layers import DenseLayer, FCStack, SequenceReducer, linear
+
+PROBABILITY_FLOOR = 1e-10
+"""Where an entropy takes a log of a probability, the probability is at least this (log 0 is -inf)."""
 
 
 class RowLosses(NamedTuple):
@@ -27,44 +36,121 @@ class RowLosses(NamedTuple):
     weights: torch.Tensor | None = None
 
 
+def decoder_layers(decoder) -> list[DenseLayer]:
+    """The decoder's fully connected stack, layer by layer: ``fc_layers`` entries, each falling back
+    on the ``fc_*`` settings, or ``num_fc_layers`` layers of those settings."""
+    entries = decoder.fc_layers if decoder.fc_layers is not None else [None] * decoder.num_fc_layers
+    return [DenseLayer(
+        output_size=_either(entry, "output_size", decoder.fc_output_size),
+        activation=_either(entry, "activation", decoder.fc_activation),
+        dropout=_either(entry, "dropout", decoder.fc_dropout),
+        norm=_either(entry, "norm", decoder.fc_norm),
+        norm_params=_either(entry, "norm_params", decoder.fc_norm_params) or {},
+        use_bias=_either(entry, "use_bias", decoder.fc_use_bias),
+        weights_initializer=_either(entry, "weights_initializer", decoder.fc_weights_initializer),
+        bias_initializer=_either(entry, "bias_initializer", decoder.fc_bias_initializer),
+    ) for entry in entries]
+
+
+def _either(entry, key: str, default):
+    value = getattr(entry, key) if entry is not None else None
+    return default if value is None else value
+
+
+def _mlp_hidden_layers(decoder) -> list[DenseLayer]:
+    """mlp_classifier's own hidden layers, after the stack (Ludwig's num_fc_layers sets both)."""
+    return [DenseLayer(output_size=decoder.output_size, activation=decoder.activation, dropout=decoder.dropout,
+                       use_bias=decoder.use_bias, weights_initializer=decoder.weights_initializer,
+                       bias_initializer=decoder.bias_initializer)
+            for _ in range(decoder.num_fc_layers)]
+
+
 class OutputHead(nn.Module):
-    """Decoder FC layers then a projection to ``logits_size`` outputs."""
+    """Reduction of the combiner's output, the decoder's layers, then a projection to ``logits_size``."""
 
     logits_size: int = 1
 
-    def __init__(self, feature, metadata: dict, input_size: int):
+    def __init__(self, feature, metadata: dict, input_shape: int | tuple[int, ...], dependency_size: int = 0):
         super().__init__()
         self.feature, self.metadata = feature, metadata
-        self.fc = fc_stack(input_size, feature.decoder)
-        self.projection = nn.Linear(self.fc.output_size, self.logits_size)
+        self.reducer = SequenceReducer.build(feature.reduce_input, input_shape, f"output_features.{feature.name}.reduce_input")
+        decoder = feature.decoder
+        self.fc = FCStack.from_layers(self.reducer.output_size + dependency_size, decoder_layers(decoder))
+        size = self.fc.output_size
+        if decoder.type == "mlp_classifier":
+            # Only mlp_classifier has this module: other heads keep the state_dict keys they always had.
+            self.mlp = FCStack.from_layers(size, _mlp_hidden_layers(decoder))
+            size = self.mlp.output_size
+        self.projection = linear(size, self.logits_size, decoder.use_bias, decoder.weights_initializer,
+                                 decoder.bias_initializer)
 
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.projection(self.fc(hidden))
+    @property
+    def hidden_size(self) -> int:
+        """Width of the hidden state that outputs depending on this one read."""
+        return self.fc.output_size
+
+    def decode(self, combined: torch.Tensor, dependencies: list[torch.Tensor] = ()) -> tuple[torch.Tensor, torch.Tensor]:
+        """(this head's hidden state, its logits) from the combiner's output and the hidden states of
+        the outputs it depends on, in the order of ``feature.dependencies``."""
+        hidden = self.reducer(combined)
+        if dependencies:
+            hidden = torch.cat([hidden, *dependencies], dim=-1)
+        hidden = self.fc(hidden)
+        top = self.mlp(hidden) if hasattr(self, "mlp") else hidden
+        return hidden, self.projection(top)
+
+    def forward(self, combined: torch.Tensor) -> torch.Tensor:
+        return self.decode(combined)[1]
 
     def row_losses(self, logits: torch.Tensor, target: torch.Tensor) -> RowLosses:
         raise NotImplementedError
 
+    def finish_loss(self, mean):
+        """The loss from the weighted mean of the rows' losses (the identity, but for a root mean square)."""
+        return mean
+
     def loss(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        """The batch's loss, the weighted mean of its rows' (what torch's mean reduction gives)."""
+        """The batch's loss, from the weighted mean of its rows' (what torch's mean reduction gives)."""
         rows = self.row_losses(logits, target)
         if rows.weights is None:
-            return rows.losses.mean()  # one fused op: this runs every step
-        return rows.losses.sum() / rows.weights.sum()
+            return self.finish_loss(rows.losses.mean())  # one fused op: this runs every step
+        return self.finish_loss(rows.losses.sum() / rows.weights.sum())
 
     def predict(self, logits: torch.Tensor) -> dict[str, torch.Tensor]:
         raise NotImplementedError
 
 
+def confidence_penalty(probabilities: torch.Tensor) -> torch.Tensor:
+    """Per row, ``(log c - H(p)) / log c``: 0 for a uniform distribution over the c classes, 1 for a
+    certain one. ``probabilities`` is [rows, c]."""
+    classes = probabilities.shape[-1]
+    entropy = -(probabilities * probabilities.clamp(min=PROBABILITY_FLOOR).log()).sum(-1)
+    return (math.log(classes) - entropy) / math.log(classes)
+
+
+def robust(losses: torch.Tensor, robust_lambda: float, classes: int) -> torch.Tensor:
+    """For noisy labels: part of each row's loss is replaced by the constant 1/c."""
+    return (1 - robust_lambda) * losses + robust_lambda / classes if robust_lambda else losses
+
+
 class BinaryHead(OutputHead):
-    def forward(self, hidden):
-        return super().forward(hidden).squeeze(-1)
+    def decode(self, combined, dependencies=()):
+        hidden, logits = super().decode(combined, dependencies)
+        return hidden, logits.squeeze(-1)
 
     def row_losses(self, logits, target):
+        loss, logits, target = self.feature.loss, logits.float(), target.float()
+        if loss.type == "focal":
+            return RowLosses(_binary_focal(logits, target, loss.alpha, loss.gamma))
         # positive_class_weight scales the positive term inside each row's loss; every row weighs
         # 1, so the mean is over rows, as in torch's BCE with pos_weight.
-        weight = self.feature.loss.positive_class_weight
+        weight = loss.positive_class_weight
         pos_weight = torch.tensor(weight, device=logits.device) if weight else None
-        losses = F.binary_cross_entropy_with_logits(logits.float(), target.float(), pos_weight=pos_weight, reduction="none")
+        losses = F.binary_cross_entropy_with_logits(logits, target, pos_weight=pos_weight, reduction="none")
+        losses = robust(losses, loss.robust_lambda, 2)
+        if loss.confidence_penalty:
+            p = torch.sigmoid(logits)
+            losses = losses + loss.confidence_penalty * confidence_penalty(torch.stack([p, 1 - p], -1))
         return RowLosses(losses)
 
     def predict(self, logits):
@@ -72,20 +158,45 @@ class BinaryHead(OutputHead):
         return {"probability": probability, "prediction": probability >= self.feature.threshold}
 
 
+def _binary_focal(logits: torch.Tensor, target: torch.Tensor, alpha: float, gamma: float) -> torch.Tensor:
+    cross_entropy = F.binary_cross_entropy_with_logits(logits, target, reduction="none")
+    p_true = torch.exp(-cross_entropy)
+    alpha_true = alpha * target + (1 - alpha) * (1 - target)
+    return alpha_true * (1 - p_true) ** gamma * cross_entropy
+
+
 class CategoryHead(OutputHead):
-    def __init__(self, feature, metadata, input_size):
+    def __init__(self, feature, metadata, input_shape, dependency_size=0):
         self.logits_size = max(1, len(metadata["vocabulary"]))
-        super().__init__(feature, metadata, input_size)
+        super().__init__(feature, metadata, input_shape, dependency_size)
         self.register_buffer("class_weights", _class_weights(feature, metadata["vocabulary"]), persistent=False)
+        self.register_buffer("soft_targets", _soft_targets(feature, metadata["vocabulary"]), persistent=False)
 
     def row_losses(self, logits, target):
         # A row's weight is its class's weight; a row whose label is unknown (-1) weighs 0.
-        target = target.long()
-        losses = F.cross_entropy(logits.float(), target, weight=self.class_weights, ignore_index=-1, reduction="none")
+        loss, logits, target = self.feature.loss, logits.float(), target.long()
         known = target >= 0
-        if self.class_weights is None:
-            return RowLosses(losses, known.to(losses.dtype))
-        return RowLosses(losses, torch.where(known, self.class_weights[target.clamp(min=0)], 0.0))
+        label = target.clamp(min=0)
+        log_p = torch.log_softmax(logits, dim=-1)
+        true_log_p = log_p.gather(-1, label.unsqueeze(-1)).squeeze(-1)
+        if loss.type == "focal":
+            losses = -true_log_p * (1 - true_log_p.exp()) ** loss.gamma
+        elif loss.type == "poly":
+            losses = -true_log_p + loss.epsilon * (1 - true_log_p.exp())
+        else:
+            losses = self._softmax_cross_entropy(log_p, true_log_p, label)
+        weights = known.to(losses.dtype)
+        if getattr(loss, "class_weights", None) is not None:
+            weights = torch.where(known, self.class_weights[label], 0.0)
+        return RowLosses(torch.where(weights > 0, weights * losses, 0.0), weights)
+
+    def _softmax_cross_entropy(self, log_p, true_log_p, label):
+        loss = self.feature.loss
+        losses = -true_log_p if self.soft_targets is None else -(self.soft_targets[label] * log_p).sum(-1)
+        losses = robust(losses, loss.robust_lambda, self.logits_size)
+        if loss.confidence_penalty and self.logits_size > 1:
+            losses = losses + loss.confidence_penalty * confidence_penalty(log_p.exp())
+        return losses
 
     def predict(self, logits):
         probabilities = torch.softmax(logits.float(), dim=-1)
@@ -94,36 +205,55 @@ class CategoryHead(OutputHead):
 
 
 class NumberHead(OutputHead):
-    def forward(self, hidden):
-        return super().forward(hidden).squeeze(-1)
+    def decode(self, combined, dependencies=()):
+        hidden, logits = super().decode(combined, dependencies)
+        return hidden, logits.squeeze(-1)
 
     def row_losses(self, logits, target):
         kind = self.feature.loss.type
         logits, target = logits.float(), target.float()
         if kind == "mean_absolute_error":
-            losses = F.l1_loss(logits, target, reduction="none")
-        elif kind == "huber":
-            losses = F.huber_loss(logits, target, delta=self.feature.loss.delta, reduction="none")
-        else:
-            losses = F.mse_loss(logits, target, reduction="none")
-        return RowLosses(losses)
+            return RowLosses(F.l1_loss(logits, target, reduction="none"))
+        if kind == "huber":
+            return RowLosses(F.huber_loss(logits, target, delta=self.feature.loss.delta, reduction="none"))
+        if kind in ("mean_absolute_percentage_error", "root_mean_squared_percentage_error"):
+            return RowLosses(self._relative_errors(logits, target, squared=kind.startswith("root")))
+        return RowLosses(F.mse_loss(logits, target, reduction="none"))
+
+    def _relative_errors(self, logits, target, squared: bool) -> torch.Tensor:
+        # A percentage error is only meaningful in the data's units, not the normalized ones.
+        scale, shift = self.metadata["scale"], self.metadata["shift"]
+        prediction, truth = logits * scale + shift, target * scale + shift
+        if squared:  # Ludwig's RMSPE: a zero target is divided by 1e-4 rather than by 0
+            return ((truth - prediction) / torch.where(truth == 0, 1e-4, truth)) ** 2
+        # Ludwig's MAPE (torchmetrics'): |y| is at least float32's epsilon
+        return (truth - prediction).abs() / truth.abs().clamp(min=torch.finfo(torch.float32).eps)
+
+    def finish_loss(self, mean):
+        return mean ** 0.5 if self.feature.loss.type.startswith("root_") else mean
 
     def predict(self, logits):
         # Targets were normalized in preprocessing: predictions go back to the data's units.
-        return {"prediction": logits.float() * self.metadata["scale"] + self.metadata["shift"]}
+        prediction = logits.float() * self.metadata["scale"] + self.metadata["shift"]
+        if self.feature.clip is not None:
+            prediction = prediction.clamp(*self.feature.clip)
+        return {"prediction": prediction}
 
 
 class SetHead(OutputHead):
-    def __init__(self, feature, metadata, input_size):
+    def __init__(self, feature, metadata, input_shape, dependency_size=0):
         self.logits_size = max(1, len(metadata["vocabulary"]))
-        super().__init__(feature, metadata, input_size)
+        super().__init__(feature, metadata, input_shape, dependency_size)
+        self.register_buffer("class_weights", _class_weights(feature, metadata["vocabulary"]), persistent=False)
 
     def row_losses(self, logits, target):
         # A row's loss is the mean over its labels: the batch's mean is then the mean over elements.
         # The target's trailing column (items training never saw, plait.training.data) has no
-        # logit and is left out: training on the seen items is unchanged by it.
+        # logit and is left out: training on the seen items is unchanged by it. Class weights
+        # scale each item's positive term, as Ludwig's (torch's pos_weight) do.
         target = target[..., : logits.shape[-1]]
-        losses = F.binary_cross_entropy_with_logits(logits.float(), target.float(), reduction="none").mean(-1)
+        losses = F.binary_cross_entropy_with_logits(logits.float(), target.float(), pos_weight=self.class_weights,
+                                                    reduction="none").mean(-1)
         return RowLosses(losses)
 
     def predict(self, logits):
@@ -132,24 +262,42 @@ class SetHead(OutputHead):
 
 
 def _class_weights(feature, vocabulary: list[str]) -> torch.Tensor | None:
-    weights = feature.loss.class_weights
+    weights = getattr(feature.loss, "class_weights", None)
     if weights is None:
         return None
     if isinstance(weights, dict):
         weights = [weights.get(label, 1.0) for label in vocabulary]
-    elif len(weights) != len(vocabulary):
-        # The vocabulary is known only after preprocessing, so this is checked here, not in the schema.
-        shown = ", ".join(vocabulary[:10]) + (", ..." if len(vocabulary) > 10 else "")
-        raise ConfigError(
-            f"output_features.{feature.name}.loss.class_weights: {len(weights)} weights for "
-            f"{len(vocabulary)} labels ({shown}); give one weight per label in this order, or a "
-            f"mapping from label to weight"
-        )
+    else:
+        _check_class_count(feature, "class_weights", f"{len(weights)} weights", len(weights), vocabulary)
     return torch.tensor(weights, dtype=torch.float32)
+
+
+def _soft_targets(feature, vocabulary: list[str]) -> torch.Tensor | None:
+    """Row i: the distribution a row of class i is trained towards (softmax of the similarities of
+    class i to every class, over the temperature); None when class similarities are off."""
+    loss = feature.loss
+    if getattr(loss, "class_similarities_temperature", 0) <= 0:
+        return None
+    rows = loss.class_similarities
+    _check_class_count(feature, "class_similarities", f"a {len(rows)} x {len(rows)} matrix", len(rows), vocabulary)
+    return torch.softmax(torch.tensor(rows, dtype=torch.float32) / loss.class_similarities_temperature, dim=-1)
+
+
+def _check_class_count(feature, key: str, given: str, count: int, vocabulary: list[str]) -> None:
+    if count == len(vocabulary):
+        return
+    # The vocabulary is known only after preprocessing, so this is checked here, not in the schema.
+    shown = ", ".join(vocabulary[:10]) + (", ..." if len(vocabulary) > 10 else "")
+    raise ConfigError(
+        f"output_features.{feature.name}.loss.{key}: {given} for {len(vocabulary)} labels ({shown}); give one "
+        f"per label in this order" + (", or a mapping from label to weight" if key == "class_weights" else "")
+    )
 
 
 HEADS = {"binary": BinaryHead, "category": CategoryHead, "number": NumberHead, "set": SetHead}
 
 
-def build_head(feature, metadata: dict, input_size: int) -> OutputHead:
-    return HEADS[feature.type](feature, metadata, input_size)
+def build_head(feature, metadata: dict, input_shape: int | tuple[int, ...], dependency_size: int = 0) -> OutputHead:
+    """The head of output ``feature``: ``input_shape`` is the combiner's output per row, (width,) or
+    (steps, width); ``dependency_size`` the total width of the hidden states it depends on."""
+    return HEADS[feature.type](feature, metadata, input_shape, dependency_size)

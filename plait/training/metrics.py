@@ -112,7 +112,8 @@ class OutputMetrics:
         n = float(s["count"].item())
         if n == 0:
             return {}
-        result = {"loss": _ratio(float(s["loss"].item()), float(s["loss_weight"].item()))}
+        # finish_loss: a root mean square loss is the root of the rows' mean, not a mean of rows.
+        result = {"loss": self.head.finish_loss(_ratio(float(s["loss"].item()), float(s["loss_weight"].item())))}
         result.update(getattr(self, f"_compute_{self.type}")(s, n))
         return {k: float(v) for k, v in result.items()}
 

@@ -32,7 +32,7 @@ def test_settings_that_would_break_the_model_are_refused(refused, sections, prob
     (with_input({**TEXT, "encoder": {"type": "rnn", "dropout": 1.0}}), "input_features[1].encoder.dropout", "1.0"),
     ({"combiner": {"output_size": 0}}, "combiner.output_size", "0"),
     ({"combiner": {"type": "transformer", "num_heads": 0}}, "combiner.num_heads", "0"),
-    ({"output_features": [{"name": "bought", "type": "binary", "threshold": 1.0}]}, "output_features[0].threshold", "1.0"),
+    ({"output_features": [{"name": "bought", "type": "binary", "threshold": 1.5}]}, "output_features[0].threshold", "1.5"),
     ({"output_features": [{"name": "bought", "type": "category", "top_k": 0}]}, "output_features[0].top_k", "0"),
     ({"preprocessing": {"sample_ratio": 0}}, "preprocessing.sample_ratio", "0"),
 ])
