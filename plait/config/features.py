@@ -127,7 +127,7 @@ class CategoryOutputFeature(OutputFeatureBase):
 
 class NumberOutputFeature(OutputFeatureBase):
     type: Literal["number"] = "number"
-    preprocessing: p.NumberPreprocessing = Field(default_factory=lambda: p.NumberPreprocessing(missing_value_strategy="drop_row"))
+    preprocessing: p.NumberOutputPreprocessing = Field(default_factory=p.NumberOutputPreprocessing)
     decoder: d.NumberDecoder = Field(default_factory=d.RegressorDecoder)
     loss: d.RegressionLoss = Field(default_factory=d.RegressionLoss)
 
