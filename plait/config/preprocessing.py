@@ -101,6 +101,14 @@ class NumberOutputPreprocessing(NumberPreprocessing):
         "zscore", json_schema_extra={LUDWIG_DEFAULT: None})
     """As for inputs; predictions are mapped back to the column's scale."""
 
+    @model_validator(mode="after")
+    def _no_log1p(self):
+        if self.normalization == "log1p":
+            raise field_error("normalization", "got 'log1p'; plait does not map predictions back through log1p, so "
+                                               "an output takes zscore, minmax, iq or none (a log-scale target: "
+                                               "take the log in your data first)")
+        return self
+
 
 class CategoryPreprocessing(FeaturePreprocessing):
     fill_value: str = "<UNK>"
