@@ -118,8 +118,8 @@ class NumberProcessor(FeatureProcessor):
         bad = values <= -1
         if bad.any():
             raise DataError(
-                f"number feature {self.name!r}: column {self.column!r} holds {values[bad][0]!r} ({int(bad.sum())} "
-                f"values at or below -1, after filling missing values), where log1p is undefined. Use another "
+                f"number feature {self.name!r}: column {self.column!r} holds {float(values[bad][0])!r} ({int(bad.sum())} "
+                f"value(s) at or below -1, after filling missing values), where log1p is undefined. Use another "
                 f"preprocessing.normalization (zscore, minmax, iq) or shift the column first"
             )
         return np.log1p(values)
