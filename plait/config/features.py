@@ -176,7 +176,7 @@ class CategoryOutputFeature(OutputFeatureBase):
 
 class NumberOutputFeature(OutputFeatureBase):
     type: Literal["number"] = "number"
-    preprocessing: p.NumberPreprocessing = Field(default_factory=lambda: p.NumberPreprocessing(missing_value_strategy="drop_row"))
+    preprocessing: p.NumberOutputPreprocessing = Field(default_factory=p.NumberOutputPreprocessing)
     decoder: d.NumberDecoder = Field(default_factory=d.RegressorDecoder)
     loss: d.NumberLoss = Field(default_factory=d.MeanSquaredErrorLoss)
     clip: tuple[float, float] | None = None

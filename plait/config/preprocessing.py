@@ -9,32 +9,60 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
-from plait.config.base import StrictModel
+from plait.config.base import LUDWIG_DEFAULT, StrictModel, field_error, ludwig_only, shown, suggest
 
 MissingValueStrategy = Literal[
-    "fill_with_const", "fill_with_mean", "fill_with_mode", "fill_with_false", "fill_with_true", "drop_row"
+    "fill_with_const", "fill_with_mean", "fill_with_mode", "fill_with_false", "fill_with_true", "drop_row",
+    "bfill", "ffill",
 ]
+
+ROW_ORDER_STRATEGIES = ("bfill", "ffill")
+ROW_ORDER_ADVICE = (
+    "plait preprocesses each row on its own, so that every engine (local, Dask, Modin) and every prediction "
+    "chunk gives the same result; a fill from the neighbouring row depends on how rows are cut into partitions "
+    "and chunks. Fill the column in your data first (pandas: df[col].ffill()), or use fill_with_mode, "
+    "fill_with_mean (numbers) or fill_with_const"
+)
+
+
+def _refuse_row_order(strategy: str | None, field: str) -> None:
+    if strategy in ROW_ORDER_STRATEGIES:
+        raise field_error(field, f"got {strategy!r}; plait does not implement Ludwig's {strategy}: {ROW_ORDER_ADVICE}")
 
 
 class FeaturePreprocessing(StrictModel):
     missing_value_strategy: MissingValueStrategy = "fill_with_const"
     """What to do with a missing value: fill with ``fill_value``, the training mean or most
-    frequent value, or drop the row."""
+    frequent value, or drop the row. Ludwig's bfill and ffill are refused (see the error)."""
 
     def check_strategy(self, allowed: tuple[str, ...]) -> None:
+        _refuse_row_order(self.missing_value_strategy, "missing_value_strategy")
         if self.missing_value_strategy not in allowed:
             raise ValueError(
                 f"missing_value_strategy {self.missing_value_strategy!r} does not apply to this "
                 f"feature type; use one of {', '.join(allowed)}"
             )
 
+    @classmethod
+    def unknown_field_reason(cls, key: str) -> str | None:
+        """A preprocessing key of another of plait's feature types is named as such."""
+        owners = [t for t, model in PREPROCESSING_BY_TYPE.items() if key in model.model_fields and model is not cls]
+        if owners and key not in cls.model_fields:
+            return f"a preprocessing setting of {' and '.join(owners)} features, not of this feature type"
+        return None
+
+
+NOT_CACHED = "plait computes every feature in the model while training; no embeddings are cached"
+COMPUTED_FIELD_NOTE = "computed by Ludwig"
+
 
 class BinaryPreprocessing(FeaturePreprocessing):
     missing_value_strategy: MissingValueStrategy = "fill_with_false"
-    fill_value: bool | str | int | None = None
-    """The value used by ``fill_with_const``."""
+    fill_value: bool | str | float | None = None
+    """The value used by ``fill_with_const``: a boolean, a boolean word (yes, no, true, 1, ...) or
+    one of the column's two labels."""
     fallback_true_label: str | None = None
     """For two labels that are not boolean words (yes/no, true/false, 1/0, ...): which is true.
     Unset, the label that sorts last is true."""
@@ -48,22 +76,50 @@ class BinaryPreprocessing(FeaturePreprocessing):
 class NumberPreprocessing(FeaturePreprocessing):
     fill_value: float = 0.0
     """The value used by ``fill_with_const``."""
-    normalization: Literal["zscore", "minmax", "iq", "none"] | None = "zscore"
-    """zscore: (x - mean) / std; minmax: into [0, 1]; iq: (x - median) / interquartile range;
-    none (or null): raw values."""
+    normalization: Literal["zscore", "minmax", "log1p", "iq", "none"] | None = "zscore"
+    """zscore: (x - mean) / std; minmax: into [0, 1]; log1p: log(1 + x), for positive values only;
+    iq: (x - median) / interquartile range; none (or null): raw values."""
+    outlier_strategy: Literal["fill_with_const", "fill_with_mode", "fill_with_mean", "drop_row", "bfill", "ffill"] | None = None
+    """What to do with a value farther than ``outlier_threshold`` training standard deviations from
+    the training mean: the same choices as missing_value_strategy (a fill, or drop the row).
+    Unset: outliers are kept."""
+    outlier_threshold: float = Field(3.0, ge=0)
+    """How many standard deviations from the mean make a value an outlier."""
 
     @model_validator(mode="after")
     def _strategy(self):
         self.check_strategy(("fill_with_const", "fill_with_mean", "fill_with_mode", "drop_row"))
+        _refuse_row_order(self.outlier_strategy, "outlier_strategy")
+        return self
+
+
+class NumberOutputPreprocessing(NumberPreprocessing):
+    """A number output's preprocessing: plait normalizes the target (zscore) where Ludwig does not."""
+
+    missing_value_strategy: MissingValueStrategy = "drop_row"
+    normalization: Literal["zscore", "minmax", "log1p", "iq", "none"] | None = Field(
+        "zscore", json_schema_extra={LUDWIG_DEFAULT: None})
+    """As for inputs; predictions are mapped back to the column's scale."""
+
+    @model_validator(mode="after")
+    def _no_log1p(self):
+        if self.normalization == "log1p":
+            raise field_error("normalization", "got 'log1p'; plait does not map predictions back through log1p, so "
+                                               "an output takes zscore, minmax, iq or none (a log-scale target: "
+                                               "take the log in your data first)")
         return self
 
 
 class CategoryPreprocessing(FeaturePreprocessing):
     fill_value: str = "<UNK>"
     """The value used by ``fill_with_const``."""
-    most_common: int = Field(10000, gt=0)
-    """Vocabulary cap: the most frequent values are kept, the rest map to the unknown token."""
+    most_common: int | None = Field(10000, gt=0)
+    """Vocabulary cap: the most frequent values are kept, the rest map to the unknown token
+    (null: no cap)."""
     lowercase: bool = False
+    """Lowercase the values before counting them, so that Red and red are one category."""
+    cache_encoder_embeddings: Annotated[bool, ludwig_only(False, instead=NOT_CACHED)] = False
+    """Ludwig's precomputed encoder outputs; plait accepts only false."""
 
     @model_validator(mode="after")
     def _strategy(self):
@@ -71,34 +127,116 @@ class CategoryPreprocessing(FeaturePreprocessing):
         return self
 
 
+WORD_TOKENIZERS = ("space", "space_punct", "characters", "underscore", "comma", "untokenized", "stripped")
+"""Ludwig's rule-based tokenizers, which plait implements (text and set features)."""
+
+_LANGUAGES = ("english", "italian", "spanish", "german", "french", "portuguese", "dutch", "greek", "norwegian",
+              "lithuanian", "danish", "polish", "romanian", "japanese", "chinese", "multi")
+_SPACY_TOKENIZERS = {f"{lang}_{kind}": "spaCy" for lang in _LANGUAGES for kind in (
+    "tokenize", "tokenize_filter", "tokenize_remove_stopwords", "lemmatize", "lemmatize_filter", "lemmatize_remove_stopwords")}
+_PRETRAINED_TOKENIZERS = {name: "a pretrained Hugging Face" for name in ("sentencepiece", "clip", "gpt2bpe", "bert", "hf_tokenizer")}
+TOKENIZERS_NOT_IMPLEMENTED = {**_SPACY_TOKENIZERS, **_PRETRAINED_TOKENIZERS}
+"""Ludwig's tokenizers that plait refuses, with the kind of tokenizer each is."""
+
+
+def _tokenizer(value: str, implemented: tuple[str, ...]) -> str:
+    """A tokenizer plait implements; Ludwig's others are refused with what to use instead."""
+    if value in implemented:
+        return value
+    kind = TOKENIZERS_NOT_IMPLEMENTED.get(value)
+    if kind == "spaCy":
+        raise ValueError(f"Ludwig's {value!r} is not implemented in plait (it needs spaCy's language models); use "
+                         f"space_punct with lowercase: true, or bpe to learn subwords from the training data")
+    if kind:
+        raise ValueError(f"Ludwig's {value!r} is not implemented in plait ({kind} tokenizer, downloaded); use bpe, "
+                         f"which learns subwords from the training data, or space_punct")
+    raise ValueError(f"unknown tokenizer {shown(value)}; {suggest(value, implemented)}")
+
+
+class RetrievalSettings(StrictModel):
+    """Ludwig's retrieval of examples into an LLM prompt; plait accepts only the unset defaults."""
+
+    type: Annotated[str | None, ludwig_only(None, instead="plait has no prompts (LLM preprocessing)")] = None
+    index_name: Annotated[str | None, ludwig_only(None, instead="plait has no prompts (LLM preprocessing)")] = None
+    model_name: Annotated[str | None, ludwig_only(None, instead="plait has no prompts (LLM preprocessing)")] = None
+    k: Annotated[int, ludwig_only(0, instead="plait has no prompts (LLM preprocessing)")] = 0
+
+
+class PromptSettings(StrictModel):
+    """Ludwig's prompt for LLM features; plait accepts only the unset defaults."""
+
+    template: Annotated[str | None, ludwig_only(None, instead="put the text in the column itself")] = None
+    task: Annotated[str | None, ludwig_only(None, instead="put the text in the column itself")] = None
+    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
+
+
 class TextPreprocessing(FeaturePreprocessing):
-    tokenizer: Literal["space", "space_punct", "bpe"] = "space_punct"
-    """space: split on whitespace; space_punct: words and punctuation marks as tokens; bpe:
-    byte-pair-encoding subwords learned from the training split."""
-    lowercase: bool = True
+    tokenizer: str = "space_punct"
+    """space: split on whitespace; space_punct: words and punctuation marks as tokens; characters:
+    one token per character; underscore, comma: split on that character (trimmed); untokenized: the
+    whole text one token; stripped: the same, trimmed; bpe (plait's own): byte-pair-encoding subwords
+    learned from the training split. Ludwig's spaCy and pretrained tokenizers are refused."""
+    lowercase: bool = Field(True, json_schema_extra={LUDWIG_DEFAULT: False})
     most_common: int = Field(20000, gt=0)
     """Vocabulary cap (for bpe: the subword vocabulary size)."""
-    max_sequence_length: int = Field(256, gt=0)
-    """Longer texts are truncated. Sequences are padded to the longest training text, at most this."""
+    vocab_file: str | None = None
+    """A UTF-8 file with one token per line (the first space-separated word of each line): the
+    vocabulary, in that order, instead of the most common training tokens."""
+    sequence_length: int | None = Field(None, gt=0)
+    """Every sequence padded or truncated to exactly this many tokens. Unset: the longest training
+    text, at most ``max_sequence_length``."""
+    max_sequence_length: int | None = Field(256, gt=0)
+    """Longer texts are truncated (null: no cap). Sequences are padded to the longest training text,
+    at most this."""
     padding: Literal["right", "left"] = "right"
+    """Which side of a short sequence the padding goes."""
     padding_symbol: str = "<PAD>"
+    """The padding token (vocabulary index 0)."""
     unknown_symbol: str = "<UNK>"
-    fill_value: str = ""
+    """The token of words not in the vocabulary (index 1)."""
+    fill_value: str = Field("", json_schema_extra={LUDWIG_DEFAULT: "<UNK>"})
     """The text used by ``fill_with_const`` (empty: a sequence of padding)."""
+    ngram_size: int = Field(2, gt=0)
+    """Read by Ludwig's ngram tokenizer, which Ludwig 0.17 does not register: no effect, there or here."""
+    pretrained_model_name_or_path: Annotated[str | None, ludwig_only(
+        None, instead="plait has no pretrained tokenizers; use tokenizer: bpe")] = None
+    """The Hugging Face model whose tokenizer Ludwig would load; plait accepts only null."""
+    cache_encoder_embeddings: Annotated[bool, ludwig_only(False, instead=NOT_CACHED)] = False
+    """Ludwig's precomputed encoder outputs; plait accepts only false."""
+    compute_idf: Annotated[bool, ludwig_only(False, instead="plait's text encoders do not weight tokens by idf")] = False
+    """Set by Ludwig for its tf-idf encoder; plait accepts only false."""
+    prompt: PromptSettings = Field(default_factory=PromptSettings)
+    """Ludwig's LLM prompt; plait accepts only the unset defaults."""
+
+    @field_validator("tokenizer")
+    @classmethod
+    def _known_tokenizer(cls, value: str) -> str:
+        return _tokenizer(value, (*WORD_TOKENIZERS, "bpe"))
 
     @model_validator(mode="after")
     def _strategy(self):
         self.check_strategy(("fill_with_const", "fill_with_mode", "drop_row"))
+        if self.tokenizer == "bpe" and self.vocab_file is not None:
+            raise field_error("vocab_file", "bpe learns its own subword vocabulary; use a word tokenizer "
+                                            "(space_punct, space, ...) with a vocab_file, or drop vocab_file")
         return self
 
 
 class SetPreprocessing(FeaturePreprocessing):
-    tokenizer: Literal["space", "comma"] = "space"
-    """How one cell is split into set elements."""
+    tokenizer: str = "space"
+    """How one cell is split into set elements: space, comma, underscore, or any word tokenizer of
+    text features (space_punct, characters, ...)."""
     lowercase: bool = False
-    most_common: int = Field(10000, gt=0)
-    fill_value: str = ""
+    """Lowercase the elements before counting them."""
+    most_common: int | None = Field(10000, gt=0)
+    """Vocabulary cap: the most frequent elements are kept (null: no cap)."""
+    fill_value: str = Field("", json_schema_extra={LUDWIG_DEFAULT: "<UNK>"})
     """The value used by ``fill_with_const`` (empty: the empty set)."""
+
+    @field_validator("tokenizer")
+    @classmethod
+    def _known_tokenizer(cls, value: str) -> str:
+        return _tokenizer(value, WORD_TOKENIZERS)
 
     @model_validator(mode="after")
     def _strategy(self):
@@ -109,8 +247,27 @@ class SetPreprocessing(FeaturePreprocessing):
 class VectorPreprocessing(FeaturePreprocessing):
     vector_size: int | None = Field(None, gt=0)
     """Expected length of every vector; unset, it is taken from the training data."""
-    fill_value: float = 0.0
-    """``fill_with_const`` fills a missing vector with this value in every position."""
+    fill_value: float | str = 0.0
+    """``fill_with_const`` fills a missing vector with this value in every position, or with the
+    vector a string of space-separated numbers gives (Ludwig's form; empty: zeros)."""
+
+    @field_validator("fill_value")
+    @classmethod
+    def _numbers(cls, value):
+        if isinstance(value, str):
+            try:
+                [float(x) for x in value.split()]
+            except ValueError:
+                raise ValueError(f"got {shown(value)}; give a number, or space-separated numbers such as "
+                                 f"'0 0.5 1'") from None
+        return value
+
+    def fill_vector(self, size: int) -> list[float]:
+        """The vector ``fill_with_const`` gives a missing value, for vectors of ``size``."""
+        if isinstance(self.fill_value, str) and self.fill_value.strip():
+            return [float(x) for x in self.fill_value.split()]
+        value = 0.0 if isinstance(self.fill_value, str) else float(self.fill_value)
+        return [value] * size
 
     @model_validator(mode="after")
     def _strategy(self):
@@ -140,11 +297,13 @@ def _probabilities(value: list[float]) -> list[float]:
     return value
 
 
+Probabilities = Annotated[list[float], AfterValidator(_probabilities)]
+
+
 class RandomSplit(StrictModel):
     type: Literal["random"] = "random"
-    probabilities: list[float] = [0.7, 0.1, 0.2]
+    probabilities: Probabilities = [0.7, 0.1, 0.2]
     """Fractions of rows for training, validation and test. Seeded by the run's random seed."""
-    _check = field_validator("probabilities")(classmethod(lambda cls, v: _probabilities(v)))
 
 
 class FixedSplit(StrictModel):
@@ -157,11 +316,36 @@ class StratifySplit(StrictModel):
     type: Literal["stratify"] = "stratify"
     column: str
     """Rows are split so that every value of this column keeps its share in each split."""
-    probabilities: list[float] = [0.7, 0.1, 0.2]
-    _check = field_validator("probabilities")(classmethod(lambda cls, v: _probabilities(v)))
+    probabilities: Probabilities = [0.7, 0.1, 0.2]
 
 
-SplitConfig = Annotated[Union[RandomSplit, FixedSplit, StratifySplit], Field(discriminator="type")]
+class DatetimeSplit(StrictModel):
+    """Oldest rows for training, then validation, newest for test: a model is checked on a future
+    it has not seen."""
+
+    type: Literal["datetime"] = "datetime"
+    column: str
+    """A column of dates or times (a date or timestamp type, or text such as 2024-05-01 12:00)."""
+    probabilities: Probabilities = [0.7, 0.1, 0.2]
+    """Fractions of rows, in time order, for training, validation and test (ties in time are
+    ordered by row)."""
+
+
+class HashSplit(StrictModel):
+    """Each row's split follows from a hash of its value in ``column`` (an id): a row keeps its
+    split when rows are added, and rows with the same id share one."""
+
+    type: Literal["hash"] = "hash"
+    column: str
+    """The column whose value (say, a user id) decides each row's split."""
+    probabilities: Probabilities = [0.7, 0.1, 0.2]
+    """Expected fractions of distinct values for training, validation and test; not seeded."""
+
+
+SplitConfig = Annotated[Union[RandomSplit, FixedSplit, StratifySplit, DatetimeSplit, HashSplit], Field(discriminator="type")]
+
+BALANCING_ADVICE = ("plait does not resample the training set; weight the rare class in the loss instead "
+                    "(output_features[].loss.positive_class_weight or class_weights)")
 
 
 class GlobalPreprocessing(StrictModel):
@@ -169,6 +353,16 @@ class GlobalPreprocessing(StrictModel):
     """How the dataset is split into training, validation and test sets."""
     sample_ratio: float = Field(1.0, gt=0, le=1)
     """Keep this fraction of rows (seeded), for quick experiments on big data."""
+    sample_size: int | None = Field(None, ge=0)
+    """Keep exactly this many rows (seeded; all of them when the data has fewer). Not together
+    with a sample_ratio below 1."""
+    oversample_minority: Annotated[float | None, ludwig_only(None, instead=BALANCING_ADVICE)] = None
+    """Ludwig's resampling of the rarer output class; plait accepts only null."""
+    undersample_majority: Annotated[float | None, ludwig_only(None, instead=BALANCING_ADVICE)] = None
+    """Ludwig's resampling of the commoner output class; plait accepts only null."""
+    global_max_sequence_length: Annotated[int | None, ludwig_only(
+        None, instead="it applies to LLM models; use preprocessing.max_sequence_length of each text feature")] = None
+    """Ludwig's cap on an LLM's merged input and target; plait accepts only null."""
     binary: BinaryPreprocessing | None = None
     number: NumberPreprocessing | None = None
     category: CategoryPreprocessing | None = None
@@ -182,3 +376,10 @@ class GlobalPreprocessing(StrictModel):
         if isinstance(value, dict) and "type" not in value:
             return {"type": "random", **value}
         return value
+
+    @model_validator(mode="after")
+    def _one_sampling(self):
+        if self.sample_size is not None and self.sample_ratio < 1:
+            raise field_error("sample_size", f"got {self.sample_size} with sample_ratio {self.sample_ratio}; "
+                                             f"give one of them (sample_size keeps a number of rows, sample_ratio a share)")
+        return self

@@ -33,6 +33,8 @@ from plait.utils import fs as fsu
 log = logging.getLogger("plait")
 
 SPLIT = SPLIT_COLUMN
+SPLIT_KEY = "__split_key__"
+"""The column a stratified or datetime split reads until its codes are assigned."""
 
 
 @dataclass
@@ -63,11 +65,13 @@ class PartitionSteps:
         self.processors = processors
         self.split = config.preprocessing.split
         self.sample_ratio = config.preprocessing.sample_ratio
+        self.sample_size = config.preprocessing.sample_size or None  # 0, as in Ludwig: no sampling
         self.seed = seed
 
     def clean(self, part: pa.Table) -> pa.Table:
         """Cast feature columns, drop rows per drop_row, sample, and assign split codes
-        (random and fixed splits; stratified codes come later, after their reduce)."""
+        (random, fixed and hash splits; stratified and datetime codes come later, after their
+        reduce). ``sample_ratio`` is by then a share, or the threshold that sample_size gives."""
         rows = part[ROW_NUMBER].to_numpy()
         columns = {p.name: p.prepare_raw(_column(part, p.column)) for p in self.processors}
         keep = np.ones(part.num_rows, dtype=bool)
@@ -82,19 +86,64 @@ class PartitionSteps:
             codes = sp.random_split(rows, self.split.probabilities, self.seed)
         elif self.split.type == "fixed":
             codes = sp.fixed_split(_column(part, self.split.column), self.split.column)
+        elif self.split.type == "hash":
+            codes = sp.hash_split(_column(part, self.split.column), self.split.probabilities)
         else:
             codes = np.full(part.num_rows, -1, dtype=np.int8)
-            columns["__stratum__"] = _column(part, self.split.column)
+            columns[SPLIT_KEY] = self._split_key(_column(part, self.split.column))
         table = pa.table({**columns, ROW_NUMBER: rows, SPLIT: pa.array(codes, pa.int8())})
         return table if keep.all() else table.filter(pa.array(keep))
 
-    def stratify_stats(self, part: pa.Table) -> dict:
-        return sp.stratify_stats(part["__stratum__"], part[ROW_NUMBER].to_numpy(), self.seed)
+    def _split_key(self, column: pa.Array) -> pa.Array:
+        """What a split that needs a reduce reads: the stratum, or the row's time."""
+        return pa.array(sp.time_keys(column, self.split.column)) if self.split.type == "datetime" else column
 
-    def assign_strata(self, part: pa.Table, thresholds: dict) -> pa.Table:
-        codes = sp.stratified_split(part["__stratum__"], part[ROW_NUMBER].to_numpy(), self.seed, thresholds)
-        part = part.drop_columns(["__stratum__"])
+    @property
+    def split_needs_reduce(self) -> bool:
+        return self.split.type in ("stratify", "datetime")
+
+    def split_stats(self, part: pa.Table):
+        rows = part[ROW_NUMBER].to_numpy()
+        if self.split.type == "datetime":
+            return sp.order_stats(part[SPLIT_KEY].to_numpy(), rows)
+        return sp.stratify_stats(part[SPLIT_KEY], rows, self.seed)
+
+    def split_thresholds(self, engine: DataEngine, data):
+        if self.split.type == "datetime":
+            return sp.order_thresholds(engine.reduce(data, self.split_stats, sp.merge_order_stats), self.split.probabilities)
+        return sp.stratify_thresholds(engine.reduce(data, self.split_stats, sp.merge_stratify_stats), self.split.probabilities)
+
+    def assign_split(self, part: pa.Table, thresholds) -> pa.Table:
+        rows = part[ROW_NUMBER].to_numpy()
+        if self.split.type == "datetime":
+            codes = sp.ordered_split(part[SPLIT_KEY].to_numpy(), rows, thresholds)
+        else:
+            codes = sp.stratified_split(part[SPLIT_KEY], rows, self.seed, thresholds)
+        part = part.drop_columns([SPLIT_KEY])
         return part.set_column(part.schema.get_field_index(SPLIT), SPLIT, pa.array(codes, pa.int8()))
+
+    def sample_size_threshold(self, engine: DataEngine, data) -> None:
+        """With sample_size: the sampling hash below which exactly that many rows fall, taken as
+        the sample ratio (a reduce of each partition's smallest hashes, exact on every engine)."""
+        if self.sample_size is None:
+            return
+        size = self.sample_size
+        smallest = engine.reduce(data, lambda part: sp.smallest_sample_hashes(part[ROW_NUMBER].to_numpy(), size, self.seed),
+                                 sp.merge_smallest(size))
+        self.sample_ratio = sp.sample_threshold(smallest, size)
+
+    def drop_after_fit(self, part: pa.Table, metadata: dict) -> pa.Table:
+        """Rows that a fitted feature drops (outliers with outlier_strategy drop_row)."""
+        drop = np.zeros(part.num_rows, dtype=bool)
+        for p in self.processors:
+            mask = p.dropped_after_fit(part[p.name], metadata[p.name])
+            if mask is not None:
+                drop |= mask
+        return part.filter(pa.array(~drop)) if drop.any() else part
+
+    @property
+    def drops_after_fit(self) -> bool:
+        return any(getattr(p.preprocessing, "outlier_strategy", None) == "drop_row" for p in self.processors)
 
     @staticmethod
     def split_counts(part: pa.Table) -> np.ndarray:
@@ -161,8 +210,9 @@ def preprocess(
         {name: dataset_identity(src, options if is_url(src) else {}) for name, src in sources.items()},
         [p.config.model_dump(mode="json", include={"name", "type", "column", "preprocessing"}) for p in processors],
         [p.is_output for p in processors],
-        config.preprocessing.model_dump(mode="json", include={"split", "sample_ratio"}),
+        config.preprocessing.model_dump(mode="json", include={"split", "sample_ratio", "sample_size"}),
         seed,
+        *([[p.cache_inputs() for p in processors]] if any(p.cache_inputs() for p in processors) else []),
     )
     cache = Cache(config.backend.cache_dir or default_cache_dir(first), options)
     name = entry_name(first, key)
@@ -190,25 +240,16 @@ def preprocess(
 
 
 def _run(engine: DataEngine, steps: PartitionSteps, data, splits_given: bool, fs, directory: str, key: str, seed: int) -> dict:
-    data = engine.persist(engine.map(data, steps.clean))
-    if steps.split.type == "stratify" and not splits_given:
-        thresholds = sp.stratify_thresholds(
-            engine.reduce(data, steps.stratify_stats, sp.merge_stratify_stats), steps.split.probabilities
-        )
-        data = engine.persist(engine.map(data, lambda part: steps.assign_strata(part, thresholds)))
-    counts = engine.collect(data, steps.split_counts)
-    split_rows = np.sum(counts, axis=0) if counts else np.zeros(3, dtype=np.int64)
-    if split_rows[sp.TRAINING] == 0:
-        raise DataError(
-            f"the training split is empty ({int(split_rows.sum())} rows after dropping rows with "
-            f"missing values and sampling; split {int(split_rows[0])}/{int(split_rows[1])}/"
-            f"{int(split_rows[2])}). Check preprocessing.split and missing_value_strategy."
-        )
+    data = _cleaned(engine, steps, data, splits_given)
+    counts, split_rows = _split_rows(engine, steps, data)
     stats = engine.reduce(data, steps.partial_stats, steps.merge_stats)
     features = {
         p.name: {"type": p.type, "column": p.column, "output": p.is_output, **p.finalize(stats[p.name])}
         for p in steps.processors
     }
+    if steps.drops_after_fit:
+        data = engine.persist(engine.map(data, lambda part: steps.drop_after_fit(part, features)))
+        counts, split_rows = _split_rows(engine, steps, data)
     transformed = engine.map(data, lambda part: steps.transform(part, features))
     schema = steps.output_schema(features)
     tasks = [t for code, split in enumerate(sp.SPLIT_NAMES) for t in layout.plan(counts, code, f"{directory}/{split}", layout.ROWS_PER_FILE)]
@@ -227,6 +268,29 @@ def _run(engine: DataEngine, steps: PartitionSteps, data, splits_given: bool, fs
     }
 
 
+def _cleaned(engine: DataEngine, steps: PartitionSteps, data, splits_given: bool):
+    """The rows cast, sampled and dropped per drop_row, each with its split code."""
+    steps.sample_size_threshold(engine, data)
+    data = engine.persist(engine.map(data, steps.clean))
+    if steps.split_needs_reduce and not splits_given:
+        thresholds = steps.split_thresholds(engine, data)
+        data = engine.persist(engine.map(data, lambda part: steps.assign_split(part, thresholds)))
+    return data
+
+
+def _split_rows(engine: DataEngine, steps: PartitionSteps, data) -> tuple[list, np.ndarray]:
+    """Rows per split in each partition, and in all; an empty training split is an error."""
+    counts = engine.collect(data, steps.split_counts)
+    split_rows = np.sum(counts, axis=0) if counts else np.zeros(3, dtype=np.int64)
+    if split_rows[sp.TRAINING] == 0:
+        raise DataError(
+            f"the training split is empty ({int(split_rows.sum())} rows after dropping rows with "
+            f"missing values or outliers and sampling; split {int(split_rows[0])}/{int(split_rows[1])}/"
+            f"{int(split_rows[2])}). Check preprocessing.split, missing_value_strategy and outlier_strategy."
+        )
+    return counts, split_rows
+
+
 def transform_split(config: PlaitConfig, features: dict, source: Any, seed: int, split: str) -> pa.Table:
     """The rows of raw data that a run with this config and seed put in ``split``, transformed
     with saved feature metadata (to evaluate a saved model on exactly its test set, say)."""
@@ -235,12 +299,9 @@ def transform_split(config: PlaitConfig, features: dict, source: Any, seed: int,
     data, columns = engine.read([Source(source)])
     check_columns(columns, processors, source, config)
     steps = PartitionSteps(processors, config, seed)
-    data = engine.map(data, steps.clean)
-    if steps.split.type == "stratify":
-        thresholds = sp.stratify_thresholds(
-            engine.reduce(data, steps.stratify_stats, sp.merge_stratify_stats), steps.split.probabilities
-        )
-        data = engine.map(data, lambda part: steps.assign_strata(part, thresholds))
+    data = _cleaned(engine, steps, data, splits_given=False)
+    if steps.drops_after_fit:
+        data = engine.map(data, lambda part: steps.drop_after_fit(part, features))
     code = sp.SPLIT_NAMES.index(split)
     parts = engine.map(data, lambda part: steps.transform(part.filter(pc.equal(part[SPLIT], code)), features))
     return pa.concat_tables(parts).drop_columns([SPLIT])
@@ -263,7 +324,7 @@ def check_columns(columns: list[str], processors, source: Any, config: PlaitConf
     check_unique_columns(columns, processors, label)
     present = set(columns)
     wanted = [(p.column, f"{'output' if p.is_output else 'input'} feature {p.name!r}") for p in processors]
-    if config is not None and config.preprocessing.split.type in ("fixed", "stratify"):
+    if config is not None and config.preprocessing.split.type in ("fixed", "stratify", "datetime", "hash"):
         wanted.append((config.preprocessing.split.column, "preprocessing.split.column"))
     missing = [(column, who) for column, who in wanted if column not in present]
     if missing:

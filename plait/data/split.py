@@ -6,7 +6,10 @@ advanced row by row, so the same row lands in the same split however the data is
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -28,6 +31,7 @@ def row_uniforms(row_numbers: np.ndarray, seed: int, stream: int) -> np.ndarray:
 
 
 def sample_mask(row_numbers: np.ndarray, ratio: float, seed: int) -> np.ndarray:
+    """Rows whose sampling hash is below ``ratio`` (a share, or a threshold from sample_threshold)."""
     return row_uniforms(row_numbers, seed, stream=1) < ratio
 
 
@@ -81,3 +85,80 @@ def stratified_split(labels: pa.Array, row_numbers: np.ndarray, seed: int, thres
         codes[rows & (u < valid_cut)] = VALIDATION
         codes[rows & (u < train_cut)] = TRAINING
     return codes
+
+
+def hash_split(values: pa.Array, probabilities: list[float]) -> np.ndarray:
+    """Split codes from a hash of each row's value (its text form; missing values share one), not
+    seeded: a value lands in the same split in every run and whatever other rows there are."""
+    encoded = pc.dictionary_encode(values.cast(pa.string()).fill_null("\0null"))
+    uniques = encoded.dictionary.to_pylist()
+    digests = [int.from_bytes(hashlib.sha256(v.encode("utf-8", "surrogatepass")).digest()[:8], "big") for v in uniques]
+    u = (np.array(digests, dtype=np.uint64) >> np.uint64(11)).astype(np.float64) / float(1 << 53)
+    edges = np.cumsum(probabilities)[:2]
+    return np.searchsorted(edges, u[encoded.indices.to_numpy()], side="right").astype(np.int8)
+
+
+NO_TIME = np.iinfo(np.int64).max
+"""The time key of a row with no date: such rows come last (into the test split)."""
+
+
+def time_keys(values: pa.Array, column: str) -> np.ndarray:
+    """Each row's time as int64 nanoseconds (UTC). Text is parsed value by value (never with a
+    format guessed from the first row, which would depend on the partitioning)."""
+    if pa.types.is_timestamp(values.type) or pa.types.is_date(values.type):
+        times = pc.cast(values, pa.timestamp("ns")) if pa.types.is_date(values.type) else values
+        keys = pc.cast(times, pa.int64()).to_numpy(zero_copy_only=False)
+    else:
+        text = values.cast(pa.string()).to_pandas()
+        parsed = pd.to_datetime(text, format="mixed", utc=True, errors="coerce")
+        bad = parsed.isna().to_numpy() & text.notna().to_numpy()
+        if bad.any():
+            raise DataError(f"split column {column!r} holds {text[bad].iloc[0]!r}, which is not a date or time; a "
+                            f"datetime split needs dates such as 2024-05-01 or 2024-05-01 12:30 in every row")
+        keys = parsed.to_numpy(dtype="datetime64[ns]").astype(np.int64)
+    nulls = pc.is_null(values).to_numpy(zero_copy_only=False)
+    return np.where(nulls, NO_TIME, keys).astype(np.int64)
+
+
+def order_stats(keys: np.ndarray, row_numbers: np.ndarray) -> np.ndarray:
+    """Map step of a datetime split: the (time, row) pairs of a partition, in order."""
+    pairs = np.empty(len(keys), dtype=[("time", np.int64), ("row", np.int64)])
+    pairs["time"], pairs["row"] = keys, row_numbers
+    return np.sort(pairs, order=["time", "row"])
+
+
+def merge_order_stats(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.sort(np.concatenate([a, b]), order=["time", "row"])
+
+
+def order_thresholds(pairs: np.ndarray, probabilities: list[float]) -> list[tuple[int, int] | None]:
+    """The first (time, row) of validation and of test: the oldest ceil(p_train * n) rows train."""
+    n = len(pairs)
+    first_validation = int(np.ceil(probabilities[0] * n))
+    first_test = first_validation + int(probabilities[1] * n) if probabilities[2] > 0 else n
+    return [(int(pairs[c]["time"]), int(pairs[c]["row"])) if c < n else None for c in (first_validation, first_test)]
+
+
+def ordered_split(keys: np.ndarray, row_numbers: np.ndarray, thresholds: list) -> np.ndarray:
+    codes = np.full(len(keys), TRAINING, dtype=np.int8)
+    for code, cut in zip((VALIDATION, TEST), thresholds):
+        if cut is not None:
+            codes[(keys > cut[0]) | ((keys == cut[0]) & (row_numbers >= cut[1]))] = code
+    return codes
+
+
+def smallest_sample_hashes(row_numbers: np.ndarray, size: int, seed: int) -> np.ndarray:
+    """Map step of sample_size: the ``size`` smallest sampling hashes of a partition, sorted."""
+    u = row_uniforms(row_numbers, seed, stream=1)
+    return np.sort(np.partition(u, size - 1)[:size]) if len(u) > size else np.sort(u)
+
+
+def merge_smallest(size: int):
+    return lambda a, b: np.sort(np.concatenate([a, b]))[:size]
+
+
+def sample_threshold(smallest: np.ndarray, size: int) -> float:
+    """The sampling hash below which exactly ``size`` rows fall (all rows when there are fewer)."""
+    if len(smallest) < size:
+        return 2.0
+    return float(np.nextafter(smallest[size - 1], 2.0))

@@ -61,6 +61,16 @@ class FeatureProcessor(ABC):
     def transform(self, column: pa.Array, metadata: dict) -> pa.Array:
         """The model-ready column for one partition."""
 
+    def dropped_after_fit(self, column: pa.Array, metadata: dict):
+        """A boolean mask of the rows (of a prepared column) to drop once the metadata is known,
+        as outliers are; None when there are none. Prediction keeps every row."""
+        return None
+
+    def cache_inputs(self) -> dict:
+        """What besides the config changes this feature's output (a vocabulary file's content):
+        it goes into the cache key."""
+        return {}
+
     def prepare_raw(self, column: pa.Array) -> pa.Array:
         """``prepare`` for a column as read from the user's data, after checking its Arrow type."""
         if pa.types.is_nested(column.type) and not self.reads_nested:

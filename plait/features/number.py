@@ -1,4 +1,4 @@
-"""Number features: missing-value fill and zscore / minmax / iq normalization."""
+"""Number features: missing-value fill, outliers, and zscore / minmax / log1p / iq normalization."""
 
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ class NumberProcessor(FeatureProcessor):
         }
         if self.preprocessing.normalization == "iq":
             stats["sketch"] = st.QuantileSketch.of(values)
-        if self.preprocessing.missing_value_strategy == "fill_with_mode":
+        if "fill_with_mode" in (self.preprocessing.missing_value_strategy, self.preprocessing.outlier_strategy):
             stats["counts"] = st.value_counts(pa.array(values))
         return stats
 
@@ -87,19 +87,56 @@ class NumberProcessor(FeatureProcessor):
         }
         if "sketch" in stats:
             meta["q1"], meta["median"], meta["q3"] = (stats["sketch"].quantile(q) for q in (0.25, 0.5, 0.75))
-        strategy = self.preprocessing.missing_value_strategy
-        if strategy == "fill_with_mean":
-            meta["fill_value"] = meta["mean"]
-        else:
-            meta["fill_value"] = float(self.fill_value(stats.get("counts")))
+        meta["fill_value"] = self._fill_for(self.preprocessing.missing_value_strategy, meta, stats)
+        if self.preprocessing.outlier_strategy is not None:
+            meta["outliers"] = {"strategy": self.preprocessing.outlier_strategy,
+                                "threshold": self.preprocessing.outlier_threshold,
+                                "fill_value": self._fill_for(self.preprocessing.outlier_strategy, meta, stats)}
         meta["shift"], meta["scale"] = _normalization(meta)
         return meta
 
+    def _fill_for(self, strategy: str, meta: dict, stats: dict) -> float:
+        if strategy == "fill_with_mean":
+            return meta["mean"]
+        if strategy == "fill_with_mode":
+            top = st.most_common(stats.get("counts"), 1)
+            return float(top[0]) if top else float(self.preprocessing.fill_value)
+        return float(self.preprocessing.fill_value)
+
     def transform(self, column: pa.Array, metadata: dict) -> pa.Array:
         values = self.fill(column, metadata["fill_value"]).to_numpy(zero_copy_only=False)
+        fill = metadata["fill_value"]
+        if "outliers" in metadata and metadata["outliers"]["strategy"] != "drop_row":
+            values = np.where(outlier_mask(values, metadata), metadata["outliers"]["fill_value"], values)
+        if metadata["normalization"] == "log1p":
+            values, fill = self._log1p(values), float(np.log1p(fill)) if fill > -1 else 0.0
         values = (values - metadata["shift"]) / metadata["scale"]
-        fill = (metadata["fill_value"] - metadata["shift"]) / metadata["scale"]
+        fill = (fill - metadata["shift"]) / metadata["scale"]
         return pa.array(_float32_or_fill(values, fill), pa.float32())
+
+    def _log1p(self, values: np.ndarray) -> np.ndarray:
+        bad = values <= -1
+        if bad.any():
+            raise DataError(
+                f"number feature {self.name!r}: column {self.column!r} holds {float(values[bad][0])!r} ({int(bad.sum())} "
+                f"value(s) at or below -1, after filling missing values), where log1p is undefined. Use another "
+                f"preprocessing.normalization (zscore, minmax, iq) or shift the column first"
+            )
+        return np.log1p(values)
+
+    def dropped_after_fit(self, column: pa.Array, metadata: dict) -> np.ndarray | None:
+        """With outlier_strategy drop_row: the rows whose (filled) value is an outlier."""
+        if metadata.get("outliers", {}).get("strategy") != "drop_row":
+            return None
+        return outlier_mask(self.fill(column, metadata["fill_value"]).to_numpy(zero_copy_only=False), metadata)
+
+
+def outlier_mask(values: np.ndarray, metadata: dict) -> np.ndarray:
+    """Values farther than the threshold in training standard deviations from the training mean
+    (a constant column's spread counts as 1, as its zscore does)."""
+    spread = metadata["std"] if metadata["std"] > 0 else 1.0
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.abs(values - metadata["mean"]) > metadata["outliers"]["threshold"] * spread
 
 
 def _missing_unless_finite(column: pa.Array) -> pa.Array:

@@ -78,13 +78,13 @@ def value_counts(values: pa.Array | pa.ChunkedArray) -> pd.Series:
     return pd.Series(counts[1].to_numpy(), index=counts[0].to_pandas(), dtype=np.int64)
 
 
-def most_common(counts: pd.Series | None, limit: int) -> list:
-    """The ``limit`` most frequent values, ties broken by the value itself (deterministic)."""
+def most_common(counts: pd.Series | None, limit: int | None) -> list:
+    """The ``limit`` most frequent values (None: all), ties broken by the value itself (deterministic)."""
     if counts is None or counts.empty:
         return []
     frame = pd.DataFrame({"value": counts.index, "count": counts.to_numpy()})
     frame = frame.sort_values(["count", "value"], ascending=[False, True], kind="mergesort")
-    return frame["value"].head(limit).tolist()
+    return frame["value"].tolist() if limit is None else frame["value"].head(limit).tolist()
 
 
 class QuantileSketch:

@@ -1,4 +1,5 @@
-"""Text features: word-level tokenizers (space, space_punct) or BPE subwords, padded id sequences.
+"""Text features: rule-based tokenizers (space, space_punct, characters, ...) or BPE subwords,
+padded id sequences; the vocabulary from the training split or a vocabulary file.
 
 Vocabulary index 0 is padding and 1 the unknown token. BPE is trained on the training split's
 word counts (the merged map-reduce statistics), never downloaded.
@@ -6,10 +7,13 @@ word counts (the merged map-reduce statistics), never downloaded.
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from plait.errors import DataError
 from plait.features import stats as st
 from plait.features.base import FeatureProcessor
 from plait.features.text_ops import as_strings, encode_tokens, fixed_size_list, pad, tokenize
@@ -51,12 +55,19 @@ class TextProcessor(FeatureProcessor):
             meta["bpe"] = tokenizer.to_str()
             meta["vocabulary"] = [t for t, _ in sorted(tokenizer.get_vocab().items(), key=lambda kv: kv[1])]
             # Subwords make sequences longer than words; leave room, within the cap.
-            meta["sequence_length"] = min(pp.max_sequence_length, max(1, 2 * stats["max_length"]))
+            meta["sequence_length"] = _capped(max(1, 2 * stats["max_length"]), pp.max_sequence_length)
         else:
-            words = [w for w in st.most_common(stats["counts"], pp.most_common) if w not in specials]
-            meta["vocabulary"] = specials + [str(w) for w in words]
-            meta["sequence_length"] = min(pp.max_sequence_length, max(1, stats["max_length"]))
+            words = read_vocabulary(pp.vocab_file) if pp.vocab_file else st.most_common(stats["counts"], pp.most_common)
+            meta["vocabulary"] = specials + [str(w) for w in dict.fromkeys(words) if w not in specials]
+            meta["sequence_length"] = _capped(max(1, stats["max_length"]), pp.max_sequence_length)
+        if pp.sequence_length is not None:
+            meta["sequence_length"] = pp.sequence_length
         return meta
+
+    def cache_inputs(self) -> dict:
+        if not self.preprocessing.vocab_file:
+            return {}
+        return {"vocab_file": hashlib.sha256("\n".join(read_vocabulary(self.preprocessing.vocab_file)).encode()).hexdigest()}
 
     def transform(self, column: pa.Array, metadata: dict) -> pa.Array:
         column = self.fill(column, metadata["fill_value"])
@@ -66,6 +77,23 @@ class TextProcessor(FeatureProcessor):
             flat, lengths = encode_tokens(self._words(column), metadata["vocabulary"], unknown=1)
         left = self.preprocessing.padding == "left"
         return fixed_size_list(pad(flat, lengths, metadata["sequence_length"], 0, left), pa.int32())
+
+
+def _capped(length: int, cap: int | None) -> int:
+    return length if cap is None else min(cap, length)
+
+
+def read_vocabulary(path: str) -> list[str]:
+    """The tokens of a vocabulary file: the first space-separated word of each non-empty line."""
+    import fsspec
+
+    try:
+        with fsspec.open(path, "r", encoding="utf-8") as f:
+            lines = [line.strip() for line in f]
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(f"preprocessing.vocab_file {path!r} cannot be read ({exc}); give a UTF-8 text file "
+                        f"with one token per line") from None
+    return [line.split(" ")[0] for line in lines if line]
 
 
 BPE_WORD_CHARACTERS = 100

@@ -27,13 +27,42 @@ def tokenize(strings: pa.Array, tokenizer: str, lowercase: bool) -> pa.ListArray
     """Split each string into a list of tokens; nulls stay null.
 
     space: maximal runs of non-whitespace; space_punct: the same, with every character that is
-    not a letter, digit or underscore a token of its own; comma: comma-separated, trimmed.
-    Empty tokens are dropped. space and space_punct run on the UTF-8 bytes (numpy), giving
-    exactly the tokens of the Arrow-kernel path (``_arrow_tokenize``) at a fraction of the cost.
+    not a letter, digit or underscore a token of its own; comma, underscore: split on that
+    character, each piece trimmed; characters: every character (spaces too); untokenized: the
+    whole string; stripped: the whole string, trimmed. Empty tokens are dropped. space and
+    space_punct run on the UTF-8 bytes (numpy), giving exactly the tokens of the Arrow-kernel path
+    (``_arrow_tokenize``) at a fraction of the cost.
     """
     if tokenizer in ("space", "space_punct") and pa.types.is_string(strings.type):
         return _byte_tokenize(_contiguous(strings), tokenizer == "space_punct", lowercase)
+    if tokenizer == "characters":
+        return _characters(_contiguous(strings).cast(pa.string()), lowercase)
+    if tokenizer in ("untokenized", "stripped"):
+        return _whole(_contiguous(strings), tokenizer == "stripped", lowercase)
     return _arrow_tokenize(strings, tokenizer, lowercase)
+
+
+def _whole(strings: pa.Array, strip: bool, lowercase: bool) -> pa.ListArray:
+    """Each string as its one token (none when empty); nulls stay null."""
+    strings = pc.utf8_lower(strings) if lowercase else strings
+    strings = pc.utf8_trim_whitespace(strings) if strip else strings
+    offsets = pa.array(np.arange(len(strings) + 1, dtype=np.int32),
+                       mask=np.append(pc.is_null(strings).to_numpy(zero_copy_only=False), False))
+    return _drop_empty(pa.ListArray.from_arrays(offsets, pc.fill_null(strings, "")))
+
+
+def _characters(strings: pa.StringArray, lowercase: bool) -> pa.ListArray:
+    """Each string as the list of its characters: a token starts at every UTF-8 byte that does not
+    continue a multi-byte character."""
+    nulls = pc.is_null(strings) if strings.null_count else None
+    strings = pc.fill_null(strings, "") if nulls is not None else strings
+    strings = pc.utf8_lower(strings) if lowercase else strings
+    offsets, data = _bytes(strings)
+    starts = np.flatnonzero((data & np.uint8(0xC0)) != np.uint8(0x80))
+    token_offsets = np.append(starts, len(data)).astype(np.int32)
+    values = pa.StringArray.from_buffers(len(starts), pa.py_buffer(token_offsets), pa.py_buffer(data.copy()))
+    list_offsets = np.searchsorted(starts, offsets).astype(np.int32)
+    return pa.ListArray.from_arrays(pa.array(list_offsets), values, mask=nulls)
 
 
 def _arrow_tokenize(strings: pa.Array, tokenizer: str, lowercase: bool) -> pa.ListArray:
@@ -41,8 +70,8 @@ def _arrow_tokenize(strings: pa.Array, tokenizer: str, lowercase: bool) -> pa.Li
         strings = pc.utf8_lower(strings)
     if tokenizer == "space_punct":
         strings = pc.replace_substring_regex(strings, pattern=_PUNCT, replacement=r" \1 ")
-    if tokenizer == "comma":
-        tokens = pc.split_pattern(strings, pattern=",")
+    if tokenizer in ("comma", "underscore"):
+        tokens = pc.split_pattern(strings, pattern="," if tokenizer == "comma" else "_")
         flat = pc.utf8_trim_whitespace(pc.list_flatten(tokens))
         return _drop_empty(pa.ListArray.from_arrays(_offsets(tokens), flat))
     # Trimmed first: utf8_split_whitespace reads past a string that ends in whitespace (Arrow

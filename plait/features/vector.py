@@ -59,7 +59,12 @@ class VectorProcessor(FeatureProcessor):
         if self.preprocessing.missing_value_strategy == "fill_with_mean" and stats["sums"]:
             fill = [float(s / stats["count"]) for s in stats["sums"]]
         else:
-            fill = [float(self.preprocessing.fill_value)] * size
+            fill = self.preprocessing.fill_vector(size)
+        if len(fill) != size:
+            raise DataError(
+                f"vector feature {self.name!r}: preprocessing.fill_value {self.preprocessing.fill_value!r} has "
+                f"{len(fill)} numbers, but the vectors have {size}; give {size} numbers or one number"
+            )
         return {"vector_size": size, "fill_value": fill}
 
     def transform(self, column: pa.Array, metadata: dict) -> pa.Array:

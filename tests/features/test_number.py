@@ -137,3 +137,27 @@ def test_infinities_are_missing_values_filled_per_the_strategy(make_processor, f
 def test_infinities_drop_the_row_under_drop_row(make_processor):
     processor = number(make_processor, missing_value_strategy="drop_row")
     assert processor.prepare(pa.array([1.0, float("inf")])).is_valid().to_pylist() == [True, False]
+
+
+def test_log1p_takes_the_log_of_one_plus_each_value(make_processor, fit_transform):
+    meta, out = fit_transform(number(make_processor, normalization="log1p"), [0.0, 1.0, 9.0], [0.0, 99.0, None])
+    assert out == pytest.approx([0.0, np.log(100.0), 0.0])
+    assert (meta["shift"], meta["scale"]) == (0.0, 1.0)
+
+
+def test_log1p_refuses_values_where_it_is_undefined(make_processor, fit_transform):
+    with pytest.raises(DataError, match="holds -2.0 .* log1p is undefined"):
+        fit_transform(number(make_processor, normalization="log1p"), [1.0, -2.0])
+
+
+@pytest.mark.parametrize("strategy, expected", [("fill_with_mean", 100.0 / 21), ("fill_with_const", 7.0), ("fill_with_mode", 0.0)])
+def test_outliers_are_replaced_by_the_outlier_strategy_fill(make_processor, fit_transform, strategy, expected):
+    train = [0.0] * 20 + [100.0]  # mean 4.76, std 21.3: 100 is 4.5 standard deviations out
+    processor = number(make_processor, normalization="none", outlier_strategy=strategy, fill_value=7.0)
+    meta, out = fit_transform(processor, train, [0.0, 100.0, 50.0])
+    assert out == pytest.approx([0.0, expected, 50.0])
+
+
+def test_outlier_threshold_sets_how_far_is_too_far(make_processor, fit_transform):
+    processor = number(make_processor, normalization="none", outlier_strategy="fill_with_const", outlier_threshold=1.0)
+    assert fit_transform(processor, [0.0, 0.0, 0.0, 3.0], [3.0, 0.5])[1] == pytest.approx([0.0, 0.5])

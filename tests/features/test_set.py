@@ -95,3 +95,9 @@ def test_output_is_lists_of_int32(make_processor, fit):
 def test_statistics_do_not_depend_on_partitioning(make_processor, fit):
     processor = set_feature(make_processor, missing_value_strategy="fill_with_mode")
     assert fit(processor, TRAIN) == fit(processor, TRAIN[:2], [], TRAIN[2:])
+
+
+def test_set_elements_split_on_underscores(make_processor, fit_transform):
+    meta, out = fit_transform(make_processor("set", {"tokenizer": "underscore", "most_common": None}), ["a_b", "b"])
+    assert meta["vocabulary"] == ["<UNK>", "b", "a"]
+    assert out == [[2, 1], [1]]

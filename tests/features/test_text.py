@@ -180,3 +180,28 @@ def test_bpe_on_a_megabyte_without_spaces_finishes_and_spells_it(make_processor,
     spelled = "".join(words(meta, row))
     assert len(row) == meta["sequence_length"] and PAD not in row  # the blob's first subwords fill the sequence
     assert len(spelled) >= len(row) and blob.startswith(spelled)
+
+
+@pytest.mark.parametrize("tokenizer, tokens", [
+    ("characters", [" ", "_", "a", "b", "c"]),
+    ("underscore", ["a b", "c"]),
+    ("untokenized", [" a b_c "]),
+    ("stripped", ["a b_c"]),
+    ("comma", ["a b_c"]),
+])
+def test_ludwigs_rule_based_tokenizers(make_processor, fit, tokenizer, tokens):
+    meta = fit(make_processor("text", {"tokenizer": tokenizer, "lowercase": False}), [" a b_c "])
+    assert sorted(meta["vocabulary"][2:]) == tokens
+
+
+def test_a_vocab_file_gives_the_vocabulary_in_its_order(make_processor, fit_transform, tmp_path):
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("zebra 10\napple\n\n<UNK>\n", encoding="utf-8")
+    meta, out = fit_transform(make_processor("text", {"vocab_file": str(vocab)}), ["apple pie"])
+    assert meta["vocabulary"] == ["<PAD>", "<UNK>", "zebra", "apple"]
+    assert out == [[3, 1]]
+
+
+def test_sequence_length_pads_and_truncates_to_exactly_that(make_processor, fit, fit_transform):
+    assert [len(row) for row in fit_transform(make_processor("text", {"sequence_length": 3}), ["a", "a b c d e"])[1]] == [3, 3]
+    assert fit(make_processor("text", {"max_sequence_length": None}), ["w " * 300])["sequence_length"] == 300

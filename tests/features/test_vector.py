@@ -69,3 +69,10 @@ def test_statistics_do_not_depend_on_partitioning(make_processor, fit):
     rows = ["0.1 0.2", "0.3 0.7", None, "1e-3 5", "2 2"]
     processor = vector(make_processor, missing_value_strategy="fill_with_mean")
     assert fit(processor, rows) == fit(processor, rows[:1], rows[1:3], rows[3:])
+
+
+def test_a_fill_value_in_ludwigs_string_form_fills_that_vector(make_processor, fit_transform):
+    processor = make_processor("vector", {"fill_value": "1 2"})
+    assert fit_transform(processor, [[0.0, 0.0], None])[1] == [[0.0, 0.0], [1.0, 2.0]]
+    with pytest.raises(DataError, match="has 3 numbers, but the vectors have 2"):
+        fit_transform(make_processor("vector", {"fill_value": "1 2 3"}), [[0.0, 0.0]])
