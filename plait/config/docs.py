@@ -29,7 +29,7 @@ SECTIONS: list[tuple[str, list[type[BaseModel]]]] = [
     ("Encoders", [encoders.PassthroughEncoder, encoders.DenseEncoder, encoders.CategoryEmbedEncoder, encoders.CategorySparseEncoder,
                   encoders.TextEmbedEncoder, encoders.ParallelCNNEncoder, encoders.RNNEncoder, encoders.TextTransformerEncoder,
                   encoders.SetEmbedEncoder]),
-    ("Combiners", [combiners.ConcatCombiner, combiners.TransformerCombiner]),
+    ("Combiners", [*combiners.COMBINER_TYPES, combiners.FCLayer, combiners.SequenceCombinerEncoder]),
     ("Decoders and losses", [decoders.RegressorDecoder, decoders.ClassifierDecoder, decoders.BinaryCrossEntropyLoss,
                              decoders.SoftmaxCrossEntropyLoss, decoders.RegressionLoss, decoders.SigmoidCrossEntropyLoss]),
     ("Trainer", [trainer.TrainerConfig, trainer.OptimizerConfig, trainer.SchedulerConfig, trainer.GradientClipping]),

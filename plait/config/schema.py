@@ -26,7 +26,8 @@ class PlaitConfig(StrictModel):
     defaults: Defaults = Field(default_factory=Defaults)
     """Per-type starting settings (preprocessing, encoder, decoder, loss) for every feature of that type."""
     combiner: CombinerConfig = Field(default_factory=ConcatCombiner)
-    """How the encoded inputs are combined (concat or transformer)."""
+    """How the encoded inputs are combined: concat, transformer, tabnet, tabtransformer,
+    comparator, project_aggregate, sequence_concat or sequence."""
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)
     """How the model is trained."""
     backend: BackendConfig = Field(default_factory=AutoBackendConfig)
@@ -68,6 +69,13 @@ class PlaitConfig(StrictModel):
         duplicates = sorted(name for name, count in names.items() if count > 1)
         if duplicates:
             raise ValueError(f"feature names must be unique; repeated: {', '.join(duplicates)}")
+        return self
+
+    @model_validator(mode="after")
+    def _combiner_fits_inputs(self):
+        problem = self.combiner.input_features_problem([f.name for f in self.input_features])
+        if problem:
+            raise field_error(f"combiner.{problem[0]}", problem[1])
         return self
 
     @model_validator(mode="after")
