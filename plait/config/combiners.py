@@ -1,42 +1,166 @@
-"""Combiner settings (the ``combiner`` section), one class per combiner type."""
+"""Combiner settings (the ``combiner`` section), one class per combiner type.
+
+Keys, types and defaults follow Ludwig 0.17's combiners, so a Ludwig config validates unchanged.
+Where plait's default differs from Ludwig's, the field records Ludwig's under ``LUDWIG_DEFAULT``.
+"""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from plait.config.base import StrictModel
-from plait.config.layers import FCStack, Norm, check_heads, union
+from plait.config.base import LUDWIG_DEFAULT, StrictModel, field_error, ludwig_only, ludwig_types_not_implemented
+from plait.config.layers import Activation, check_heads, union
 
-class ConcatCombiner(FCStack):
+INITIALIZERS = ("uniform", "normal", "constant", "ones", "zeros", "eye", "dirac", "xavier_uniform", "xavier_normal",
+                "kaiming_uniform", "kaiming_normal", "orthogonal", "sparse", "identity")
+Initializer = Literal[INITIALIZERS] | dict[str, Any]
+CombinerNorm = Literal["batch", "layer", "ghost"] | None
+Reduction = Literal["sum", "mean", "avg", "max", "concat", "last", "attention", "attention_pooling", "none", "None"] | None
+
+NORM_PARAMS = {"batch": {"eps", "momentum", "affine", "track_running_stats"},
+               "layer": {"eps", "elementwise_affine", "bias"},
+               "ghost": {"momentum", "epsilon", "virtual_batch_size"}}
+
+
+def check_initializer(value: Any) -> Any:
+    """A name, or ``{type: name, ...}`` whose other keys are the torch initializer's arguments."""
+    if isinstance(value, dict) and value.get("type") not in INITIALIZERS:
+        raise ValueError(f"got {value!r}; a dict initializer needs `type`, one of: {', '.join(INITIALIZERS)}")
+    return value
+
+
+def check_norm_params(norm: str | None, params: dict | None, path: str = "norm_params") -> None:
+    if not params:
+        return
+    if norm is None:
+        raise field_error(path, f"got {params!r} but norm is null; set norm (batch, layer or ghost) or drop norm_params")
+    unknown = sorted(set(params) - NORM_PARAMS[norm])
+    if unknown:
+        raise field_error(path, f"{', '.join(unknown)} is not a parameter of {norm} norm; "
+                                f"valid names are: {', '.join(sorted(NORM_PARAMS[norm]))}")
+
+
+class CombinerSettings(StrictModel):
+    """What every combiner section has: a check against the config's input features."""
+
+    def input_features_problem(self, names: list[str]) -> tuple[str, str] | None:
+        """(field, message) when the section does not fit the input feature names (in order)."""
+        return None
+
+
+class FCLayer(StrictModel):
+    """One layer of ``fc_layers``; a key left out takes the combiner's value of the same name."""
+
+    output_size: int | None = Field(None, gt=0)
+    use_bias: bool | None = None
+    weights_initializer: Initializer | None = None
+    bias_initializer: Initializer | None = None
+    norm: CombinerNorm = None
+    norm_params: dict[str, Any] | None = None
+    activation: Activation | None = None
+    dropout: float | None = Field(None, ge=0, lt=1)
+    input_size: int | None = Field(None, gt=0)
+    """Ignored: computed from the previous layer (Ludwig writes it into rendered configs)."""
+    input_rank: int | None = None
+    """Ignored: plait's fully connected layers always see [batch, width] inputs."""
+
+    @field_validator("weights_initializer", "bias_initializer")
+    @classmethod
+    def _initializer(cls, value: Any) -> Any:
+        return value if value is None else check_initializer(value)
+
+
+class FCLayerSettings(CombinerSettings):
+    """The fully connected stack after a combiner (Ludwig's FCStack keys), but its activation and
+    dropout, whose names differ between combiners."""
+
+    num_fc_layers: int = Field(0, ge=0)
+    """Fully connected layers after the combination (when fc_layers is not given)."""
+    output_size: int = Field(256, gt=0)
+    """Width of each fully connected layer."""
+    fc_layers: list[FCLayer] | None = None
+    """Each layer's settings, one entry per layer; replaces num_fc_layers. Keys left out take
+    the values of the same name above."""
+    use_bias: bool = True
+    """Whether the fully connected layers add a bias."""
+    weights_initializer: Initializer = "xavier_uniform"
+    """Initializer of the weights: a name (xavier_uniform, kaiming_normal, ...) or
+    ``{type: name, <argument>: value}``."""
+    bias_initializer: Initializer = "zeros"
+    """Initializer of the biases, as weights_initializer."""
+    norm: CombinerNorm = None
+    """Normalization of the stack's input and of each layer: batch, layer, ghost (batch norm
+    over virtual batches) or null."""
+    norm_params: dict[str, Any] | None = None
+    """Arguments of the norm (batch: eps, momentum; layer: eps; ghost: virtual_batch_size,
+    momentum, epsilon)."""
+
+    @field_validator("weights_initializer", "bias_initializer")
+    @classmethod
+    def _initializer(cls, value: Any) -> Any:
+        return check_initializer(value)
+
+    @model_validator(mode="after")
+    def _norm_params_match_norm(self):
+        check_norm_params(self.norm, self.norm_params)
+        for i, layer in enumerate(self.fc_layers or []):
+            check_norm_params(layer.norm or self.norm, layer.norm_params, f"fc_layers[{i}].norm_params")
+        return self
+
+
+class FCSettings(FCLayerSettings):
+    activation: Activation = "relu"
+    """Activation of each fully connected layer."""
+    dropout: float = Field(0.0, ge=0, lt=1)
+    """Dropout of the stack's input and after each layer."""
+
+
+class ConcatCombiner(FCSettings):
     """Concatenate every encoder output, then fully connected layers."""
 
     type: Literal["concat"] = "concat"
-    num_fc_layers: int = Field(1, ge=0)
+    num_fc_layers: int = Field(1, ge=0, json_schema_extra={LUDWIG_DEFAULT: 0})
     """Hidden layers after the concatenation. One suits small tabular data (there it matches
     logistic/ridge regression and gradient boosting); more can pay off on large data."""
-    output_size: int = Field(128, gt=0)
-    dropout: float = Field(0.1, ge=0, lt=1)
-    norm: Norm = None
+    output_size: int = Field(128, gt=0, json_schema_extra={LUDWIG_DEFAULT: 256})
+    dropout: float = Field(0.1, ge=0, lt=1, json_schema_extra={LUDWIG_DEFAULT: 0.0})
+    norm: CombinerNorm = None
     """Normalization in each hidden layer; none by default: layer norm makes each row's hidden
     vector scale-free, which costs accuracy on regression."""
+    flatten_inputs: bool = False
+    """Flatten sequence outputs ([batch, length, width]) of encoders into vectors before the
+    concatenation; without it such an output is refused (reduce it in its encoder instead)."""
+    residual: bool = False
+    """Add each layer's input to its output where their widths match."""
+    batch_ensemble: Annotated[bool, ludwig_only(False, instead="train several models, or use num_fc_layers "
+                                                "for more capacity")] = False
+    num_ensemble_members: int = Field(4, gt=0)
+    """Used only with batch_ensemble, which plait does not implement."""
 
 
-class TransformerCombiner(StrictModel):
-    """Each feature's encoding becomes one token; a transformer mixes them (tabular transformer
-    style); the tokens are pooled and passed through fully connected layers."""
+class TransformerSettings(FCLayerSettings):
+    """Ludwig's settings shared by the transformer-based combiners."""
 
-    type: Literal["transformer"] = "transformer"
-    hidden_size: int = Field(64, gt=0)
-    num_layers: int = Field(2, gt=0)
-    num_heads: int = Field(4, gt=0)
+    hidden_size: int = Field(64, gt=0, json_schema_extra={LUDWIG_DEFAULT: 256})
+    """Width of the tokens: each feature's encoding is projected to it."""
+    num_layers: int = Field(2, gt=0, json_schema_extra={LUDWIG_DEFAULT: 1})
+    num_heads: int = Field(4, gt=0, json_schema_extra={LUDWIG_DEFAULT: 8})
     """Attention heads; each attends over hidden_size / num_heads dimensions."""
-    transformer_output_size: int = Field(128, gt=0)
+    transformer_output_size: int = Field(128, gt=0, json_schema_extra={LUDWIG_DEFAULT: 256})
+    """Width of the feed-forward layer inside each transformer block."""
     dropout: float = Field(0.1, ge=0, lt=1)
-    reduce_output: Literal["mean", "sum", "concat"] = "mean"
-    num_fc_layers: int = Field(1, ge=0)
-    output_size: int = Field(128, gt=0)
+    """Dropout inside the transformer blocks."""
+    num_fc_layers: int = Field(1, ge=0, json_schema_extra={LUDWIG_DEFAULT: 0})
+    """Fully connected layers after the reduction (none when reduce_output is null)."""
+    output_size: int = Field(128, gt=0, json_schema_extra={LUDWIG_DEFAULT: 256})
+    fc_dropout: float = Field(0.1, ge=0, lt=1, json_schema_extra={LUDWIG_DEFAULT: 0.0})
+    """Dropout of the fully connected layers after the reduction."""
+    fc_activation: Activation = "relu"
+    """Activation of the fully connected layers after the reduction."""
+    fc_residual: bool = False
+    """Residual connections in the fully connected layers where widths match."""
 
     @model_validator(mode="after")
     def _heads_divide_width(self):
@@ -44,4 +168,197 @@ class TransformerCombiner(StrictModel):
         return self
 
 
-CombinerConfig = union(ConcatCombiner, TransformerCombiner)
+class TransformerCombiner(TransformerSettings):
+    """Each feature's encoding becomes one token; a transformer mixes them (tabular transformer
+    style); the tokens are pooled and passed through fully connected layers."""
+
+    type: Literal["transformer"] = "transformer"
+    reduce_output: Reduction = "mean"
+    """How the feature tokens are pooled: mean, sum, max, concat, last, attention,
+    attention_pooling, or null to pass the tokens on ([batch, features, hidden_size])."""
+
+
+class TabTransformerCombiner(TransformerSettings):
+    """TabTransformer (Huang et al., 2020): the non-numeric features' encodings go through a
+    transformer; number and binary encodings skip it (layer-normalized) and join at the end."""
+
+    type: Literal["tabtransformer"] = "tabtransformer"
+    embed_input_feature_name: Literal["add"] | Annotated[int, Field(gt=0)] | None = None
+    """A learned embedding of each feature's identity: `add` adds one of hidden_size to its
+    token; an integer N concatenates one of width N (the projection then gives hidden_size - N)."""
+    reduce_output: Reduction = "concat"
+    """How the transformer's tokens are pooled (as in the transformer combiner)."""
+
+    @model_validator(mode="after")
+    def _feature_embedding_fits(self):
+        size = self.embed_input_feature_name
+        if isinstance(size, int) and size >= self.hidden_size:
+            raise field_error("embed_input_feature_name", f"got {size}; must be smaller than hidden_size "
+                                                          f"({self.hidden_size}), or `add`")
+        return self
+
+
+class TabNetCombiner(CombinerSettings):
+    """TabNet (Arik and Pfister, 2019): sequential attention chooses, at each decision step, a
+    sparse subset of the inputs; a feature transformer processes it; the steps' outputs add up."""
+
+    type: Literal["tabnet"] = "tabnet"
+    size: int = Field(32, gt=0)
+    """Width of the attention part of each step's output (N_a in the paper)."""
+    output_size: int = Field(128, gt=0)
+    """Width of the decision part of each step's output and of the result (N_d in the paper)."""
+    num_steps: int = Field(3, ge=1)
+    """Decision steps (N_steps in the paper)."""
+    num_total_blocks: int = Field(4, ge=1)
+    """Gated linear blocks in each step's feature transformer, shared ones included."""
+    num_shared_blocks: int = Field(2, ge=0)
+    """Of those, the first blocks whose linear layers all steps share."""
+    relaxation_factor: float = Field(1.5, ge=1)
+    """gamma in the paper: 1 lets each input be chosen in one step only; larger values allow reuse."""
+    bn_epsilon: float = Field(1e-3, gt=0)
+    bn_momentum: float = Field(0.05, gt=0, le=1)
+    """Weight of the current batch in the running statistics (PyTorch's convention)."""
+    bn_virtual_bs: int | None = Field(1024, gt=0)
+    """Ghost batch normalization: statistics over virtual batches of this many rows (B_v in the
+    paper); null: over the whole batch."""
+    sparsity: float = Field(1e-4, ge=0)
+    """Weight of the sparsity loss (the masks' mean entropy) in the training loss (lambda_sparse)."""
+    entmax_mode: Literal["sparsemax", "entmax15", "constant", "adaptive"] = "sparsemax"
+    """The attention's sparse normalization: sparsemax, entmax15 (alpha 1.5), or constant
+    (entmax with alpha = entmax_alpha). adaptive is refused (see the error)."""
+    entmax_alpha: float = Field(1.5, ge=1, le=2)
+    """alpha of entmax with entmax_mode constant: 1 is softmax, 2 is sparsemax."""
+    dropout: float = Field(0.05, ge=0, lt=1)
+    """Dropout on TabNet's output."""
+
+    @field_validator("entmax_mode")
+    @classmethod
+    def _adaptive_is_refused(cls, value: str) -> str:
+        if value == "adaptive":
+            raise ValueError("got 'adaptive'; plait does not learn alpha (Ludwig 0.17 keeps it fixed at its initial "
+                             "value too): use entmax_mode: constant with entmax_alpha")
+        return value
+
+    @model_validator(mode="after")
+    def _shared_within_total(self):
+        if self.num_shared_blocks > self.num_total_blocks:
+            raise field_error("num_shared_blocks", f"got {self.num_shared_blocks}; at most num_total_blocks "
+                                                   f"({self.num_total_blocks})")
+        return self
+
+
+class ComparatorCombiner(FCSettings):
+    """Compares two entities, each a group of input features: each group is concatenated and
+    passed through its own fully connected layers, then the two results are compared (product,
+    dot product, absolute difference and a learned bilinear form)."""
+
+    type: Literal["comparator"] = "comparator"
+    entity_1: list[str] = Field(min_length=1)
+    """The input feature names that make the first entity."""
+    entity_2: list[str] = Field(min_length=1)
+    """The input feature names that make the second entity."""
+    num_fc_layers: int = Field(1, ge=0)
+
+    @model_validator(mode="after")
+    def _has_layers(self):
+        if self.num_fc_layers == 0 and not self.fc_layers:
+            raise field_error("num_fc_layers", "got 0; the comparator needs at least one fully connected layer: "
+                                               "set num_fc_layers >= 1 or fc_layers")
+        return self
+
+    def input_features_problem(self, names: list[str]) -> tuple[str, str] | None:
+        for entity in ("entity_1", "entity_2"):
+            missing = [n for n in getattr(self, entity) if n not in names]
+            if missing:
+                return entity, f"{', '.join(missing)} is not an input feature; input features are: {', '.join(names)}"
+        both = set(self.entity_1) & set(self.entity_2)
+        if both:
+            return "entity_2", f"{', '.join(sorted(both))} is in both entities; put each feature in one"
+        unused = [n for n in names if n not in self.entity_1 and n not in self.entity_2]
+        if unused:  # Ludwig refuses these too: the comparator has no place for them
+            return "entity_1", f"input features {', '.join(unused)} are in neither entity; add each to one"
+        return None
+
+
+class ProjectAggregateCombiner(FCSettings):
+    """Projects each encoder output to projection_size, averages the projections, then fully
+    connected layers."""
+
+    type: Literal["project_aggregate"] = "project_aggregate"
+    projection_size: int = Field(128, gt=0)
+    """Width every encoder output is projected to before the average."""
+    residual: bool = True
+    """Add each layer's input to its output where their widths match."""
+    num_fc_layers: int = Field(2, ge=0)
+    output_size: int = Field(128, gt=0)
+    norm: CombinerNorm = "layer"
+
+
+class SequenceSettings(CombinerSettings):
+    main_sequence_feature: str | None = None
+    """The input feature whose sequence output ([batch, length, width]) the others are joined
+    to along the width; unset: the first input feature with a sequence output. Other sequence
+    outputs must have the same length; vector outputs are repeated along the sequence."""
+    reduce_output: Reduction = None
+    """How the joined sequence is reduced (as in the transformer combiner); null: passed on as a
+    sequence, which the output features reduce with their reduce_input."""
+
+    def input_features_problem(self, names: list[str]) -> tuple[str, str] | None:
+        if self.main_sequence_feature is not None and self.main_sequence_feature not in names:
+            return "main_sequence_feature", (f"got {self.main_sequence_feature!r}, not an input feature; "
+                                             f"input features are: {', '.join(names)}")
+        return None
+
+
+class SequenceConcatCombiner(SequenceSettings):
+    """Joins every encoder output to the main sequence feature's output, position by position."""
+
+    type: Literal["sequence_concat"] = "sequence_concat"
+
+
+SEQUENCE_ENCODERS = ("rnn", "gru", "lstm", "parallel_cnn", "stacked_cnn", "stacked_parallel_cnn", "cnnrnn",
+                     "transformer", "embed", "passthrough", "tcn", "mamba")
+
+
+class SequenceCombinerEncoder(StrictModel):
+    """The encoder of the joined sequence. As in Ludwig, only its type is used (with that
+    encoder's defaults)."""
+
+    type: Literal["parallel_cnn", "rnn", "passthrough"] = "parallel_cnn"
+    """parallel_cnn (convolutions of widths 2 to 5, 256 filters each), rnn (one LSTM layer of
+    256) or passthrough."""
+
+    @classmethod
+    def unknown_field_reason(cls, key: str) -> str | None:
+        return (f"Ludwig's sequence combiner builds its encoder from `type` alone, with that encoder's defaults, "
+                f"and ignores {key}; plait refuses it rather than ignore it: remove it")
+
+
+class SequenceCombiner(SequenceSettings):
+    """sequence_concat followed by a sequence encoder over the joined sequence."""
+
+    type: Literal["sequence"] = "sequence"
+    encoder: SequenceCombinerEncoder = Field(default_factory=SequenceCombinerEncoder)
+
+    @field_validator("encoder", mode="before")
+    @classmethod
+    def _known_sequence_encoder(cls, value: Any) -> Any:
+        kind = value.get("type") if isinstance(value, dict) else None
+        if kind in SEQUENCE_ENCODERS and kind not in ("parallel_cnn", "rnn", "passthrough"):
+            raise ValueError(f"Ludwig's {kind!r} encoder is not implemented for the sequence combiner in plait; "
+                             "use parallel_cnn or rnn, or type: transformer as the combiner")
+        return value
+
+
+ludwig_types_not_implemented("combiner", {
+    "ft_transformer": "use type: transformer (each feature one token; reduce_output: mean)",
+    "cross_attention": "use type: transformer, whose self-attention lets every feature attend to the others",
+    "perceiver": "use type: transformer",
+    "gated_fusion": "use type: project_aggregate or concat",
+    "hypernetwork": "use type: concat or transformer",
+    "tabpfn_v2": "use type: tabnet or concat (plait runs no pretrained foundation models)",
+})
+
+COMBINER_TYPES = (ConcatCombiner, TransformerCombiner, TabNetCombiner, TabTransformerCombiner, ComparatorCombiner,
+                  ProjectAggregateCombiner, SequenceConcatCombiner, SequenceCombiner)
+CombinerConfig = union(*COMBINER_TYPES)

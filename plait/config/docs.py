@@ -32,7 +32,7 @@ SECTIONS: list[tuple[str, list[type[BaseModel]]]] = [
     ("Encoders", [encoders.PassthroughEncoder, encoders.DenseEncoder, encoders.CategoryEmbedEncoder, encoders.CategorySparseEncoder,
                   encoders.TextEmbedEncoder, encoders.ParallelCNNEncoder, encoders.RNNEncoder, encoders.TextTransformerEncoder,
                   encoders.SetEmbedEncoder]),
-    ("Combiners", [combiners.ConcatCombiner, combiners.TransformerCombiner]),
+    ("Combiners", [*combiners.COMBINER_TYPES, combiners.FCLayer, combiners.SequenceCombinerEncoder]),
     ("Decoders and losses", [decoders.RegressorDecoder, decoders.ClassifierDecoder, decoders.MLPClassifierDecoder,
                              decoders.FCLayer, decoders.BinaryCrossEntropyLoss, decoders.SoftmaxCrossEntropyLoss,
                              decoders.FocalLoss, decoders.PolyLoss, decoders.MeanSquaredErrorLoss,

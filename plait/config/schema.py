@@ -33,7 +33,8 @@ class PlaitConfig(StrictModel):
     defaults: Defaults = Field(default_factory=Defaults)
     """Per-type starting settings (preprocessing, encoder, decoder, loss) for every feature of that type."""
     combiner: CombinerConfig = Field(default_factory=ConcatCombiner)
-    """How the encoded inputs are combined (concat or transformer)."""
+    """How the encoded inputs are combined: concat, transformer, tabnet, tabtransformer,
+    comparator, project_aggregate, sequence_concat or sequence."""
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)
     """How the model is trained."""
     backend: BackendConfig = Field(default_factory=AutoBackendConfig)
@@ -80,6 +81,13 @@ class PlaitConfig(StrictModel):
     @model_validator(mode="after")
     def _dependencies_are_outputs(self):
         check_dependencies(self.output_features)
+        return self
+
+    @model_validator(mode="after")
+    def _combiner_fits_inputs(self):
+        problem = self.combiner.input_features_problem([f.name for f in self.input_features])
+        if problem:
+            raise field_error(f"combiner.{problem[0]}", problem[1])
         return self
 
     @model_validator(mode="after")

@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from plait.config.features import output_order
+from plait.errors import ConfigError
 from plait.models.combiners import build_combiner
 from plait.models.encoders import build_encoder
 from plait.models.outputs import build_head
@@ -16,6 +17,9 @@ from plait.models.outputs import build_head
 # models saved before this mapping still load; any other name, and any name that could be mistaken
 # for an escaped one, is escaped as the hex of its UTF-8 bytes, which keeps the mapping one-to-one.
 _ESCAPED = "plait_key_"
+AUXILIARY_LOSS = "__plait_combiner_loss__"
+"""The key of the combiner's loss term in the training forward's output. Feature names never take
+it (ECD refuses one that does), so it cannot shadow an output's logits."""
 _TAKEN = frozenset(dir(nn.ModuleDict()))  # class and instance attributes ("training", "_modules")
 
 
@@ -37,10 +41,16 @@ class ECD(nn.Module):
         features = metadata["features"]
         self.input_names = [f.name for f in config.input_features]
         self.output_names = [f.name for f in config.output_features]
+        if AUXILIARY_LOSS in self.output_names:
+            raise ConfigError(f"output feature name {AUXILIARY_LOSS!r} is reserved by plait; rename the column")
         self.encoders = nn.ModuleDict(
             {module_key(f.name): build_encoder(f, features[f.name]) for f in config.input_features}
         )
-        self.combiner = build_combiner(config.combiner, [e.output_size for e in self.encoders.values()])
+        self.combiner = build_combiner(
+            config.combiner,
+            {f.name: getattr(e, "output_shape", (e.output_size,)) for f, e in zip(config.input_features,
+                                                                                self.encoders.values())},
+            {f.name: f.type for f in config.input_features})
         self.heads = nn.ModuleDict(self._build_heads(config.output_features, features))
         self.loss_weights = {f.name: f.loss.weight for f in config.output_features}
 
@@ -67,16 +77,25 @@ class ECD(nn.Module):
         return self.heads[module_key(name)]
 
     def forward(self, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        encoded = [self.encoder(name)(inputs[name]) for name in self.input_names]
-        combined = self.combiner(encoded)
+        """The logits of each output feature; in training mode, also the combiner's own loss term
+        (TabNet's sparsity loss) under ``AUXILIARY_LOSS`` where it has one. It travels in the
+        output, not in module state, so that DDP and FSDP see it as part of the forward's graph."""
+        encoded = {name: self.encoder(name)(inputs[name]) for name in self.input_names}
+        combined, auxiliary_loss = self.combiner(encoded)
         hidden, logits = {}, {}
         for name in self.head_order:
             dependencies = [hidden[d] for d in self.dependencies[name]]
             hidden[name], logits[name] = self.head(name).decode(combined, dependencies)
-        return {name: logits[name] for name in self.output_names}
+        logits = {name: logits[name] for name in self.output_names}
+        if auxiliary_loss is not None and self.training:
+            logits[AUXILIARY_LOSS] = auxiliary_loss
+        return logits
 
     def loss(self, logits: dict[str, torch.Tensor], targets: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict]:
-        """The weighted total loss and each output's loss."""
+        """The weighted total loss (with the combiner's loss term, when the logits carry one) and
+        each output's loss."""
         losses = {name: self.head(name).loss(logits[name], targets[name]) for name in self.output_names}
         total = sum(self.loss_weights[name] * loss for name, loss in losses.items())
+        if AUXILIARY_LOSS in logits:
+            total = total + logits[AUXILIARY_LOSS].float()
         return total, losses
