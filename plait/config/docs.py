@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
-from plait.config import backend, combiners, decoders, encoders, features, preprocessing, schema, trainer
+from plait.config import backend, combiners, decoders, defaults, encoders, features, preprocessing, schema, trainer
 
 SECTIONS: list[tuple[str, list[type[BaseModel]]]] = [
     ("Top level", [schema.PlaitConfig]),
@@ -26,6 +26,9 @@ SECTIONS: list[tuple[str, list[type[BaseModel]]]] = [
                        preprocessing.StratifySplit, preprocessing.BinaryPreprocessing, preprocessing.NumberPreprocessing,
                        preprocessing.CategoryPreprocessing, preprocessing.TextPreprocessing,
                        preprocessing.SetPreprocessing, preprocessing.VectorPreprocessing]),
+    ("Defaults", [defaults.Defaults, defaults.BinaryTypeDefaults, defaults.NumberTypeDefaults,
+                  defaults.CategoryTypeDefaults, defaults.TextTypeDefaults, defaults.SetTypeDefaults,
+                  defaults.VectorTypeDefaults, defaults.UncheckedTypeDefaults, defaults.ImageTypeDefaults]),
     ("Encoders", [encoders.PassthroughEncoder, encoders.DenseEncoder, encoders.CategoryEmbedEncoder, encoders.CategorySparseEncoder,
                   encoders.TextEmbedEncoder, encoders.ParallelCNNEncoder, encoders.RNNEncoder, encoders.TextTransformerEncoder,
                   encoders.SetEmbedEncoder]),
