@@ -42,8 +42,9 @@ class PlaitConfig(StrictModel):
     ludwig_version: str | None = None
     """Accepted for Ludwig compatibility and ignored (older names are upgraded whatever it says)."""
     hyperopt: dict[str, Any] | None = None
-    """Ludwig's hyperparameter search settings, kept as given (older Ludwig names upgraded).
-    Training ignores them, as Ludwig's ``train`` does."""
+    """Ludwig's hyperparameter search settings, kept as data (older Ludwig names upgraded, and
+    Ludwig's default executor and search algorithm filled in). Training ignores them, as Ludwig's
+    ``train`` does."""
     preset: Annotated[str | None, ludwig_only(None, instead="set the combiner and trainer settings you want "
                                                          "yourself")] = None
     """Ludwig's quality presets (medium_quality, high_quality, ...), which pick a combiner and

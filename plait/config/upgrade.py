@@ -17,7 +17,9 @@ from __future__ import annotations
 import copy
 from typing import Any, Callable
 
+from plait.config.base import SHOWN_CHARACTERS
 from plait.config.defaults import INPUT_CLASSES, MODULE_DEFAULT_TYPES, OUTPUT_CLASSES, module_class, with_type
+from plait.errors import ConfigError
 
 Note = Callable[[str], None]
 
@@ -76,6 +78,7 @@ def upgrade(config: Any) -> tuple[Any, list[str]]:
     what was renamed (``"training -> trainer"``). Anything but a mapping is returned as it is."""
     if not isinstance(config, dict):
         return config, []
+    _check_depth(config)
     config = copy.deepcopy(config)
     renames: list[str] = []
 
@@ -87,6 +90,26 @@ def upgrade(config: Any) -> tuple[Any, list[str]]:
         step(config, note)
     drop_computed_fields(config)
     return config, renames
+
+
+MAX_DEPTH = 100
+"""How deeply a config may nest mappings and lists. Real configs nest fewer than ten levels; the
+upgrade walks (and copies) the config recursively, which a far deeper one would overflow."""
+
+
+def _check_depth(config: dict) -> None:
+    pending = [(config, "", 0)]
+    while pending:  # iteratively: the check must not overflow either
+        value, path, depth = pending.pop()
+        if depth > MAX_DEPTH:
+            path = path if len(path) <= SHOWN_CHARACTERS else f"{path[:SHOWN_CHARACTERS]}..."
+            raise ConfigError(f"{path}: nested more than {MAX_DEPTH} levels deep; a config never is, so this is "
+                              "refused (check the file for runaway brackets)")
+        children = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+        for key, child in children:
+            if isinstance(child, (dict, list)):
+                pending.append((child, f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}".lstrip("."),
+                                depth + 1))
 
 
 # ---- helpers ----------------------------------------------------------------------------------
@@ -131,8 +154,8 @@ def _each_dict(value: Any, path: str):
             yield from _each_dict(child, f"{path[:-1]}[{i}].")
 
 
-def _type_preprocessing_sections(config: dict) -> list[tuple[str, dict]]:
-    """(path, preprocessing) of every per-type preprocessing section: under top-level
+def _type_preprocessing_sections(config: dict) -> list[tuple[str, dict, Any]]:
+    """(path, preprocessing, feature type) of every per-type preprocessing section: under top-level
     ``preprocessing.<type>``, ``defaults.<type>.preprocessing`` and each feature."""
     found = []
     preprocessing = _section(config, "preprocessing") or {}
@@ -252,7 +275,8 @@ def _hyperopt_sampler(hyperopt: dict, executor: dict, note: Note) -> None:
 def _eval_batch_size(config: dict, note: Note) -> None:
     """0.5: ``trainer.eval_batch_size: 0`` meant "same as training"; today that is null."""
     trainer = _section(config, "trainer")
-    if trainer is not None and trainer.get("eval_batch_size") == 0 and trainer["eval_batch_size"] is not False:
+    value = trainer.get("eval_batch_size") if trainer is not None else None
+    if value == 0 and not isinstance(value, bool):
         trainer["eval_batch_size"] = None
         note("trainer.eval_batch_size 0 -> null")
 
