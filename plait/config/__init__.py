@@ -6,6 +6,8 @@ every default filled in, or raises :class:`~plait.errors.ConfigError` listing ev
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -16,12 +18,17 @@ from pydantic import ValidationError
 from plait.config.backend import BACKEND_TYPES, with_backend_type
 from plait.config.base import format_errors
 from plait.config.schema import PlaitConfig, check_feature_types
+from plait.config.upgrade import upgrade
 from plait.errors import ConfigError
+
+log = logging.getLogger("plait")
 
 __all__ = ["BACKEND_TYPES", "PlaitConfig", "load_config", "read_yaml", "with_backend_type"]
 
 
 def read_yaml(path: str | os.PathLike) -> Any:
+    """The data of a YAML config file, or of a JSON one (``.json``, such as the
+    ``model_hyperparameters.json`` of a saved Ludwig model)."""
     path = Path(path)
     try:
         text = path.read_text()
@@ -29,6 +36,8 @@ def read_yaml(path: str | os.PathLike) -> Any:
         raise ConfigError(f"config file {str(path)!r} does not exist") from None
     except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
         raise ConfigError(f"config file {str(path)!r} cannot be read: {exc}") from None
+    if path.suffix.lower() == ".json":
+        return _parse_json(text, path)
     try:
         return yaml.load(text, Loader=_BoundedLoader)
     except _ExpansionTooLarge as exc:
@@ -40,6 +49,16 @@ def read_yaml(path: str | os.PathLike) -> Any:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise ConfigError(f"{path}: invalid YAML{where}: {problem}") from None
+
+
+def _parse_json(text: str, path: Path) -> Any:
+    # Read as JSON, not as YAML: YAML 1.1 reads the 1e-08 that JSON writes as a string.
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: the JSON is nested too deeply to be a config") from None
 
 
 MAX_EXPANDED_VALUES = 10_000_000
@@ -82,9 +101,14 @@ def _check_expansion(root: yaml.Node, limit: int) -> None:
 
 
 def load_config(config: str | os.PathLike | dict | PlaitConfig) -> PlaitConfig:
+    """The validated config of a YAML or JSON file, or of a dict (left unmodified). Ludwig's older
+    names are upgraded first, with one warning saying what was renamed."""
     if isinstance(config, PlaitConfig):
         return config
     data = read_yaml(config) if isinstance(config, (str, os.PathLike)) else config
+    data, renames = upgrade(data)
+    if renames:
+        log.warning("upgraded Ludwig names: %s", ", ".join(renames))
     problems = check_feature_types(data)
     if problems and not isinstance(data, dict):
         raise ConfigError(problems)

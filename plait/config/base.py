@@ -242,11 +242,16 @@ def _element_type(cls: Any) -> Any:
 
 
 def _union_members(cls: Any) -> list:
-    """The non-None members of a (possibly Annotated or Optional) union; [] for other types."""
+    """The non-None members of a (possibly Annotated or Optional) union, a union inside it
+    flattened (``Annotated[Union[A, B], ...] | None``); [] for other types."""
     cls = _unwrap(cls)
     if typing.get_origin(cls) not in (Union, types.UnionType):
         return []
-    return [_unwrap(a) for a in typing.get_args(cls) if a is not type(None)]
+    members = []
+    for arg in typing.get_args(cls):
+        if arg is not type(None):
+            members += _union_members(arg) or [_unwrap(arg)]
+    return members
 
 
 def _is_plain_union(cls: Any) -> bool:
@@ -271,7 +276,7 @@ def _member_for(cls: Any, node: Any) -> Any:
     """The model class a (possibly Optional or union) annotation resolves to for this data."""
     cls = _unwrap(cls)
     if typing.get_origin(cls) in (Union, types.UnionType):
-        members = [_unwrap(a) for a in typing.get_args(cls) if a is not type(None)]
+        members = _union_members(cls)
         tag = node.get("type") if isinstance(node, dict) else None
         for member in members:
             if _is_model(member) and tag in _literal_values(member):

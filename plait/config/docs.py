@@ -14,8 +14,8 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
+from plait.config import backend, combiners, decoders, defaults, encoders, features, preprocessing, schema, trainer
 from plait.config.base import LUDWIG_DEFAULT
-from plait.config import backend, combiners, decoders, encoders, features, preprocessing, schema, trainer
 
 SECTIONS: list[tuple[str, list[type[BaseModel]]]] = [
     ("Top level", [schema.PlaitConfig]),
@@ -29,6 +29,9 @@ SECTIONS: list[tuple[str, list[type[BaseModel]]]] = [
                        preprocessing.CategoryPreprocessing, preprocessing.TextPreprocessing,
                        preprocessing.SetPreprocessing, preprocessing.VectorPreprocessing, preprocessing.PromptSettings,
                        preprocessing.RetrievalSettings]),
+    ("Defaults", [defaults.Defaults, defaults.BinaryTypeDefaults, defaults.NumberTypeDefaults,
+                  defaults.CategoryTypeDefaults, defaults.TextTypeDefaults, defaults.SetTypeDefaults,
+                  defaults.VectorTypeDefaults, defaults.UncheckedTypeDefaults, defaults.ImageTypeDefaults]),
     ("Encoders", [encoders.PassthroughEncoder, encoders.DenseEncoder, encoders.CategoryEmbedEncoder, encoders.CategorySparseEncoder,
                   encoders.TextEmbedEncoder, encoders.ParallelCNNEncoder, encoders.RNNEncoder, encoders.TextTransformerEncoder,
                   encoders.SetEmbedEncoder]),

@@ -267,20 +267,3 @@ AnyFeature = Union[
     VectorInputFeature, BinaryOutputFeature, CategoryOutputFeature, NumberOutputFeature, SetOutputFeature,
 ]
 
-
-class TypeDefaults(StrictModel):
-    """``defaults.<type>``: settings every feature of that type starts from."""
-
-    preprocessing: dict | None = None
-    encoder: dict | str | None = None
-    decoder: dict | str | None = None
-    loss: dict | None = None
-
-
-class Defaults(StrictModel):
-    binary: TypeDefaults | None = None
-    number: TypeDefaults | None = None
-    category: TypeDefaults | None = None
-    text: TypeDefaults | None = None
-    set: TypeDefaults | None = None
-    vector: TypeDefaults | None = None

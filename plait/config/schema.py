@@ -3,20 +3,14 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from plait.config.backend import AutoBackendConfig, BackendConfig, backend_data
-from plait.config.base import StrictModel, field_error, shown
-from plait.config.features import (
-    INPUT_TYPES,
-    OUTPUT_TYPES,
-    Defaults,
-    InputFeature,
-    OutputFeature,
-    check_dependencies,
-)
+from plait.config.base import StrictModel, field_error, ludwig_only, shown
+from plait.config.defaults import APPLIES_TO, MODULE_DEFAULT_TYPES, Defaults, valid_section, with_type
+from plait.config.features import INPUT_TYPES, OUTPUT_TYPES, InputFeature, OutputFeature, check_dependencies
 from plait.config.metrics import COMBINED, COMBINED_METRICS, METRICS_BY_OUTPUT_TYPE
 from plait.config.combiners import CombinerConfig, ConcatCombiner
 from plait.config.preprocessing import GlobalPreprocessing
@@ -31,7 +25,8 @@ class PlaitConfig(StrictModel):
     preprocessing: GlobalPreprocessing = Field(default_factory=GlobalPreprocessing)
     """The split, sampling, and per-type preprocessing defaults."""
     defaults: Defaults = Field(default_factory=Defaults)
-    """Per-type starting settings (preprocessing, encoder, decoder, loss) for every feature of that type."""
+    """Per-type starting settings for the features of that type: preprocessing (inputs and
+    outputs), encoder (inputs only), decoder and loss (outputs only)."""
     combiner: CombinerConfig = Field(default_factory=ConcatCombiner)
     """How the encoded inputs are combined: concat, transformer, tabnet, tabtransformer,
     comparator, project_aggregate, sequence_concat or sequence."""
@@ -41,9 +36,36 @@ class PlaitConfig(StrictModel):
     """Where and how the work runs, and where preprocessed data is cached: a type (auto, local,
     ray, torchrun, horovod, deepspeed) and the settings that type uses."""
     model_type: Literal["ecd"] = "ecd"
-    """Accepted for Ludwig compatibility; plait builds encoder-combiner-decoder models."""
+    """plait builds encoder-combiner-decoder models (Ludwig's ``ecd``, the default). Ludwig's
+    ``llm`` is refused, with the keys only it takes (base_model, prompt, adapter, adapters,
+    quantization, generation, model_parameters, trust_remote_code, is_multimodal) unless they are
+    null: LLM fine-tuning is not implemented yet."""
     ludwig_version: str | None = None
-    """Accepted for Ludwig compatibility and ignored."""
+    """Accepted for Ludwig compatibility and ignored (older names are upgraded whatever it says)."""
+    hyperopt: dict[str, Any] | None = None
+    """Ludwig's hyperparameter search settings, kept as data (older Ludwig names upgraded, and
+    Ludwig's default executor and search algorithm filled in). Training ignores them, as Ludwig's
+    ``train`` does."""
+    preset: Annotated[str | None, ludwig_only(None, instead="set the combiner and trainer settings you want "
+                                                         "yourself")] = None
+    """Ludwig's quality presets (medium_quality, high_quality, ...), which pick a combiner and
+    trainer settings; not implemented: only null is accepted."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_llm_settings(cls, data: Any) -> Any:
+        """Ludwig's LLM model type, and the keys only it takes, are refused by name."""
+        if not isinstance(data, dict):
+            return data
+        given = [key for key, unset in LLM_ONLY_KEYS.items() if key in data and data[key] != unset]
+        if data.get("model_type") == "llm":
+            raise field_error("model_type", "got 'llm'; LLM fine-tuning is not implemented yet: plait trains "
+                                            "encoder-combiner-decoder models (model_type: ecd, the default)")
+        if given:
+            raise field_error(", ".join(given), f"{'these are settings' if len(given) > 1 else 'a setting'} of "
+                                                "Ludwig's LLM model type; LLM fine-tuning is not implemented yet, "
+                                                "so remove them (plait trains encoder-combiner-decoder models)")
+        return {key: value for key, value in data.items() if key not in LLM_ONLY_KEYS}
 
     @model_validator(mode="before")
     @classmethod
@@ -55,11 +77,11 @@ class PlaitConfig(StrictModel):
         data = dict(data)
         # Sections of the wrong type are left for validation to report.
         type_preprocessing = data["preprocessing"] if isinstance(data.get("preprocessing"), dict) else {}
-        defaults = data["defaults"] if isinstance(data.get("defaults"), dict) else {}
-        for section in ("input_features", "output_features"):
+        defaults = _usable_defaults(data["defaults"] if isinstance(data.get("defaults"), dict) else {})
+        for section, kind in (("input_features", "input"), ("output_features", "output")):
             features = data.get(section)
             if isinstance(features, list):
-                data[section] = [_merge_feature(f, type_preprocessing, defaults) for f in features]
+                data[section] = [_merge_feature(f, type_preprocessing, defaults, kind) for f in features]
         if isinstance(data.get("combiner"), dict) and "type" not in data["combiner"]:
             data["combiner"] = {"type": "concat", **data["combiner"]}
         return data
@@ -137,27 +159,49 @@ def _check_validation_target(field: str | None, metric: str | None, outputs: dic
                                                        f"choices are: {', '.join(known)}{fix}")
 
 
-def _merge_feature(feature: Any, type_preprocessing: dict, defaults: dict) -> Any:
+LLM_ONLY_KEYS = {"base_model": None, "prompt": None, "adapter": None, "adapters": None, "quantization": None,
+                 "generation": None, "model_parameters": None, "trust_remote_code": False, "is_multimodal": False}
+"""Top-level keys of Ludwig's LLM model type, each with the value that means it is not used."""
+
+
+def _usable_defaults(defaults: dict) -> dict[str, dict]:
+    """``defaults`` per feature type, less the sections that are invalid: those are reported at
+    ``defaults.<type>.<section>``, and merged into no feature (which would report them again)."""
+    usable = {}
+    for ftype, sections in defaults.items():
+        if isinstance(sections, dict):
+            usable[ftype] = {key: value for key, value in sections.items()
+                             if value is not None and valid_section(ftype, key, value)}
+    return usable
+
+
+def _merge_feature(feature: Any, type_preprocessing: dict, defaults: dict, kind: str) -> Any:
+    """The feature with its type's defaults under its own settings: preprocessing for every
+    feature, the encoder for inputs, the decoder and loss for outputs (APPLIES_TO)."""
     if not isinstance(feature, dict) or not isinstance(feature.get("type"), str):
         return feature
     ftype = feature["type"]
     merged = dict(feature)
-    type_defaults = defaults.get(ftype) if isinstance(defaults.get(ftype), dict) else {}
+    type_defaults = {key: value for key, value in defaults.get(ftype, {}).items() if key in APPLIES_TO[kind]}
     layers = [type_preprocessing.get(ftype), type_defaults.get("preprocessing"), feature.get("preprocessing")]
     if any(isinstance(layer, dict) for layer in layers):
         merged["preprocessing"] = {k: v for layer in layers if isinstance(layer, dict) for k, v in layer.items()}
     for key in ("encoder", "decoder", "loss"):
-        base = type_defaults.get(key)
-        own = feature.get(key)
-        if base is None:
-            continue
-        base = {"type": base} if isinstance(base, str) else base
-        own = {"type": own} if isinstance(own, str) else own
-        if own is None:
-            merged[key] = base
-        elif isinstance(own, dict) and isinstance(base, dict) and own.get("type", base.get("type")) == base.get("type"):
-            merged[key] = {**base, **own}
+        if key in type_defaults:
+            default_type = MODULE_DEFAULT_TYPES.get(key, {}).get(ftype)
+            merged[key] = _merge_section(with_type(type_defaults[key], default_type), feature.get(key))
     return merged
+
+
+def _merge_section(base: Any, own: Any) -> Any:
+    """A default encoder (decoder, loss) under the feature's own: merged where the feature names
+    the same type or none; the feature's alone where it names another."""
+    own = with_type(own, None)
+    if own is None:
+        return base
+    if isinstance(own, dict) and isinstance(base, dict) and own.get("type", base.get("type")) == base.get("type"):
+        return {**base, **own}
+    return own
 
 
 def check_feature_types(data: Any) -> list[str]:

@@ -19,7 +19,7 @@ def test_batch_size_and_learning_rate_must_be_positive(refused, trainer, problem
 @pytest.mark.parametrize(("trainer", "path", "bad"), [
     ({"epochs": 0}, "trainer.epochs", "0"),
     ({"train_steps": -1}, "trainer.train_steps", "-1"),
-    ({"eval_batch_size": 0}, "trainer.eval_batch_size", "0"),
+    ({"eval_batch_size": -1}, "trainer.eval_batch_size", "-1"),
     ({"early_stop": -2}, "trainer.early_stop", "-2"),
     ({"gradient_accumulation_steps": 0}, "trainer.gradient_accumulation_steps", "0"),
     ({"optimizer": {"betas": [0.9, 1.0]}}, "trainer.optimizer.betas[1]", "1.0"),
