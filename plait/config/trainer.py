@@ -47,6 +47,7 @@ class AdamConfig(_Optimizer):
     """Adam (torch.optim.Adam)."""
 
     type: Literal["adam"] = "adam"
+    """The optimizer: adam."""
     betas: Betas = (0.9, 0.999)
     """Decay rates of the running means of the gradient and its square, in [0, 1)."""
     eps: float = Field(1e-8, gt=0)
@@ -61,12 +62,14 @@ class AdamWConfig(AdamConfig):
     """AdamW (torch.optim.AdamW): Adam with decoupled weight decay. plait's default optimizer."""
 
     type: Literal["adamw"] = "adamw"
+    """The optimizer: adamw."""
 
 
 class SGDConfig(_Optimizer):
     """Stochastic gradient descent (torch.optim.SGD)."""
 
     type: Literal["sgd"] = "sgd"
+    """The optimizer: sgd."""
     momentum: float = Field(0.9, ge=0, lt=1, json_schema_extra={LUDWIG_DEFAULT: 0.0})
     """Momentum factor. plait's default 0.9 (plain SGD without momentum trains slowly)."""
     weight_decay: float = Field(0.0, ge=0)
@@ -88,40 +91,54 @@ class AdadeltaConfig(_Optimizer):
     """Adadelta (torch.optim.Adadelta)."""
 
     type: Literal["adadelta"] = "adadelta"
+    """The optimizer: adadelta."""
     rho: float = Field(0.9, ge=0, le=1)
     """Decay rate of the running averages of squared gradients and updates."""
     eps: float = Field(1e-6, gt=0)
+    """Added to the denominator for numerical stability."""
     weight_decay: float = Field(0.0, ge=0)
+    """L2 penalty added to the gradient."""
 
 
 class AdagradConfig(_Optimizer):
     """Adagrad (torch.optim.Adagrad)."""
 
     type: Literal["adagrad"] = "adagrad"
+    """The optimizer: adagrad."""
     initial_accumulator_value: float = Field(0.0, ge=0)
     """Starting value of the sums of squared gradients."""
     lr_decay: float = Field(0.0, ge=0)
     """The learning rate is divided by 1 + (step - 1) * lr_decay."""
     weight_decay: float = Field(0.0, ge=0)
+    """L2 penalty added to the gradient."""
     eps: float = Field(1e-10, gt=0)
+    """Added to the denominator for numerical stability."""
 
 
 class AdamaxConfig(_Optimizer):
     """Adamax (torch.optim.Adamax): Adam with the infinity norm."""
 
     type: Literal["adamax"] = "adamax"
+    """The optimizer: adamax."""
     betas: Betas = (0.9, 0.999)
+    """Decay rates of the running means of the gradient and its square, in [0, 1)."""
     eps: float = Field(1e-8, gt=0)
+    """Added to the denominator for numerical stability."""
     weight_decay: float = Field(0.0, ge=0)
+    """L2 penalty added to the gradient."""
 
 
 class NadamConfig(_Optimizer):
     """NAdam (torch.optim.NAdam): Adam with Nesterov momentum."""
 
     type: Literal["nadam"] = "nadam"
+    """The optimizer: nadam."""
     betas: Betas = (0.9, 0.999)
+    """Decay rates of the running means of the gradient and its square, in [0, 1)."""
     eps: float = Field(1e-8, gt=0)
+    """Added to the denominator for numerical stability."""
     weight_decay: float = Field(0.0, ge=0)
+    """L2 penalty added to the gradient."""
     momentum_decay: float = Field(4e-3, ge=0)
     """Momentum decay (psi in the NAdam paper)."""
 
@@ -130,22 +147,30 @@ class RMSPropConfig(_Optimizer):
     """RMSprop (torch.optim.RMSprop)."""
 
     type: Literal["rmsprop"] = "rmsprop"
+    """The optimizer: rmsprop."""
     momentum: float = Field(0.0, ge=0, lt=1)
+    """Momentum factor."""
     alpha: float = Field(0.99, ge=0, le=1)
     """Smoothing constant of the running average of squared gradients."""
     eps: float = Field(1e-8, gt=0)
+    """Added to the denominator for numerical stability."""
     centered: bool = False
     """Normalize by an estimate of the gradient's variance rather than its second moment."""
     weight_decay: float = Field(0.0, ge=0)
+    """L2 penalty added to the gradient."""
 
 
 class RAdamConfig(_Optimizer):
     """RAdam (torch.optim.RAdam): Adam with a rectified adaptive learning rate."""
 
     type: Literal["radam"] = "radam"
+    """The optimizer: radam."""
     betas: Betas = (0.9, 0.999)
+    """Decay rates of the running means of the gradient and its square, in [0, 1)."""
     eps: float = Field(1e-8, gt=0)
+    """Added to the denominator for numerical stability."""
     weight_decay: float = Field(0.0, ge=0)
+    """L2 penalty added to the gradient."""
 
 
 OPTIMIZERS = (AdamWConfig, AdamConfig, SGDConfig, AdadeltaConfig, AdagradConfig, AdamaxConfig, NadamConfig,
@@ -178,9 +203,11 @@ class SchedulerConfig(StrictModel):
     decay: Literal["linear", "exponential", "cosine", "one_cycle", "inverse_sqrt", "polynomial", "wsd"] | None = None
     """After warmup: linear (to 0 at the end of the run); exponential (``decay_rate`` every
     ``decay_steps``); cosine (cosine annealing to ``eta_min`` with warm restarts every ``t_0``
-    steps); one_cycle (1cycle policy, its own warmup); inverse_sqrt (times
-    1/sqrt(max(step, inverse_sqrt_warmup_steps))); polynomial (to ``polynomial_end_lr`` at the
-    end of the run); wsd (warmup, stable, cosine decay; its own warmup). For a single cosine over
+    steps); one_cycle (1cycle policy, its own warmup; unlike torch's OneCycleLR in Ludwig, the
+    momentum is not cycled); inverse_sqrt (times 1/sqrt(max(step, inverse_sqrt_warmup_steps)),
+    not normalized, as in Ludwig: with the default 4000 the rate starts at about lr/63);
+    polynomial (to ``polynomial_end_lr`` at the end of the run); wsd (warmup, stable, cosine
+    decay; its own warmup). For a single cosine over
     the whole run use wsd with wsd_warmup_fraction 0, wsd_stable_fraction 0, wsd_decay_fraction 1.
     null: constant after warmup."""
     decay_rate: float = Field(0.96, gt=0, le=1)
@@ -262,10 +289,15 @@ class ProfilerConfig(StrictModel):
     """torch.profiler schedule; used only with ``enable_profiling``, which plait does not implement."""
 
     wait: int = Field(1, ge=0)
+    """Steps to wait before each profiling cycle."""
     warmup: int = Field(1, ge=0)
+    """Steps of profiler warmup after waiting."""
     active: int = Field(3, ge=0)
+    """Steps recorded per cycle."""
     repeat: int = Field(5, ge=0)
+    """Profiling cycles (0: until training ends)."""
     skip_first: int = Field(0, ge=0, le=100)
+    """Steps skipped at the start of training."""
 
 
 def _section_or_default(value: Any) -> Any:
@@ -320,6 +352,7 @@ class TrainerConfig(StrictModel):
     adam), adam, sgd, adadelta, adagrad, adamax, nadam, rmsprop, radam."""
     learning_rate_scheduler: Annotated[SchedulerConfig, BeforeValidator(_section_or_default)] = Field(
         default_factory=SchedulerConfig)
+    """Warmup, decay and reductions on a plateau of the learning rate (null: the defaults)."""
     gradient_clipping: Annotated[GradientClipping, BeforeValidator(_section_or_default)] = Field(
         default_factory=GradientClipping)
     """null means the defaults, as in Ludwig (clipglobalnorm 0.5); to turn clipping off set
@@ -335,6 +368,7 @@ class TrainerConfig(StrictModel):
     use_mixed_precision: bool = False
     """bf16 autocast for the forward pass. Off by default: on CPUs without bf16 units it is slower."""
     compile: Annotated[bool, ludwig_only(False, instead=f"{_NOT_IMPLEMENTED} (torch.compile)")] = False
+    """Ludwig: torch.compile the model before training. plait accepts only false."""
     enable_gradient_checkpointing: bool = False
     """Accepted and without effect, as in Ludwig, which checkpoints activations of LLMs only."""
     layers_to_freeze_regex: str | None = None
@@ -360,6 +394,7 @@ class TrainerConfig(StrictModel):
     """Shuffle the training rows every epoch."""
     increase_batch_size_on_plateau: Annotated[int, ludwig_only(0, instead=f"{_NOT_IMPLEMENTED}; use "
                                                                "learning_rate_scheduler.reduce_on_plateau")] = 0
+    """Ludwig: how many times to grow the batch on a plateau. plait accepts only 0."""
     increase_batch_size_on_plateau_patience: int = Field(5, ge=0)
     """Used only with increase_batch_size_on_plateau."""
     increase_batch_size_on_plateau_rate: float = Field(2.0, ge=0)
@@ -370,14 +405,18 @@ class TrainerConfig(StrictModel):
     """Used only with increase_batch_size_on_plateau."""
     bucketing_field: Annotated[str | None, ludwig_only(None, instead=f"{_NOT_IMPLEMENTED}; batches are drawn "
                                                                      "at random")] = None
+    """Ludwig: batch rows of similar length of this feature together. plait accepts only null."""
     enable_profiling: Annotated[bool, ludwig_only(False, instead=f"{_NOT_IMPLEMENTED}; run under torch.profiler "
                                                                  "or py-spy yourself")] = False
+    """Ludwig: profile training with torch.profiler. plait accepts only false."""
     profiler: Annotated[ProfilerConfig, BeforeValidator(_section_or_default)] = Field(default_factory=ProfilerConfig)
     """Used only with enable_profiling."""
     loss_balancing: Annotated[Literal["none", "log_transform", "uncertainty", "famo", "gradnorm", "nash_mtl",
                                       "pareto_mtl"],
                               ludwig_only("none", instead=f"{_NOT_IMPLEMENTED}; weigh the outputs with each "
                                                           "output feature's loss.weight")] = "none"
+    """Ludwig: how the losses of several outputs are weighed against each other. plait accepts
+    only none: the weighted sum of the outputs' losses (each output's ``loss.weight``)."""
     loss_balancing_alpha: float = 1.5
     """Used only with loss_balancing."""
     loss_balancing_lr: float = 0.01
@@ -387,6 +426,7 @@ class TrainerConfig(StrictModel):
     loss_balancing_tchebycheff_weight: float = Field(0.5, ge=0, le=1)
     """Used only with loss_balancing."""
     contrastive_pretrain_epochs: Annotated[int, ludwig_only(0, instead=f"{_NOT_IMPLEMENTED}")] = 0
+    """Ludwig: epochs of contrastive pre-alignment of the encoders. plait accepts only 0."""
     contrastive_pretrain_temperature: float = Field(0.07, ge=0)
     """Used only with contrastive_pretrain_epochs."""
     contrastive_pretrain_projection_dim: int = Field(128, gt=0)
@@ -395,8 +435,10 @@ class TrainerConfig(StrictModel):
     """Used only with contrastive_pretrain_epochs."""
     modality_dropout: Annotated[float, ludwig_only(0.0, instead=f"{_NOT_IMPLEMENTED}; use the encoders' "
                                                                 "dropout")] = 0.0
+    """Ludwig: probability of dropping an input feature's encoding in training. plait accepts only 0."""
     model_soup: Annotated[Literal["uniform", "greedy"] | None, ludwig_only(
         None, instead=f"{_NOT_IMPLEMENTED}; training ends with the best evaluation's weights")] = None
+    """Ludwig: average the weights of the best checkpoints. plait accepts only null."""
     model_soup_top_k: int = Field(5, gt=0)
     """Used only with model_soup."""
 
