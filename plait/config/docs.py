@@ -14,40 +14,39 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
-from plait.config import backend, combiners, decoders, defaults, encoders, features, preprocessing, schema, trainer
 from plait.config.base import LUDWIG_DEFAULT
+from plait.config.schema import PlaitConfig
 
-SECTIONS: list[tuple[str, list[type[BaseModel]]]] = [
-    ("Top level", [schema.PlaitConfig]),
-    ("Input features", [features.BinaryInputFeature, features.NumberInputFeature, features.CategoryInputFeature,
-                        features.TextInputFeature, features.SetInputFeature, features.VectorInputFeature]),
-    ("Output features", [features.BinaryOutputFeature, features.CategoryOutputFeature,
-                         features.NumberOutputFeature, features.SetOutputFeature]),
-    ("Preprocessing", [preprocessing.GlobalPreprocessing, preprocessing.RandomSplit, preprocessing.FixedSplit,
-                       preprocessing.StratifySplit, preprocessing.DatetimeSplit, preprocessing.HashSplit,
-                       preprocessing.BinaryPreprocessing, preprocessing.NumberPreprocessing, preprocessing.NumberOutputPreprocessing,
-                       preprocessing.CategoryPreprocessing, preprocessing.TextPreprocessing,
-                       preprocessing.SetPreprocessing, preprocessing.VectorPreprocessing, preprocessing.PromptSettings,
-                       preprocessing.RetrievalSettings]),
-    ("Defaults", [defaults.Defaults, defaults.BinaryTypeDefaults, defaults.NumberTypeDefaults,
-                  defaults.CategoryTypeDefaults, defaults.TextTypeDefaults, defaults.SetTypeDefaults,
-                  defaults.VectorTypeDefaults, defaults.UncheckedTypeDefaults, defaults.ImageTypeDefaults]),
-    ("Encoders", [encoders.PassthroughEncoder, encoders.DenseEncoder, encoders.CategoryEmbedEncoder, encoders.CategorySparseEncoder,
-                  encoders.TextEmbedEncoder, encoders.ParallelCNNEncoder, encoders.RNNEncoder, encoders.TextTransformerEncoder,
-                  encoders.SetEmbedEncoder]),
-    ("Combiners", [*combiners.COMBINER_TYPES, combiners.FCLayer, combiners.SequenceCombinerEncoder]),
-    ("Decoders and losses", [decoders.RegressorDecoder, decoders.ClassifierDecoder, decoders.MLPClassifierDecoder,
-                             decoders.FCLayer, decoders.BinaryCrossEntropyLoss, decoders.SoftmaxCrossEntropyLoss,
-                             decoders.FocalLoss, decoders.PolyLoss, decoders.MeanSquaredErrorLoss,
-                             decoders.MeanAbsoluteErrorLoss, decoders.MeanAbsolutePercentageErrorLoss,
-                             decoders.RootMeanSquaredErrorLoss, decoders.RootMeanSquaredPercentageErrorLoss,
-                             decoders.HuberLoss, decoders.SigmoidCrossEntropyLoss]),
-    ("Trainer", [trainer.TrainerConfig, trainer.OptimizerConfig, trainer.SchedulerConfig, trainer.GradientClipping]),
-    ("Backend", [backend.AutoBackendConfig, backend.LocalBackendConfig, backend.RayBackendConfig,
-                 backend.LaunchedBackendConfig, backend.ProcessorConfig, backend.DistributedTrainerConfig,
-                 backend.DDPConfig, backend.FSDPConfig, backend.DeepSpeedConfig, backend.ZeroOptimization,
-                 backend.HorovodConfig, backend.LoaderConfig]),
-]
+TITLES = {"input_features": "Input features and their encoders", "output_features": "Output features, decoders and losses",
+          "preprocessing": "Preprocessing", "defaults": "Defaults", "combiner": "Combiners", "trainer": "Trainer",
+          "backend": "Backend"}
+"""The top-level sections, in reference order; every settings class reachable from one is
+documented under the first section that reaches it, so no class list needs keeping by hand."""
+
+
+def sections() -> list[tuple[str, list[type[BaseModel]]]]:
+    seen: set[type] = {PlaitConfig}
+    found = [("Top level", [PlaitConfig])]
+    for name, title in TITLES.items():
+        found.append((title, _reachable(PlaitConfig.model_fields[name].annotation, seen)))
+    return found
+
+
+def _reachable(annotation: Any, seen: set[type]) -> list[type[BaseModel]]:
+    """The settings classes an annotation reaches, depth first, each once."""
+    found: list[type[BaseModel]] = []
+    pending = [annotation]
+    while pending:
+        current = pending.pop(0)
+        if isinstance(current, type) and issubclass(current, BaseModel):
+            if current in seen:
+                continue
+            seen.add(current)
+            found.append(current)
+            pending[:0] = [field.annotation for field in current.model_fields.values()]
+        else:
+            pending[:0] = list(typing.get_args(current))
+    return found
 
 
 def _type_name(annotation: Any) -> str:
@@ -78,7 +77,7 @@ def _default(field) -> str:
 def render() -> str:
     lines = ["# plait config reference", "", "Generated from the field declarations by "
              "`python -m plait.config.docs`; do not edit by hand.", ""]
-    for title, models in SECTIONS:
+    for title, models in sections():
         lines += [f"## {title}", ""]
         for cls in models:
             lines += [f"### {cls.__name__}", ""]

@@ -19,7 +19,7 @@ from plait.models.ecd import ECD
 from plait.run_directory import RunDirectory
 from plait.training import checkpoint as ckpt
 from plait.training.data import Batches, table_tensors
-from plait.training.schedule import auto_batch_size
+from plait.training.schedule import evaluation_batch_size, training_batch_size
 from plait.training.strategies import Strategy
 from plait.training.trainer import Trainer
 
@@ -59,8 +59,7 @@ def seed_everything(seed: int) -> None:
 
 
 def batch_size(job: FitJob) -> int:
-    size = job.config.trainer.batch_size
-    return auto_batch_size(job.data.rows("training")) if size == "auto" else size
+    return training_batch_size(job.config.trainer, job.data.rows("training"))
 
 
 def model_columns(config) -> list[str]:
@@ -69,7 +68,7 @@ def model_columns(config) -> list[str]:
 
 
 def eval_batch_size(job: FitJob) -> int:
-    return job.config.trainer.eval_batch_size or max(1024, 4 * batch_size(job))
+    return evaluation_batch_size(job.config.trainer, batch_size(job))
 
 
 def in_memory_batches(job: FitJob, strategy: Strategy) -> tuple[Batches, Batches]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,7 +25,8 @@ from plait.training.interrupt import StopRequest, TrainingInterrupted
 from plait.inference.evaluation import Evaluation
 from plait.run_directory import RunDirectory
 from plait.training.reporting import EpochBar, EpochMeter, Reporter
-from plait.training.schedule import build_optimizer, build_scheduler, learning_rate
+from plait.training.schedule import (PlateauReduction, apply_now, build_optimizer, build_scheduler, learning_rate,
+                                     regularization_penalty)
 from plait.training.strategies import Strategy, unwrap
 
 log = logging.getLogger("plait")
@@ -45,6 +47,10 @@ class Progress:
     history: list = field(default_factory=list)
     epoch_loss: float = 0.0
     """Sum of this epoch's batch losses so far (kept across a resume, for the epoch's mean)."""
+    plateau_best: float | None = None
+    plateau_evals_without_improvement: int = 0
+    lr_reductions: int = 0
+    """Reductions of the learning rate on a plateau so far (``reduce_on_plateau``)."""
 
 
 class Trainer:
@@ -55,12 +61,16 @@ class Trainer:
         self.seed = seed
         self.run_dir = run_dir
         self.lr = learning_rate(self.options, strategy.world_size)
-        optimizer = build_optimizer(model.parameters(), self.options, self.lr)
+        freeze_matching(model, self.options.layers_to_freeze_regex)
+        optimizer = build_optimizer([p for p in model.parameters() if p.requires_grad], self.options, self.lr)
         self.model, self.optimizer = strategy.prepare(model, optimizer)
         # Gathered once: walking the module tree every step costs about 5% of a small model's step.
         self.parameters = [p for p in self.model.parameters() if p.requires_grad]
+        self.penalized = self._penalized_parameters()
         self.state = Progress()
         self.early_stopping = EarlyStopping(self.options)
+        self.plateau = PlateauReduction(self.options)
+        self.train_batches: Batches | None = None
         self.best = BestWeights(strategy, self.model)
         self.reporter = Reporter(strategy, run_dir, progress_bar)
         self.stop = StopRequest()
@@ -72,6 +82,7 @@ class Trainer:
 
     def fit(self, train: Batches, validation: Batches | None, resume: Path | None = None) -> Progress:
         accumulation = self.options.gradient_accumulation_steps
+        self.train_batches = train
         total = self._build_schedule(len(train), accumulation)
         if resume is not None:
             self._resume(resume)
@@ -95,8 +106,13 @@ class Trainer:
         # streamed shard's length is an estimate: the schedule's length is, the epochs are not.
         steps_per_epoch = max(1, -(-batches_per_epoch // accumulation))
         total = self.options.train_steps or steps_per_epoch * self.options.epochs
+        self.eval_every = self.options.steps_per_checkpoint
+        if self.options.checkpoints_per_epoch:
+            self.eval_every = max(1, steps_per_epoch // self.options.checkpoints_per_epoch)
         self.scheduler = build_scheduler(self.optimizer, self.options, total, steps_per_epoch,
-                                         scaled_for_workers=self.strategy.world_size > 1)
+                                         scaled_for_workers=self.strategy.world_size > 1,
+                                         steps_per_evaluation=self.eval_every or None,
+                                         reductions=lambda: self.state.lr_reductions)
         return total
 
     def _finished(self, total: int) -> bool:
@@ -146,8 +162,7 @@ class Trainer:
             if not boundary:
                 continue
             self._optimizer_step()
-            eval_every = self.options.steps_per_checkpoint
-            if eval_every and state.step % eval_every == 0:
+            if self.eval_every and state.step % self.eval_every == 0:
                 self._evaluate_and_checkpoint(validation, state.epoch_loss / (i + 1))
             if (self.options.train_steps and state.step >= total) or self.early_stopping.should_stop(state):
                 break
@@ -159,7 +174,7 @@ class Trainer:
         batches_run = max(1, state.batch_in_epoch)  # fewer than len(train) when train_steps ends the epoch
         state.epoch += 1
         state.batch_in_epoch = 0
-        if not self.options.steps_per_checkpoint:
+        if not self.eval_every:
             self._evaluate_and_checkpoint(validation, state.epoch_loss / batches_run)
 
     def _train_step(self, batch: dict, accumulation: int, boundary: bool, weight: float = 1.0) -> float:
@@ -169,6 +184,9 @@ class Trainer:
         with self._autocast():
             logits = self.model(inputs)
         loss, _ = unwrap(self.model).loss(logits, targets)
+        if self.penalized:
+            loss = loss + regularization_penalty(self.penalized, self.options.regularization_type,
+                                                 self.options.regularization_lambda)
         value = loss.item()
         if not math.isfinite(value):
             raise self._diverged(f"the loss became {value}")
@@ -181,11 +199,21 @@ class Trainer:
         clip = self.options.gradient_clipping
         if clip.clipvalue:  # both clip functions skip parameters without a gradient
             torch.nn.utils.clip_grad_value_(self.parameters, clip.clipvalue)
-        norm = self.strategy.optimizer_step(self.optimizer, self.parameters, clip.clipglobalnorm)
+        norm = self.strategy.optimizer_step(self.optimizer, self.parameters, clip.max_norm)
         if norm is not None and not math.isfinite(norm):  # the step was skipped: training has stalled
             raise self._diverged(f"the gradient norm became {norm}")
         self.scheduler.step()
         self.state.step += 1
+
+    def _penalized_parameters(self) -> list[torch.Tensor]:
+        """The weights ``regularization_type`` penalizes: all of the model's, as in Ludwig (none
+        when ``regularization_lambda`` is 0)."""
+        if not self.options.regularization_type or not self.options.regularization_lambda:
+            return []
+        if self.strategy.name == "deepspeed" and self.strategy.forward_is_collective:
+            raise TrainingError("trainer.regularization_lambda: DeepSpeed ZeRO-3 keeps only a partition of each "
+                                "weight outside the forward pass; use the optimizer's weight_decay, or ZeRO stage 1 or 2")
+        return list(unwrap(self.model).parameters())
 
     def _diverged(self, what: str) -> TrainingError:
         return TrainingError(
@@ -238,21 +266,36 @@ class Trainer:
 
     def _evaluate_and_checkpoint(self, validation: Batches | None, train_loss: float) -> None:
         state = self.state
-        record = {"epoch": state.epoch, "step": state.step, "training": {"combined": {"loss": train_loss}}}
+        record = {"epoch": state.epoch, "step": state.step, "training": {"combined": {"loss": self._mean_over_workers(train_loss)}}}
         if self.epoch_speed is not None:
             record.update(self.epoch_speed)
             self.epoch_speed = None
-        if validation is not None and validation.rows:
+        evaluating = not self.options.skip_all_evaluation
+        if evaluating and self.options.evaluate_training_set:
+            record["training"] = {**self.evaluate(self.train_batches), **record["training"]}
+        if evaluating and validation is not None and validation.rows:
             record["validation"] = self.evaluate(validation)
             if self.early_stopping.observe(state, record["validation"]):
                 self.best.keep_current()
         else:
             self.best.forget()
+        if evaluating and self.plateau.active and self.plateau.observe(state, record):
+            apply_now(self.scheduler)
+            if self.strategy.is_coordinator:
+                log.info("No improvement on a plateau: learning rate reduced to %g.", self.optimizer.param_groups[0]["lr"])
         state.history.append(record)
         self.reporter.evaluation(record)
         if self.run_dir is not None:
             self._save_checkpoint()
         self.strategy.barrier()
+
+    def _mean_over_workers(self, value: float) -> float:
+        """The mean of a per-worker value over the workers: decisions taken on it (reductions on
+        a plateau) must be the same on every worker."""
+        if self.strategy.world_size == 1:
+            return value
+        total = self.strategy.all_reduce_sum(torch.tensor([value], dtype=torch.float64, device=self.strategy.device))
+        return total.item() / self.strategy.world_size
 
     def _save_checkpoint(self) -> Path:
         state = {**self.state.__dict__, "best_weights_step": self.state.best_step}
@@ -304,3 +347,15 @@ class Trainer:
             return ""
         last = ckpt.latest_checkpoint(self.run_dir.checkpoints)
         return f" The last good checkpoint is {last}." if last else ""
+
+
+def freeze_matching(model: torch.nn.Module, pattern: str | None) -> None:
+    """Stop training the parameters whose names match ``pattern`` (``trainer.layers_to_freeze_regex``)."""
+    if not pattern:
+        return
+    matched = [p for name, p in model.named_parameters() if re.search(pattern, name)]
+    if not matched:
+        names = [name for name, _ in model.named_parameters()][:8]
+        raise TrainingError(f"trainer.layers_to_freeze_regex: {pattern!r} matches no parameter; names look like {names}")
+    for p in matched:
+        p.requires_grad_(False)

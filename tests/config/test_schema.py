@@ -295,7 +295,7 @@ def test_out_of_range_value_names_the_path_and_value():
 def test_bad_choice_suggests_the_closest_valid_one():
     config = {"input_features": [{"name": "x", "type": "number", "preprocessing": {"normalization": "zscor"}}], "output_features": [{"name": "y", "type": "binary"}]}
     assert problems_of(config) == ["input_features[0].preprocessing.normalization: got 'zscor'; did you mean zscore?"]
-    assert problems_of(with_(trainer={"optimizer": {"type": "adamm"}})) == ["trainer.optimizer.type: got 'adamm'; did you mean adam?"]
+    assert problems_of(with_(trainer={"optimizer": {"type": "adamm"}})) == ["trainer.optimizer.type: unknown type 'adamm'; did you mean adam?"]
 
 
 def test_unknown_feature_type_suggests_the_closest():
@@ -360,7 +360,7 @@ def test_every_problem_is_reported_at_once():
         "output_features[1].treshold: unknown field; did you mean threshold?",
         "trainer.lerning_rate: unknown field; did you mean learning_rate?",
         "trainer.batch_size: got 'x'; expected int or 'auto'",
-        "trainer.optimizer.type: got 'adamm'; did you mean adam?",
+        "trainer.optimizer.type: unknown type 'adamm'; did you mean adam?",
         "backend.typ: unknown field; did you mean type?",
     ])
 

@@ -252,7 +252,7 @@ def skip_shared_memory_op(deepspeed) -> None:
 def deepspeed_config(config, trainer) -> dict:
     """The engine's config from the strategy section and the trainer section."""
     zero = config.zero_optimization
-    clip = trainer.gradient_clipping.clipglobalnorm if trainer is not None else None
+    clip = trainer.gradient_clipping.max_norm if trainer is not None else None
     batch_size = trainer.batch_size if trainer is not None else None
     return {
         # DeepSpeed only logs throughput with the batch size (plait makes the batches); "auto"
