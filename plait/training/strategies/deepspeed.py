@@ -262,8 +262,8 @@ def deepspeed_config(config, trainer) -> dict:
         "gradient_clipping": float(clip or 0.0),
         "zero_optimization": {
             "stage": zero.stage,
-            "offload_optimizer": {"device": zero.offload_optimizer.device},
-            "offload_param": {"device": zero.offload_param.device},
+            "offload_optimizer": {"device": zero.offload_optimizer.device, "pin_memory": zero.offload_optimizer.pin_memory},
+            "offload_param": {"device": zero.offload_param.device, "pin_memory": zero.offload_param.pin_memory},
         },
         "fp16": {"enabled": config.fp16.enabled},
         "bf16": {"enabled": config.bf16.enabled},
