@@ -12,103 +12,269 @@ import logging
 import sys
 
 
+class _Refused(argparse.Action):
+    """A Ludwig flag plait does not implement. Parsing goes on and main() refuses it by name with
+    what to do instead, as one plait error (argparse's own error would print the usage)."""
+
+    def __init__(self, option_strings, dest, advice: str, nargs=0, **_):
+        super().__init__(option_strings, dest=argparse.SUPPRESS, nargs=nargs, default=argparse.SUPPRESS,
+                         help=argparse.SUPPRESS)
+        self.advice = advice
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        namespace.refused = [*getattr(namespace, "refused", []), f"{option_string}: {self.advice}"]
+
+
+def _refuse(p: argparse.ArgumentParser, names: tuple[str, ...], advice: str, nargs=0) -> None:
+    p.add_argument(*names, action=_Refused, advice=advice, nargs=nargs)
+
+
 def _add_config(p: argparse.ArgumentParser, required: bool = True) -> None:
-    p.add_argument("--config", "-c", required=required, help="the YAML config file")
+    g = p.add_mutually_exclusive_group(required=required)
+    g.add_argument("--config", "-c", help="the YAML config file")
+    g.add_argument("--config-str", "--config_str", "-cs", help="the config itself, as a YAML or JSON string")
 
 
 def _add_data(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("data")
     g.add_argument("--dataset", help="the whole dataset (CSV, TSV, Parquet, JSON, JSONL; path or URL); plait splits it")
-    g.add_argument("--training-set", help="a training set, when the data is already split")
-    g.add_argument("--validation-set", help="a validation set (with --training-set)")
-    g.add_argument("--test-set", help="a test set (with --training-set)")
+    g.add_argument("--training-set", "--training_set", help="a training set, when the data is already split")
+    g.add_argument("--validation-set", "--validation_set", help="a validation set (with --training-set)")
+    g.add_argument("--test-set", "--test_set", help="a test set (with --training-set)")
+    _add_data_format(g)
+    _refuse(g, ("--training_set_metadata",), nargs=1, advice=(
+        "plait keeps the preprocessing metadata in its cache and reuses it when the data and settings match "
+        "(a trained model's is in its model/ folder); remove the flag"))
+    _refuse(g, ("-sspi", "--skip_save_processed_input"), advice=(
+        "plait trains from its preprocessed cache, so it always writes one; put it on scratch space with "
+        "--cache-dir (or backend.cache_dir) and delete it afterwards"))
+
+
+def _add_data_format(g) -> None:
+    g.add_argument("--data-format", "--data_format", default="auto",
+                   help="auto (default): from the file name; else it must agree with the file name")
 
 
 def _add_run(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("run")
-    g.add_argument("--random-seed", type=int, default=42, help="seed for splitting, initialization and shuffling (default 42)")
-    g.add_argument("--backend", choices=["local", "ray", "torchrun", "horovod", "deepspeed"],
+    g.add_argument("--random-seed", "--random_seed", "-rs", type=int, default=42,
+                   help="seed for splitting, initialization and shuffling (default 42)")
+    g.add_argument("--backend", "-b", choices=["auto", "local", "ray", "torchrun", "horovod", "deepspeed", "dask"],
                    help="where to run (default: the config's backend.type, else auto)")
     g.add_argument("--cache-dir", help="where preprocessed data is cached (overrides backend.cache_dir)")
+    _add_runtime(g)
+
+
+def _add_runtime(g) -> None:
+    """Ludwig's runtime flags: the logging level, and the device flags plait leaves to the environment."""
+    g.add_argument("--logging-level", "--logging_level", "-l", choices=list(LOG_LEVELS),
+                   help="the plait logger's level (default info; debug with --verbose)")
+    _refuse(g, ("-g", "--gpus"), nargs="+", advice=(
+        "plait uses the GPUs it is shown; choose them in the environment: CUDA_VISIBLE_DEVICES=0,1 plait ..."))
+    _refuse(g, ("-gml", "--gpu_memory_limit"), nargs=1, advice=(
+        "plait does not cap GPU memory; lower trainer.batch_size, or on Ray give each worker a share of a GPU "
+        "with backend.trainer.resources_per_worker"))
+    _refuse(g, ("-dpt", "--disable_parallel_threads"), advice=(
+        "set OMP_NUM_THREADS=1 in the environment for single-threaded, reproducible runs"))
+    _refuse(g, ("--comet", "--wandb", "--mlflow", "--aim"), advice=(
+        "plait has no experiment-tracker callbacks; it writes TensorBoard logs to <run directory>/tensorboard "
+        "(tensorboard --logdir results)"))
 
 
 def _add_output(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("output")
-    g.add_argument("--output-directory", default="results", help="where results are written (default ./results)")
-    g.add_argument("--experiment-name", default="experiment", help="results go to <output-directory>/<name>_run_<n>")
-    g.add_argument("--model-name", default="run", help=argparse.SUPPRESS)
+    g.add_argument("--output-directory", "--output_directory", "-od", default="results",
+                   help="where results are written (default ./results)")
+    g.add_argument("--experiment-name", "--experiment_name", default="experiment",
+                   help="results go to <output-directory>/<name>_run_<n>")
+    g.add_argument("--model-name", "--model_name", default="run", help=argparse.SUPPRESS)
+
+
+SKIPS = {
+    "model": ("-ssm", "do not save the trained model (model/)"),
+    "training-statistics": ("-ssts", "do not write training_statistics.json"),
+    "test-statistics": (None, "do not write test_statistics.json"),
+    "predictions": ("-sstp", "do not write the predictions"),
+    "eval-stats": ("-sses", "do not write evaluation_statistics.json"),
+    "log": ("-ssl", "do not keep the TensorBoard logs (tensorboard/ is removed when training ends)"),
+    "progress": ("-ssp", "do not keep the checkpoints (checkpoints/ is removed when training ends; the run can "
+                         "then not be resumed)"),
+    "training-description": ("-sstd", "do not keep description.json (removed when training ends; the run can then "
+                                      "not be resumed)"),
+    "unprocessed-output": ("-ssuo", "accepted for Ludwig's scripts: plait writes no unprocessed-output files"),
+}
+"""The --skip-save-* flags: Ludwig's short spelling (where it has one) and what each leaves out."""
 
 
 def _add_skip(p: argparse.ArgumentParser, *what: str) -> None:
     for item in what:
-        p.add_argument(f"--skip-save-{item}", action="store_true", help=f"do not write the {item.replace('-', ' ')}")
+        short, help_text = SKIPS[item]
+        names = [f"--skip-save-{item}", f"--skip_save_{item.replace('-', '_')}"] + ([short] if short else [])
+        p.add_argument(*names, action="store_true", help=help_text)
+
+
+def _add_train_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--resume", "--model-resume-path", "--model_resume_path", "-mrp", metavar="RUN_DIR",
+                   help="continue an interrupted run from its checkpoint")
+    _refuse(p, ("-mlp", "--model_load_path"), nargs=1, advice=(
+        "plait does not start training from another model's weights; train from scratch, or continue a run "
+        "with --resume RUN_DIR"))
+
+
+def _add_train(sub) -> None:
+    p = sub.add_parser("train", help="train a model")
+    _add_config(p, required=False)
+    _add_data(p)
+    _add_run(p)
+    _add_output(p)
+    _add_skip(p, "model", "training-statistics", "log", "progress", "training-description")
+    _add_train_flags(p)
+
+
+def _add_experiment(sub) -> None:
+    p = sub.add_parser("experiment", help="preprocess, train, evaluate on the test split and predict")
+    _add_config(p, required=False)
+    _add_data(p)
+    _add_run(p)
+    _add_output(p)
+    _add_skip(p, "model", "training-statistics", "test-statistics", "predictions", "log", "progress",
+              "training-description", "unprocessed-output")
+    p.add_argument("--skip_save_eval_stats", "-sstes", dest="skip_save_test_statistics", action="store_true",
+                   help=argparse.SUPPRESS)  # Ludwig's name for the test statistics file
+    p.add_argument("--eval-split", "--eval_split", "-es", choices=["training", "validation", "test", "full"],
+                   default="test", help="the split evaluated and predicted after training (default test)")
+    _add_train_flags(p)
+    _refuse(p, ("-kf", "--k_fold"), nargs=1, advice=(
+        "plait has no k-fold cross-validation; run plait experiment once per fold, each with "
+        "preprocessing.split {type: fixed, column: <fold column>}"))
+    _refuse(p, ("-skfsi", "--skip_save_k_fold_split_indices"), advice="plait has no k-fold cross-validation")
+
+
+def _add_model_path(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model-path", "--model_path", "-m", required=True, help="a model directory written by plait train")
+    _refuse(p, ("-bs", "--batch_size"), nargs=1, advice=(
+        "plait sizes prediction batches itself (16,384 rows); remove the flag"))
+
+
+def _add_evaluate(sub) -> None:
+    p = sub.add_parser("evaluate", help="compute metrics of a trained model on a dataset")
+    _add_model_path(p)
+    p.add_argument("--dataset", required=True, help="data with the output columns")
+    _add_data_format(p)
+    p.add_argument("--split", "-s", choices=["full", "training", "validation", "test"], default="full",
+                   help="evaluate on the rows the model's config and seed put in this split (default: all rows)")
+    _add_run(p)
+    p.set_defaults(random_seed=None)  # evaluate --split: the model's own seed unless given
+    _add_output(p)
+    _add_skip(p, "eval-stats", "unprocessed-output")
+    for names in (("-scp", "--skip_collect_predictions"), ("-scos", "--skip_collect_overall_stats")):
+        p.add_argument(*names, action="store_true",
+                       help="accepted for Ludwig's scripts: plait evaluate computes the metrics only")
+
+
+def _add_predict(sub) -> None:
+    p = sub.add_parser("predict", help="predict with a trained model")
+    _add_model_path(p)
+    p.add_argument("--dataset", required=True, help="data with the input columns (output columns are not needed)")
+    _add_data_format(p)
+    p.add_argument("--split", "-s", choices=["full", "training", "validation", "test"], default="full",
+                   help="full (default): every row given; plait predicts on the rows it is given")
+    _add_run(p)
+    _add_output(p)
+    _add_skip(p, "predictions", "unprocessed-output")
+    p.add_argument("--output-format", choices=["parquet", "csv"], default="parquet",
+                   help="predictions.<format> in the output directory: a file, or with --backend ray a folder of "
+                        "part files that in name order hold the input's rows in order (default parquet)")
+    _refuse(p, ("-gc", "--generation_config"), nargs=1, advice=(
+        "generation settings are for Ludwig's LLMs; plait's models are ECD models, which have none"))
+
+
+def _add_preprocess(sub) -> None:
+    p = sub.add_parser("preprocess", help="preprocess a dataset into the cache")
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--config", "-c", "--preprocessing-config", "--preprocessing_config", "-pc",
+                   help="the YAML config file (Ludwig's --preprocessing_config: the same format)")
+    g.add_argument("--config-str", "--config_str", "-cs", "--preprocessing_config_str", "-pcs",
+                   help="the config itself, as a YAML or JSON string")
+    _add_data(p)
+    _add_run(p)
+
+
+def _add_config_verbs(sub) -> None:
+    p = sub.add_parser("validate", help="check a config and print it with every default filled in")
+    _add_config(p)
+    p = sub.add_parser("render_config", aliases=["render-config"],
+                       help="write the config with every default filled in (Ludwig's render_config)")
+    _add_config(p)
+    p.add_argument("--output", "-o", help="the YAML file to write (default: print it)")
+    p = sub.add_parser("synthesize-dataset", aliases=["synthesize_dataset"],
+                       help="write random data that fits a config's features (to try a config at once)")
+    p.add_argument("--config", "-c", required=True, help="the YAML config whose features the data fits")
+    p.add_argument("--rows", "--dataset-size", "--dataset_size", "-d", type=int, default=100,
+                   help="how many rows (default 100)")
+    p.add_argument("--output", "--output-path", "--output_path", "-od", required=True,
+                   help="the file to write: .csv, .tsv or .parquet (a path or an fsspec URL)")
+    p.add_argument("--seed", type=int, default=42, help="the random seed (default 42): the same seed, the same data")
+    _refuse(p, ("-f", "--features"), nargs=1, advice=(
+        "plait synthesizes data for a config's features: put them in a config file and pass --config"))
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="plait",
-        description="Declarative deep learning: one YAML config, from a laptop to a Ray cluster.",
+        description="Declarative deep learning: one YAML config, from a laptop to a Ray cluster. "
+                    "Ludwig's spellings of the commands and flags work too (--output_directory, render_config, ...).",
     )
     parser.add_argument("--verbose", "-v", action="store_true", help="more logging")
     # The deepspeed launcher (and torch.distributed.launch) pass --local_rank before the command;
     # the rank itself is read from the environment (LOCAL_RANK), which they set as well.
     parser.add_argument("--local_rank", "--local-rank", type=int, help=argparse.SUPPRESS)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-
-    p = sub.add_parser("validate", help="check a config and print it with every default filled in")
-    _add_config(p)
-
-    p = sub.add_parser("preprocess", help="preprocess a dataset into the cache")
-    _add_config(p)
-    _add_data(p)
-    _add_run(p)
-
-    p = sub.add_parser("train", help="train a model")
-    _add_config(p, required=False)
-    _add_data(p)
-    _add_run(p)
-    _add_output(p)
-    _add_skip(p, "model", "training-statistics", "log")
-    p.add_argument("--resume", metavar="RUN_DIR", help="continue an interrupted run from its checkpoint")
-
-    p = sub.add_parser("experiment", help="preprocess, train, evaluate on the test split and predict")
-    _add_config(p, required=False)
-    _add_data(p)
-    _add_run(p)
-    _add_output(p)
-    _add_skip(p, "model", "training-statistics", "test-statistics", "predictions", "log")
-    p.add_argument("--resume", metavar="RUN_DIR", help="continue an interrupted run from its checkpoint")
-
-    p = sub.add_parser("evaluate", help="compute metrics of a trained model on a dataset")
-    p.add_argument("--model-path", "-m", required=True, help="a model directory written by plait train")
-    p.add_argument("--dataset", required=True, help="data with the output columns")
-    p.add_argument("--split", choices=["full", "training", "validation", "test"], default="full",
-                   help="evaluate on the rows the model's config and seed put in this split (default: all rows)")
-    _add_run(p)
-    p.set_defaults(random_seed=None)  # evaluate --split: the model's own seed unless given
-    _add_output(p)
-    _add_skip(p, "eval-stats")
-
-    p = sub.add_parser("predict", help="predict with a trained model")
-    p.add_argument("--model-path", "-m", required=True, help="a model directory written by plait train")
-    p.add_argument("--dataset", required=True, help="data with the input columns (output columns are not needed)")
-    _add_run(p)
-    _add_output(p)
-    p.add_argument("--output-format", choices=["parquet", "csv"], default="parquet",
-                   help="predictions.<format> in the output directory: a file, or with --backend ray a folder of "
-                        "part files that in name order hold the input's rows in order (default parquet)")
+    _add_config_verbs(sub)
+    _add_preprocess(sub)
+    _add_train(sub)
+    _add_experiment(sub)
+    _add_evaluate(sub)
+    _add_predict(sub)
     return parser
 
 
+LOG_LEVELS = {"critical": logging.CRITICAL, "error": logging.ERROR, "warning": logging.WARNING, "info": logging.INFO,
+              "debug": logging.DEBUG, "notset": logging.DEBUG}
+"""Ludwig's --logging_level names (notset, which lets everything through there, is debug here)."""
+
+LUDWIG_VERBS_NOT_IMPLEMENTED = {
+    "hyperopt": "plait has no hyperparameter search; run plait experiment once per setting",
+    "serve": "plait has no model server; load the model with plait.Model.load and predict from your own service",
+    "visualize": "plait has no plots; read training_statistics.json or run tensorboard --logdir results",
+    "forecast": "plait has no timeseries features",
+    "benchmark": "run plait experiment once per dataset and config",
+    "collect_summary": "plait has no collect commands; print(plait.Model.load(path).module) shows the layers",
+    "collect_weights": "plait has no collect commands; the weights are model/model_weights.safetensors",
+    "collect_activations": "plait has no collect commands",
+    "datasets": "plait does not download datasets; give --dataset a path or URL",
+    "export_mlflow": "plait does not export models",
+    "export_model": "plait does not export models; the weights are model/model_weights.safetensors",
+    "inspect": "the model's config is model/model_hyperparameters.json and its weights model_weights.safetensors",
+    "export_schema": "plait's config reference is docs/config.md",
+    "generate_config": "write the config by hand; plait validate checks it",
+    "init_config": "write the config by hand; plait validate checks it",
+    "check_install": "plait synthesize-dataset and plait experiment on its data check an install",
+    "upload": "plait does not upload models",
+}
+"""Ludwig's commands plait does not have, with what to do instead."""
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    _setup_logging(args.verbose)
+    argv = sys.argv[1:] if argv is None else argv
     from plait.errors import PlaitError
 
     try:
+        args = _parse(argv)
+        _setup_logging(args.verbose, getattr(args, "logging_level", None))
         from plait import commands
 
-        return getattr(commands, args.command)(args) or 0
+        return getattr(commands, args.command.replace("-", "_"))(args) or 0
     except PlaitError as err:
         print(f"plait: error: {err}", file=sys.stderr)
         return err.exit_code
@@ -120,12 +286,27 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
 
-def _setup_logging(verbose: bool) -> None:
+def _parse(argv: list[str]) -> argparse.Namespace:
+    """The parsed command line; a Ludwig command or flag plait does not have is one error saying
+    what to do instead."""
+    from plait.errors import UsageError
+
+    verb = next((a for a in argv if not a.startswith("-")), None)
+    if verb in LUDWIG_VERBS_NOT_IMPLEMENTED:
+        raise UsageError(f"Ludwig's {verb} command is not part of plait: {LUDWIG_VERBS_NOT_IMPLEMENTED[verb]}")
+    args = build_parser().parse_args(argv)
+    refused = getattr(args, "refused", [])
+    if refused:
+        raise UsageError("; ".join(refused))
+    return args
+
+
+def _setup_logging(verbose: bool, level: str | None = None) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(message)s"))
     logger = logging.getLogger("plait")
     logger.handlers[:] = [handler]
-    logger.setLevel(logging.DEBUG if verbose else logging.INFO)
+    logger.setLevel(LOG_LEVELS[level] if level else logging.DEBUG if verbose else logging.INFO)
     logger.propagate = False
 
 

@@ -15,12 +15,62 @@ log = logging.getLogger("plait")
 def _config(args):
     from plait.config import load_config, with_backend_type
 
-    config = load_config(args.config)
+    _check_ludwig_values(args)
+    config = load_config(args.config if args.config else _config_from_string(args.config_str))
     if getattr(args, "cache_dir", None):
         config = config.model_copy(update={"backend": config.backend.model_copy(update={"cache_dir": args.cache_dir})})
     if getattr(args, "backend", None):
         config = with_backend_type(config, args.backend)
     return config
+
+
+def _config_from_string(text: str):
+    """``--config_str``: the config as a YAML (or JSON, which is YAML) string."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise UsageError(f"--config_str is not valid YAML or JSON: {getattr(exc, 'problem', None) or exc}") from None
+    if not isinstance(data, dict):
+        raise UsageError("--config_str must hold a config: a mapping with input_features and output_features")
+    return data
+
+
+def _check_ludwig_values(args) -> None:
+    """Ludwig flags plait accepts only at the values that mean what plait does."""
+    if getattr(args, "backend", None) == "dask":
+        raise UsageError("--backend dask: Ludwig lists it but has no such backend; use --backend ray, whose "
+                         "preprocessing runs on Dask by default")
+    if getattr(args, "model_name", "run") != "run":
+        raise UsageError(f"--model_name {args.model_name!r}: plait names a run <experiment_name>_run_<n>; put the "
+                         f"name in --experiment_name instead")
+    data = [getattr(args, name, None) for name in ("dataset", "training_set", "validation_set", "test_set")]
+    _check_data_format(getattr(args, "data_format", "auto"), [path for path in data if isinstance(path, str)])
+
+
+READ_FORMATS = ("csv", "tsv", "parquet", "json", "jsonl")
+
+
+def _check_data_format(wanted: str, paths: list[str]) -> None:
+    """Ludwig's --data_format names the format; plait reads it from the file name, so the flag
+    must agree with that."""
+    from plait.data.io import data_format
+    from plait.errors import DataError
+
+    if wanted == "auto":
+        return
+    if wanted not in READ_FORMATS:
+        raise UsageError(f"--data_format {wanted}: plait reads {', '.join(READ_FORMATS)}; convert the data to one of "
+                         "them (pandas reads most formats and writes Parquet: df.to_parquet('data.parquet'))")
+    for path in paths:
+        try:
+            found = data_format(path)
+        except DataError:
+            found = None
+        if found is not None and found != wanted:
+            raise UsageError(f"--data_format {wanted}: plait reads {path!r} as {found}, from its name; rename the "
+                             "file to match its format, or leave --data_format out")
 
 
 def validate(args) -> int:
@@ -30,6 +80,46 @@ def validate(args) -> int:
 
     config = _config(args)
     yaml.safe_dump(resolved_dict(config), sys.stdout, sort_keys=False)
+    return 0
+
+
+def render_config(args) -> int:
+    """Ludwig's render_config: the config with every default filled in, printed or written to
+    ``--output`` (all or nothing)."""
+    import yaml
+
+    from plait.config.render import resolved_dict
+    from plait.utils.fs import atomic_open, resolve
+
+    text = yaml.safe_dump(resolved_dict(_config(args)), sort_keys=False)
+    if not args.output:
+        sys.stdout.write(text)
+        return 0
+    fs, path = resolve(args.output)
+    _ensure_parent(fs, path)
+    with atomic_open(fs, path, "w") as handle:
+        handle.write(text)
+    log.info("Wrote the rendered config to %s", args.output)
+    return 0
+
+
+def _ensure_parent(fs, path: str) -> None:
+    from plait.utils.fs import ensure_dir
+
+    parent = posixpath.dirname(path)
+    if parent:
+        ensure_dir(fs, parent)
+
+
+def synthesize_dataset(args) -> int:
+    """Random data that fits the config's features, written to ``--output``."""
+    from plait.synthesize import synthesize_dataset as synthesize, write_dataset
+
+    if args.rows < 1:
+        raise UsageError(f"--rows {args.rows}: give at least 1 row")
+    frame = synthesize(args.config, args.rows, seed=args.seed)
+    write_dataset(frame, args.output)
+    print(json.dumps({"dataset": args.output, "rows": len(frame), "columns": list(frame.columns)}))
     return 0
 
 
@@ -69,15 +159,16 @@ def _start_run(args):
     if args.resume:
         run = RunDirectory.existing(args.resume)
         saved = run.description()
-        config_given = bool(args.config)
-        args.config = args.config or str(run.config_file)
+        config_given = bool(args.config or args.config_str)
+        if not config_given:
+            args.config = str(run.config_file)
         config = _config(args)
         if not config_given and config.backend.credentials_hidden():
             raise UsageError(f"--resume {args.resume!r}: the run's config.yaml hides the cache credentials it was "
                              "given inline; resume with the original config as well (--config), or keep the "
                              "credentials in a JSON file named by backend.cache_credentials")
         return Model(config), dict(saved["data"]), saved["random_seed"], run
-    if not args.config:
+    if not (args.config or args.config_str):
         raise UsageError("--config is required (unless --resume names a run directory)")
     model = Model(_config(args))
     data = _data_args(args)
@@ -106,7 +197,22 @@ def _train(args, model, data: dict, seed: int, run):
             model.save(run.model_dir)
         if not args.skip_save_training_statistics:
             run.write_statistics("training", result.training_statistics)
+        _remove_skipped(args, run)
     return result
+
+
+def _remove_skipped(args, run) -> None:
+    """What Ludwig's --skip_save_log/progress/training_description leave out. plait needs them
+    while it trains (TensorBoard logs as it goes; checkpoints and the description to resume
+    after a crash), so they are removed once training has ended."""
+    import shutil
+
+    if args.skip_save_log:
+        shutil.rmtree(run.tensorboard, ignore_errors=True)
+    if args.skip_save_progress:
+        shutil.rmtree(run.checkpoints, ignore_errors=True)
+    if args.skip_save_training_description:
+        run.description_file.unlink(missing_ok=True)
 
 
 def train(args) -> int:
@@ -121,6 +227,9 @@ def train(args) -> int:
 
 
 def experiment(args) -> int:
+    if args.eval_split == "full":
+        raise UsageError("--eval_split full: plait's experiment evaluates one split of the data it trained on "
+                         "(training, validation or test); for every row, run plait evaluate --split full afterwards")
     model, data, seed, run = _start_run(args)
     try:
         result = _train(args, model, data, seed, run)
@@ -133,18 +242,20 @@ def experiment(args) -> int:
 
 
 def _test(args, model, result, run) -> dict | None:
-    """Test statistics and predictions on the cached test split, written to the run directory
-    (computed where the backend maps batches: in this process, or as Ray Data jobs on Ray)."""
+    """Statistics and predictions on the cached split ``--eval-split`` (test by default), written
+    to the run directory as test_statistics.json and predictions (computed where the backend maps
+    batches: in this process, or as Ray Data jobs on Ray)."""
     from plait.inference import CachedSplit
 
-    if not result.preprocessed.rows("test"):
-        log.info("The test split is empty: no test statistics.")
+    split = args.eval_split
+    if not result.preprocessed.rows(split):
+        log.info("The %s split is empty: no test statistics.", split)
         return None
-    test_stats = model.evaluate_preprocessed(result.preprocessed, "test")
+    test_stats = model.evaluate_preprocessed(result.preprocessed, split)
     if not args.skip_save_test_statistics:
         run.write_statistics("test", test_stats)
     if not args.skip_save_predictions:
-        model.write_predictions(CachedSplit(result.preprocessed, "test"), run.path, output_format="parquet")
+        model.write_predictions(CachedSplit(result.preprocessed, split), run.path, output_format="parquet")
     return test_stats
 
 
@@ -171,6 +282,7 @@ def evaluate(args) -> int:
     from plait.api import Model
     from plait.utils.fs import ensure_dir, resolve, write_json
 
+    _check_ludwig_values(args)
     model = Model.load(args.model_path, backend=args.backend)
     try:
         stats = model.evaluate(args.dataset, split=args.split, random_seed=args.random_seed)
@@ -189,10 +301,18 @@ def predict(args) -> int:
     file (local) or a folder of part files in input order (Ray)."""
     from plait.api import Model
 
+    _check_ludwig_values(args)
+    if args.split != "full":
+        raise UsageError(f"--split {args.split}: plait predicts on every row it is given; for metrics on the "
+                         f"{args.split} split use plait evaluate --split {args.split}")
     model = Model.load(args.model_path, backend=args.backend)
     try:
-        written = model.write_predictions(args.dataset, args.output_directory, args.output_format)
+        if args.skip_save_predictions:  # computed (and checked) all the same, as Ludwig does
+            rows, path = len(model.predict(args.dataset)), None
+        else:
+            written = model.write_predictions(args.dataset, args.output_directory, args.output_format)
+            rows, path = written.rows, written.path
     finally:
         model.close()
-    print(json.dumps({"predictions": written.path, "rows": written.rows}))
+    print(json.dumps({"predictions": path, "rows": rows}))
     return 0

@@ -12,9 +12,9 @@ from __future__ import annotations
 import logging
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import Field, field_serializer, field_validator
+from pydantic import Field, field_serializer, field_validator, model_validator
 
-from plait.config.base import StrictModel, shown
+from plait.config.base import StrictModel, field_error, ludwig_only, ludwig_types_not_implemented, shown, suggest
 from plait.errors import ConfigError
 
 log = logging.getLogger("plait")
@@ -23,13 +23,55 @@ HIDDEN = "***"
 """What a resolved or saved config shows in place of each inline credential."""
 
 
+CREDENTIAL_USES = {
+    "cache": None,
+    "defaults": None,
+    "datasets": "plait reads datasets with the storage's own credentials: environment variables (AWS_ACCESS_KEY_ID, "
+                "AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL, ...) or its config files; remove it",
+    "artifacts": "Ludwig uses them for hyperopt, which plait does not have; plait writes outputs with the storage's "
+                 "own credentials (environment variables or its config files); remove it",
+}
+"""The uses of Ludwig's ``backend.credentials``, with the advice for those plait refuses."""
+
+
+def _cache_credentials(credentials: Any) -> Any:
+    """The cache's credentials out of Ludwig's ``credentials`` section (errors never echo values)."""
+    if credentials is None:
+        return None
+    if not isinstance(credentials, dict):
+        raise field_error("credentials", "expected a mapping from a use (cache, defaults, datasets, artifacts) to "
+                                         "storage options or a JSON file's path")
+    for use, value in credentials.items():
+        if use not in CREDENTIAL_USES:
+            raise field_error(f"credentials.{_key(use)}", f"unknown use; {suggest(str(use), CREDENTIAL_USES)}")
+        if value is not None and CREDENTIAL_USES[use]:
+            raise field_error(f"credentials.{use}", f"plait does not use Ludwig's credentials for {use} (only null "
+                                                    f"is accepted): {CREDENTIAL_USES[use]}")
+        if value is not None and not isinstance(value, (dict, str)):
+            raise field_error(f"credentials.{use}", "expected storage options (a mapping) or a JSON file's path")
+    return credentials.get("cache") or credentials.get("defaults")
+
+
+def _key(key: Any) -> str:
+    return shown(key) if not isinstance(key, str) or len(key) > 40 else key
+
+
 class ProcessorConfig(StrictModel):
     type: Literal["dask", "modin"] = "dask"
-    """The dataframe engine preprocessing runs on under Ray."""
+    """The dataframe engine preprocessing runs on under Ray. (Ludwig's ``pandas``, preprocessing in
+    the driver, is backend.type local here.)"""
     parallelism: int | None = Field(None, gt=0)
     """Number of partitions; unset, chosen from the data size and the cluster's CPUs."""
     persist: bool = True
     """Keep intermediate stages in the object store (false: stream, for data larger than memory)."""
+
+    @field_validator("type", mode="before")
+    @classmethod
+    def _pandas(cls, value):
+        if value == "pandas":
+            raise ValueError("Ludwig's pandas processor (preprocessing in the driver) is plait's backend.type local; "
+                             "on Ray use dask or modin")
+        return value
 
 
 class StrategySection(StrictModel):
@@ -53,16 +95,51 @@ class FSDPConfig(StrategySection):
 
 class ZeroOffload(StrictModel):
     device: Literal["none", "cpu"] = "none"
+    """Where ZeRO keeps this state between uses: on the GPU (none) or in CPU memory."""
+    pin_memory: bool = True
+    """Offload into page-locked CPU memory (faster copies to and from the GPU; DeepSpeed's default).
+    Turn it off where the locked-memory limit (ulimit -l) is small."""
+
+    @field_validator("device", mode="before")
+    @classmethod
+    def _nvme(cls, value):
+        if value == "nvme":
+            raise ValueError("plait offloads to CPU memory only (DeepSpeed's NVMe offload needs its compiled "
+                             "async-I/O op, which plait does not build); use cpu")
+        return value
+
+    @classmethod
+    def unknown_field_reason(cls, key: str) -> str | None:
+        if key in _DEEPSPEED_NVME_KEYS:
+            return "a setting of DeepSpeed's NVMe offload, which plait does not use (device is none or cpu); remove it"
+        return None
 
 
 class ZeroOptimization(StrictModel):
     stage: Literal[0, 1, 2, 3] = 2
+    """ZeRO stage: 1 shards optimizer state, 2 also gradients, 3 also parameters."""
     offload_optimizer: ZeroOffload = Field(default_factory=ZeroOffload)
+    """Optimizer state in CPU memory (stages 1-3); plait's own optimizer steps it there."""
     offload_param: ZeroOffload = Field(default_factory=ZeroOffload)
+    """Parameters in CPU memory between uses (stage 3 only)."""
+
+    @classmethod
+    def unknown_field_reason(cls, key: str) -> str | None:
+        if key in _DEEPSPEED_ZERO_TUNING_KEYS:
+            return ("a DeepSpeed ZeRO tuning setting plait does not pass on (it keeps DeepSpeed's default); remove it, "
+                    "or set only stage, offload_optimizer and offload_param")
+        return None
 
 
 class Enabled(StrictModel):
     enabled: bool = False
+
+    @classmethod
+    def unknown_field_reason(cls, key: str) -> str | None:
+        if key in _DEEPSPEED_PRECISION_KEYS:
+            return ("a setting of DeepSpeed's fp16/bf16 loss scaling that plait does not pass on (DeepSpeed's "
+                    "dynamic loss scaling is used); remove it")
+        return None
 
 
 class DeepSpeedConfig(StrategySection):
@@ -71,6 +148,38 @@ class DeepSpeedConfig(StrategySection):
     """ZeRO: stage 1 shards optimizer state, 2 also gradients, 3 also parameters."""
     fp16: Enabled = Field(default_factory=Enabled)
     bf16: Enabled = Field(default_factory=Enabled)
+
+    @classmethod
+    def unknown_field_reason(cls, key: str) -> str | None:
+        """DeepSpeed settings that plait takes from its own trainer section, as Ludwig does."""
+        if key in _DEEPSPEED_TRAINER_KEYS:
+            return f"set in plait's trainer section, not in the DeepSpeed section: {_DEEPSPEED_TRAINER_KEYS[key]}"
+        return None
+
+
+# DeepSpeed's own config keys that a Ludwig user may copy into the strategy section (Ludwig hands
+# the section to DeepSpeed whole). plait builds DeepSpeed's config itself, so each is refused with
+# where its setting lives in plait, rather than as an unknown name.
+_DEEPSPEED_TRAINER_KEYS = {
+    "train_batch_size": "trainer.batch_size (per worker) times the workers",
+    "train_micro_batch_size_per_gpu": "trainer.batch_size",
+    "gradient_accumulation_steps": "trainer.gradient_accumulation_steps",
+    "gradient_clipping": "trainer.gradient_clipping.clipglobalnorm",
+    "optimizer": "trainer.optimizer",
+    "scheduler": "trainer.learning_rate_scheduler",
+}
+_DEEPSPEED_ZERO_TUNING_KEYS = {
+    "contiguous_gradients", "reduce_scatter", "reduce_bucket_size", "allgather_partitions", "allgather_bucket_size",
+    "overlap_comm", "load_from_fp32_weights", "elastic_checkpoint", "sub_group_size", "round_robin_gradients",
+    "stage3_prefetch_bucket_size", "stage3_param_persistence_threshold", "stage3_max_live_parameters",
+    "stage3_max_reuse_distance", "stage3_gather_16bit_weights_on_model_save", "stage3_gather_fp16_weights_on_model_save",
+    "cpu_offload", "cpu_offload_param", "cpu_offload_use_pin_memory", "ignore_unused_parameters",
+    "use_multi_rank_bucket_allreduce", "zero_hpz_partition_size", "zero_quantized_weights", "zero_quantized_gradients",
+}
+_DEEPSPEED_NVME_KEYS = {"nvme_path", "buffer_count", "buffer_size", "max_in_cpu", "pipeline_read", "pipeline_write",
+                        "fast_init", "ratio"}
+_DEEPSPEED_PRECISION_KEYS = {"loss_scale", "initial_scale_power", "loss_scale_window", "hysteresis",
+                             "consecutive_hysteresis", "min_loss_scale", "auto_cast", "immediate_grad_update"}
 
 
 class HorovodConfig(StrategySection):
@@ -82,7 +191,10 @@ StrategyConfig = Annotated[Union[DDPConfig, FSDPConfig, DeepSpeedConfig, Horovod
 
 class DistributedTrainerConfig(StrictModel):
     strategy: StrategyConfig = Field(default_factory=DDPConfig)
-    """ddp, fsdp, deepspeed or horovod; a name or a section with ``type`` and its options."""
+    """ddp, fsdp, deepspeed or horovod; a name or a section with ``type`` and its options. ``auto``
+    (and Ludwig's ``accelerate`` without options) is ddp: plait's models fit on one device, so
+    data parallelism is the fast choice; under the horovodrun and deepspeed launchers the launcher's
+    strategy is used whatever is set here."""
     use_gpu: bool | None = None
     """Unset: true when the cluster has a GPU."""
     num_workers: int | None = Field(None, gt=0)
@@ -99,10 +211,29 @@ class DistributedTrainerConfig(StrictModel):
     Unset: 600 on an autoscaling cluster (Ray's autoscaler may add nodes), 0 on a fixed one (fail
     at once, where Ray would wait forever)."""
 
+    nics: Annotated[list[str] | None, ludwig_only(None, instead=(
+        "choose the network interface in the environment: NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME (or "
+        "horovodrun --network-interface)"))] = None
+    """Ludwig's legacy Horovod network interfaces (Ludwig drops it too); only null is accepted."""
+
     @field_validator("strategy", mode="before")
     @classmethod
     def _strategy_name(cls, value):
-        return {"type": value} if isinstance(value, str) else value
+        section = {"type": value} if isinstance(value, str) else value
+        if isinstance(section, dict) and section.get("type") in ("auto", "accelerate"):
+            return _auto_strategy(section)
+        return section
+
+
+def _auto_strategy(section: dict) -> dict:
+    """``auto`` and Ludwig's ``accelerate`` (which, given no plugin settings, runs DDP): ddp. The
+    options of Accelerate's plugins are refused with plait's own section for them."""
+    options = sorted(key for key in section if key != "type")
+    if options:
+        raise ValueError(f"strategy {section['type']!r} takes no options here (got {', '.join(options)}); "
+                         "name the strategy instead: {type: fsdp, ...} or {type: deepspeed, zero_optimization: ...}, "
+                         "and mixed precision with trainer.use_mixed_precision")
+    return {"type": "ddp"}
 
 
 class LoaderConfig(StrictModel):
@@ -127,13 +258,31 @@ class BackendSection(StrictModel):
     a .plait-cache folder beside the dataset, or the user cache directory for DataFrames."""
     cache_credentials: dict[str, Any] | str | None = None
     """Storage options for cache_dir (key, secret, endpoint_url, ...), or a path to a JSON file
-    holding them."""
+    holding them. Ludwig's ``credentials: {cache: ...}`` (or its ``defaults``) is read as this
+    setting; its credentials for ``datasets`` and ``artifacts`` are refused: plait reads data and
+    writes outputs with the storage's own credentials (environment variables such as
+    AWS_ACCESS_KEY_ID, or its config files)."""
 
     @field_serializer("cache_credentials")
     def _hide_credentials(self, value):
         if isinstance(value, dict):
             return {key: HIDDEN for key in value}
         return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _ludwig_credentials(cls, data: Any) -> Any:
+        """Ludwig's ``backend.credentials`` (storage options per use) read into cache_credentials."""
+        if not isinstance(data, dict) or "credentials" not in data:
+            return data
+        data = dict(data)
+        given = _cache_credentials(data.pop("credentials"))
+        if given is None:
+            return data
+        if data.get("cache_credentials") not in (None, given):
+            raise field_error("cache_credentials", "differs from credentials.cache (or credentials.defaults); give "
+                                                   "the cache's credentials once")
+        return {**data, "cache_credentials": given}
 
     def credentials_hidden(self) -> bool:
         """Whether the inline cache credentials are what a saved config shows in their place
@@ -182,6 +331,10 @@ class RayBackendConfig(BackendSection):
     """The worker group: strategy, workers, resources, retries."""
     loader: LoaderConfig = Field(default_factory=LoaderConfig)
     """How the training workers read the preprocessed data."""
+    preprocessor_kwargs: Annotated[dict[str, Any] | None, ludwig_only(None, {}, instead=(
+        "plait does not reserve CPUs for preprocessing (Ludwig's num_cpu placement group); its Dask or Modin "
+        "tasks use the cluster's free CPUs, and processor.parallelism bounds the partitions"))] = None
+    """Ludwig's CPU reservation for preprocessing; only null or {} is accepted."""
 
 
 class AutoBackendConfig(RayBackendConfig):
@@ -192,6 +345,10 @@ class AutoBackendConfig(RayBackendConfig):
     """auto: torchrun's group when torchrun started this process, else ray when a Ray cluster is
     reachable, else local."""
 
+
+ludwig_types_not_implemented("backend", {
+    "dask": "Ludwig lists it but has no such backend; use type ray, whose processor.type is dask by default",
+})
 
 _VARIANTS: dict[str, type[BackendSection]] = {
     "auto": AutoBackendConfig,
@@ -208,7 +365,10 @@ BackendConfig = Annotated[
 
 
 def backend_data(value: Any) -> Any:
-    """``backend: ray`` is ``backend: {type: ray}``; a section without a type is ``auto``."""
+    """``backend: ray`` is ``backend: {type: ray}``; a section without a type, or none at all
+    (``backend: null``, as Ludwig renders a config without one), is ``auto``."""
+    if value is None:
+        return {"type": "auto"}
     if isinstance(value, str):
         return {"type": value}
     if isinstance(value, dict) and "type" not in value:

@@ -142,3 +142,100 @@ def test_a_model_saved_with_ray_settings_loads_on_the_local_backend(tmp_path):
     loaded = Model.load(tmp_path / "model", backend="local")
     assert loaded.config.backend.type == "local"
     assert len(loaded.predict(frame.drop(columns=["bought"]))) == 40
+
+
+# ---- Ludwig's backend keys -----------------------------------------------------------------------
+
+@pytest.mark.parametrize(("backend", "shown"), [
+    (None, {"type": "auto"}),  # Ludwig renders a config without a backend as backend: null
+    ({"type": "ray", "trainer": {"strategy": "auto"}}, {"trainer": {"strategy": {"type": "ddp"}}}),
+    ({"type": "ray", "trainer": {"strategy": {"type": "auto"}}}, {"trainer": {"strategy": {"type": "ddp"}}}),
+    ({"type": "ray", "trainer": {"strategy": "accelerate"}}, {"trainer": {"strategy": {"type": "ddp"}}}),
+    ({"type": "ray", "trainer": {"use_gpu": True, "strategy": {"type": "deepspeed", "zero_optimization": {
+        "stage": 3, "offload_optimizer": {"device": "cpu", "pin_memory": False}}, "bf16": {"enabled": True}}}},
+     {"trainer": {"strategy": {"zero_optimization": {"offload_optimizer": {"device": "cpu", "pin_memory": False}}}}}),
+    ({"type": "ray", "preprocessor_kwargs": {}}, {"preprocessor_kwargs": {}}),
+    ({"type": "ray", "trainer": {"nics": None, "logdir": "/l", "max_retries": 1}}, {"trainer": {"max_retries": 1}}),
+    ({"type": "local", "credentials": {"cache": {"key": "K"}}}, {"cache_credentials": {"key": "***"}}),
+    ({"type": "local", "credentials": {"defaults": "~/c.json", "datasets": None}}, {"cache_credentials": "~/c.json"}),
+])
+def test_ludwig_backend_keys_are_accepted_with_their_meaning(validate, backend, shown):
+    code, out, err = validate(backend=backend)
+    assert code == 0, err
+    resolved = yaml.safe_load(out)["backend"]
+    assert_contains(resolved, shown)
+    assert "credentials" not in resolved  # shown under plait's name, cache_credentials
+
+
+def assert_contains(resolved: dict, shown: dict) -> None:
+    for key, value in shown.items():
+        if isinstance(value, dict):
+            assert_contains(resolved[key], value)
+        else:
+            assert resolved[key] == value, key
+
+
+def test_pin_memory_reaches_deepspeed():
+    from plait.training.strategies.deepspeed import deepspeed_config
+
+    config = load_config({**FEATURES, "backend": {"type": "ray", "trainer": {"strategy": {
+        "type": "deepspeed", "zero_optimization": {"stage": 3, "offload_param": {"device": "cpu", "pin_memory": False}}}}}})
+    zero = deepspeed_config(config.backend.trainer.strategy, config.trainer)["zero_optimization"]
+    assert zero["offload_param"] == {"device": "cpu", "pin_memory": False}
+    assert zero["offload_optimizer"] == {"device": "none"}  # pinned: DeepSpeed's default
+
+
+@pytest.mark.parametrize(("backend", "problem"), [
+    ({"type": "dask"}, "backend.type: Ludwig's 'dask' is not implemented in plait; Ludwig lists it but has no such "
+                       "backend; use type ray, whose processor.type is dask by default"),
+    ({"type": "ray", "processor": {"type": "pandas"}},
+     "backend.processor.type: Ludwig's pandas processor (preprocessing in the driver) is plait's backend.type local; "
+     "on Ray use dask or modin"),
+    ({"type": "ray", "preprocessor_kwargs": {"num_cpu": 4}},
+     "backend.preprocessor_kwargs: got {'num_cpu': 4}; plait does not implement this Ludwig setting and accepts only "
+     "None or {} (what it does anyway): plait does not reserve CPUs for preprocessing (Ludwig's num_cpu placement "
+     "group); its Dask or Modin tasks use the cluster's free CPUs, and processor.parallelism bounds the partitions"),
+    ({"type": "local", "preprocessor_kwargs": {}},
+     "backend.preprocessor_kwargs: only used by type ray; remove it, or set backend.type to ray (or auto)"),
+    ({"type": "ray", "trainer": {"nics": ["eth0"]}},
+     "backend.trainer.nics: got ['eth0']; plait does not implement this Ludwig setting and accepts only None (what it "
+     "does anyway): choose the network interface in the environment: NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME (or "
+     "horovodrun --network-interface)"),
+    ({"type": "ray", "trainer": {"strategy": {"type": "accelerate", "fsdp_config": {}}}},
+     "backend.trainer.strategy: strategy 'accelerate' takes no options here (got fsdp_config); name the strategy "
+     "instead: {type: fsdp, ...} or {type: deepspeed, zero_optimization: ...}, and mixed precision with "
+     "trainer.use_mixed_precision"),
+    ({"type": "ray", "trainer": {"strategy": {"type": "deepspeed", "zero_optimization": {"overlap_comm": True}}}},
+     "backend.trainer.strategy.zero_optimization.overlap_comm: a DeepSpeed ZeRO tuning setting plait does not pass on "
+     "(it keeps DeepSpeed's default); remove it, or set only stage, offload_optimizer and offload_param"),
+    ({"type": "ray", "trainer": {"strategy": {"type": "deepspeed", "zero_optimization": {
+        "offload_optimizer": {"device": "nvme"}}}}},
+     "backend.trainer.strategy.zero_optimization.offload_optimizer.device: plait offloads to CPU memory only "
+     "(DeepSpeed's NVMe offload needs its compiled async-I/O op, which plait does not build); use cpu"),
+    ({"type": "ray", "trainer": {"strategy": {"type": "deepspeed", "zero_optimization": {
+        "offload_param": {"nvme_path": "/nvme"}}}}},
+     "backend.trainer.strategy.zero_optimization.offload_param.nvme_path: a setting of DeepSpeed's NVMe offload, which "
+     "plait does not use (device is none or cpu); remove it"),
+    ({"type": "ray", "trainer": {"strategy": {"type": "deepspeed", "fp16": {"enabled": True, "loss_scale": 0}}}},
+     "backend.trainer.strategy.fp16.loss_scale: a setting of DeepSpeed's fp16/bf16 loss scaling that plait does not "
+     "pass on (DeepSpeed's dynamic loss scaling is used); remove it"),
+    ({"type": "ray", "trainer": {"strategy": {"type": "deepspeed", "gradient_accumulation_steps": 4}}},
+     "backend.trainer.strategy.gradient_accumulation_steps: set in plait's trainer section, not in the DeepSpeed "
+     "section: trainer.gradient_accumulation_steps"),
+    ({"type": "local", "credentials": {"datasets": {"key": "SECRET-1"}}},
+     "backend.credentials.datasets: plait does not use Ludwig's credentials for datasets (only null is accepted): "
+     "plait reads datasets with the storage's own credentials: environment variables (AWS_ACCESS_KEY_ID, "
+     "AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL, ...) or its config files; remove it"),
+    ({"type": "local", "credentials": {"artifacts": "a.json"}},
+     "backend.credentials.artifacts: plait does not use Ludwig's credentials for artifacts (only null is accepted): "
+     "Ludwig uses them for hyperopt, which plait does not have; plait writes outputs with the storage's own "
+     "credentials (environment variables or its config files); remove it"),
+    ({"type": "local", "credentials": {"cahce": {}}}, "backend.credentials.cahce: unknown use; did you mean cache?"),
+    ({"type": "local", "credentials": {"cache": 5}},
+     "backend.credentials.cache: expected storage options (a mapping) or a JSON file's path"),
+    ({"type": "local", "cache_credentials": {"key": "A"}, "credentials": {"cache": {"key": "B"}}},
+     "backend.cache_credentials: differs from credentials.cache (or credentials.defaults); give the cache's "
+     "credentials once"),
+])
+def test_ludwig_backend_keys_plait_does_not_implement_are_refused_with_advice(refused, backend, problem):
+    assert refused(backend=backend) == problem

@@ -262,8 +262,8 @@ def deepspeed_config(config, trainer) -> dict:
         "gradient_clipping": float(clip or 0.0),
         "zero_optimization": {
             "stage": zero.stage,
-            "offload_optimizer": {"device": zero.offload_optimizer.device},
-            "offload_param": {"device": zero.offload_param.device},
+            "offload_optimizer": _offload(zero.offload_optimizer),
+            "offload_param": _offload(zero.offload_param),
         },
         "fp16": {"enabled": config.fp16.enabled},
         "bf16": {"enabled": config.bf16.enabled},
@@ -273,6 +273,11 @@ def deepspeed_config(config, trainer) -> dict:
         # Offloading steps plait's torch optimizer on the CPU, not DeepSpeed's compiled CPU Adam.
         "zero_force_ds_cpu_optimizer": False,
     }
+
+
+def _offload(section) -> dict:
+    # DeepSpeed pins offloaded memory by default: only turning it off needs saying.
+    return {"device": section.device, **({} if section.pin_memory else {"pin_memory": False})}
 
 
 def check_supported(config, trainer) -> None:
