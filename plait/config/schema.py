@@ -9,7 +9,7 @@ from pydantic import Field, field_validator, model_validator
 
 from plait.config.backend import AutoBackendConfig, BackendConfig, backend_data
 from plait.config.base import StrictModel, field_error, shown
-from plait.config.features import INPUT_TYPES, OUTPUT_TYPES, Defaults, InputFeature, OutputFeature
+from plait.config.features import INPUT_TYPES, OUTPUT_TYPES, Defaults, InputFeature, OutputFeature, check_tied
 from plait.config.metrics import COMBINED, COMBINED_METRICS, METRICS_BY_OUTPUT_TYPE
 from plait.config.combiners import CombinerConfig, ConcatCombiner
 from plait.config.preprocessing import GlobalPreprocessing
@@ -68,6 +68,11 @@ class PlaitConfig(StrictModel):
         duplicates = sorted(name for name, count in names.items() if count > 1)
         if duplicates:
             raise ValueError(f"feature names must be unique; repeated: {', '.join(duplicates)}")
+        return self
+
+    @model_validator(mode="after")
+    def _tied_encoders(self):
+        check_tied(self.input_features)
         return self
 
     @model_validator(mode="after")

@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from plait.models.combiners import build_combiner
-from plait.models.encoders import build_encoder
+from plait.models.encoders import build_encoders
 from plait.models.outputs import build_head
 
 # Feature names are the user's column names: any string. torch refuses some as module names (a
@@ -36,9 +36,8 @@ class ECD(nn.Module):
         features = metadata["features"]
         self.input_names = [f.name for f in config.input_features]
         self.output_names = [f.name for f in config.output_features]
-        self.encoders = nn.ModuleDict(
-            {module_key(f.name): build_encoder(f, features[f.name]) for f in config.input_features}
-        )
+        encoders = build_encoders(config.input_features, features)
+        self.encoders = nn.ModuleDict({module_key(f.name): encoders[f.name] for f in config.input_features})
         self.combiner = build_combiner(config.combiner, [e.output_size for e in self.encoders.values()])
         self.heads = nn.ModuleDict(
             {module_key(f.name): build_head(f, features[f.name], self.combiner.output_size)
