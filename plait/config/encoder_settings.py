@@ -10,8 +10,8 @@ from pydantic import AfterValidator, Field
 from plait.config.base import StrictModel, field_error, ludwig_only, shown
 
 ENCODER_FIELDS: dict[str, set[str]] = {}
-"""Each encoder type's settings (over all feature types), to say whose a misplaced key is; filled
-by plait.config.encoders."""
+"""Each encoder's settings by its name ("rnn"; "category dense" where feature types share a
+name), to say whose a misplaced key is; filled by plait.config.encoders."""
 
 INITIALIZERS = ("uniform", "normal", "constant", "ones", "zeros", "eye", "dirac", "xavier_uniform", "xavier_normal",
                 "kaiming_uniform", "kaiming_normal", "orthogonal", "sparse", "identity")
@@ -58,7 +58,9 @@ class EncoderBase(StrictModel):
     def unknown_field_reason(cls, key: str) -> str | None:
         owners = sorted(name for name, fields in ENCODER_FIELDS.items() if key in fields)
         if owners:
-            return f"a setting of the {', '.join(owners)} encoder{'s' if len(owners) > 1 else ''}, not of this one"
+            kind = cls.model_fields["type"].default
+            return (f"a setting of the {', '.join(owners)} encoder{'s' if len(owners) > 1 else ''}, not of the "
+                    f"{kind} encoder")
         return None
 
 
@@ -66,13 +68,21 @@ class FCLayer(StrictModel):
     """One entry of ``fc_layers``: what this layer sets differently from the encoder's defaults."""
 
     output_size: int | None = Field(None, gt=0)
+    """This layer's width; unset: the encoder's."""
     activation: EncoderActivation = None
+    """This layer's activation; unset: the encoder's."""
     dropout: float | None = Field(None, ge=0, lt=1)
+    """This layer's dropout; unset: the encoder's."""
     norm: EncoderNorm = None
+    """This layer's norm; unset: the encoder's."""
     norm_params: dict | None = None
+    """This layer's norm arguments; unset: the encoder's."""
     use_bias: bool | None = None
+    """This layer's bias switch; unset: the encoder's."""
     weights_initializer: Initializer | None = None
+    """This layer's weights initializer; unset: the encoder's."""
     bias_initializer: Initializer | None = None
+    """This layer's bias initializer; unset: the encoder's."""
 
 
 class FCSettings(StrictModel):
@@ -84,15 +94,19 @@ class FCSettings(StrictModel):
     output_size: int = Field(256, gt=0)
     """Width of each fully connected layer (unless its fc_layers entry says otherwise)."""
     use_bias: bool = True
+    """Whether the linear layers add a bias."""
     weights_initializer: Initializer = "xavier_uniform"
     """Initializer of the weights (a name, or {type: name, ...arguments})."""
     bias_initializer: Initializer = "zeros"
+    """Initializer of the biases (a name, or {type: name, ...arguments})."""
     norm: EncoderNorm = None
     """Normalization after each linear layer: batch, layer or null."""
     norm_params: dict | None = None
     """Keyword arguments of the norm (torch's BatchNorm1d or LayerNorm), e.g. {eps: 0.001}."""
     activation: EncoderActivation = "relu"
+    """Activation after each layer (null: none)."""
     dropout: float = Field(0.0, ge=0, lt=1)
+    """Dropout after each layer."""
 
 
 class EmbeddingSettings(StrictModel):

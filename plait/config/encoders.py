@@ -8,6 +8,7 @@ The settings several encoders share are in :mod:`plait.config.encoder_settings`;
 
 from __future__ import annotations
 
+import typing
 from typing import Annotated, Literal
 
 from pydantic import AliasChoices, Field
@@ -15,9 +16,9 @@ from pydantic import AliasChoices, Field
 from plait.config import text_encoders as t
 from plait.config.base import LUDWIG_DEFAULT, ludwig_only, ludwig_types_not_implemented
 from plait.config.encoder_settings import (EMBEDDINGS_ON_CPU, ENCODER_FIELDS, EmbeddingSettings, EncoderBase,
-                                           FCSettings, Initializer)
+                                           FCLayer, FCSettings, Initializer)
 from plait.config.layers import union
-from plait.config.text_encoders import (CNNRNNEncoder, ParallelCNNEncoder, RNNEncoder,  # noqa: F401 (re-exported)
+from plait.config.text_encoders import (CNNRNNEncoder, ConvLayer, ParallelCNNEncoder, RNNEncoder,
                                         StackedCNNEncoder, StackedParallelCNNEncoder, TextEmbedEncoder,
                                         TextTransformerEncoder)
 
@@ -34,6 +35,7 @@ class DenseEncoder(EncoderBase, FCSettings):
     num_layers: int = Field(1, ge=1, validation_alias=AliasChoices("num_layers", "num_fc_layers"))
     """Fully connected layers (plait's older name num_fc_layers is accepted too)."""
     output_size: int = Field(32, gt=0, json_schema_extra={LUDWIG_DEFAULT: 256})
+    """Width of each fully connected layer (unless its fc_layers entry says otherwise)."""
 
 
 class PeriodicEncoder(EncoderBase):
@@ -42,7 +44,9 @@ class PeriodicEncoder(EncoderBase):
 
     type: Literal["periodic"] = "periodic"
     num_frequencies: int = Field(64, gt=0)
+    """Learned frequencies (sine features) per value."""
     output_size: int = Field(256, gt=0)
+    """Width of the projection."""
     sigma: float = Field(1.0, gt=0)
     """Standard deviation of the frequencies' initial values."""
 
@@ -54,7 +58,9 @@ class PLEEncoder(EncoderBase):
 
     type: Literal["ple"] = "ple"
     num_bins: int = Field(64, gt=0)
+    """Bins the training range is split into."""
     output_size: int = Field(256, gt=0)
+    """Width of the projection."""
 
 
 class BinsEncoder(EncoderBase):
@@ -62,6 +68,7 @@ class BinsEncoder(EncoderBase):
 
     type: Literal["bins"] = "bins"
     num_bins: int = Field(32, gt=0)
+    """Bins the training range is split into."""
     output_size: int = Field(256, gt=0)
     """Width of each bin's vector."""
 
@@ -81,10 +88,13 @@ class CategoryEmbedEncoder(EncoderBase):
     embedding_initializer: Initializer | None = None
     """Initializer of the vectors; unset: torch's N(0, 1) (Ludwig: uniform on [-1, 1])."""
     embeddings_trainable: bool = True
+    """False: the vectors keep their initial (or pretrained) values."""
     pretrained_embeddings: str | None = None
     """A GloVe-format file to start the vectors from (its width replaces embedding_size)."""
     embeddings_on_cpu: Annotated[bool, EMBEDDINGS_ON_CPU] = False
+    """Ludwig's placement of the table in CPU memory; plait accepts only false."""
     dropout: float = Field(0.0, ge=0, lt=1)
+    """Dropout on the vector."""
 
 
 class CategorySparseEncoder(EncoderBase):
@@ -97,8 +107,11 @@ class CategorySparseEncoder(EncoderBase):
     """True: the one-hot vectors are a starting point that training changes."""
     pretrained_embeddings: Annotated[str | None, ludwig_only(None, instead="use the dense encoder for pretrained "
                                                                           "embeddings")] = None
+    """Ludwig's pretrained vectors; a sparse encoder accepts only null."""
     embeddings_on_cpu: Annotated[bool, EMBEDDINGS_ON_CPU] = False
+    """Ludwig's placement of the table in CPU memory; plait accepts only false."""
     dropout: float = Field(0.0, ge=0, lt=1)
+    """Dropout on the vector."""
 
 
 class CategoryOneHotEncoder(EncoderBase):
@@ -113,7 +126,9 @@ class CategoryHashEncoder(EncoderBase):
 
     type: Literal["hash"] = "hash"
     num_hash_buckets: int = Field(1024, gt=0)
+    """Learned vectors; category indices share them modulo this number."""
     embedding_size: int = Field(50, gt=0)
+    """Width of each vector."""
 
 
 class SetEmbedEncoder(EncoderBase, FCSettings, EmbeddingSettings):
@@ -125,6 +140,7 @@ class SetEmbedEncoder(EncoderBase, FCSettings, EmbeddingSettings):
     num_fc_layers: int = Field(0, ge=0)
     """Fully connected layers after the sum (unless fc_layers is given)."""
     output_size: int = Field(64, gt=0, json_schema_extra={LUDWIG_DEFAULT: 10})
+    """Width of each fully connected layer (unless its fc_layers entry says otherwise)."""
     weights_initializer: Initializer = "xavier_uniform"
     """Initializer of the embeddings and the layers' weights."""
 
@@ -147,16 +163,27 @@ DEFAULT_ENCODER = {
     "set": "embed",
     "vector": "dense",
 }
-LUDWIG_DEFAULT_ENCODER = {**DEFAULT_ENCODER, "text": "parallel_cnn"}
-"""Ludwig's default text encoder is parallel_cnn; plait's is the cheaper embed (bag of embeddings)."""
 
-_ALL_ENCODERS = [PassthroughEncoder, DenseEncoder, PeriodicEncoder, PLEEncoder, BinsEncoder, CategoryEmbedEncoder,
-                 CategorySparseEncoder, CategoryOneHotEncoder, CategoryHashEncoder, SetEmbedEncoder,
-                 *t.TEXT_ENCODERS]
-for _cls in _ALL_ENCODERS:
-    ENCODER_FIELDS.setdefault(_cls.model_fields["type"].default, set()).update(_cls.model_fields)
+DOCUMENTED = [PassthroughEncoder, DenseEncoder, PeriodicEncoder, PLEEncoder, BinsEncoder, CategoryEmbedEncoder,
+              CategorySparseEncoder, CategoryOneHotEncoder, CategoryPassthroughEncoder, CategoryHashEncoder,
+              SetEmbedEncoder, TextEmbedEncoder, ParallelCNNEncoder, StackedCNNEncoder, StackedParallelCNNEncoder,
+              RNNEncoder, CNNRNNEncoder, TextTransformerEncoder, FCLayer, ConvLayer]
+"""The encoder sections of the config reference (docs/config.md), in its order."""
 
-ENCODER_FIELDS_ANY = frozenset().union(*ENCODER_FIELDS.values()) - {"type"}
+_ENCODERS_BY_INPUT_TYPE = {"number": NumberEncoder, "binary": BinaryEncoder, "category": CategoryEncoder,
+                           "text": TextEncoder, "set": SetEncoder, "vector": VectorEncoder}
+_input_types: dict[type, list[str]] = {}
+for _ftype, _union in _ENCODERS_BY_INPUT_TYPE.items():
+    _members = typing.get_args(_union)[0]  # a union of one class is that class
+    for _cls in typing.get_args(_members) or (_members,):
+        _input_types.setdefault(_cls, []).append(_ftype)
+for _cls, _ftypes in _input_types.items():
+    _name = _cls.model_fields["type"].default
+    _shared = sum(c.model_fields["type"].default == _name for c in _input_types) > 1
+    # A name several classes share (dense, embed, passthrough) is told apart by its feature types.
+    ENCODER_FIELDS[f"{'/'.join(_ftypes)} {_name}" if _shared else _name] = set(_cls.model_fields) - {"type"}
+
+ENCODER_FIELDS_ANY = frozenset().union(*ENCODER_FIELDS.values())
 """Every encoder setting, to tell one written beside the encoder rather than under it."""
 
 _PRETRAINED = ("needs pretrained Hugging Face weights, which plait does not load yet (#20); use the transformer, "

@@ -13,7 +13,7 @@ from pydantic import Field, field_validator, model_validator
 from plait.config import decoders as d
 from plait.config import encoders as e
 from plait.config import preprocessing as p
-from plait.config.base import StrictModel, field_error, ludwig_only, shown
+from plait.config.base import LUDWIG_DEFAULT, StrictModel, field_error, ludwig_only, shown
 from plait.config.encoder_settings import without_null_adapter
 
 INPUT_TYPES = ("binary", "number", "category", "text", "set", "vector")
@@ -77,10 +77,11 @@ class InputFeatureBase(FeatureBase):
         return None
 
 
-def check_tied(inputs: list) -> None:
+def resolve_tied(inputs: list) -> None:
     """``tied`` names another, untied, input feature of the same type; an encoder the tied feature
-    names is of the same type. Other encoder settings are not compared: ``defaults.<type>.encoder``
-    fills them in, and the shared encoder is the other feature's."""
+    names is of the same type. Other encoder settings are not compared (``defaults.<type>.encoder``
+    fills them in): the tied feature's encoder becomes the other feature's, so that the resolved
+    config shows the encoder it uses."""
     by_name = {f.name: (i, f) for i, f in enumerate(inputs)}
     for i, feature in enumerate(inputs):
         if feature.tied is None:
@@ -102,6 +103,7 @@ def check_tied(inputs: list) -> None:
             raise field_error(f"input_features[{i}].encoder.type",
                               f"got {feature.encoder.type!r}, but {feature.name!r} shares the {target.encoder.type} "
                               f"encoder of {feature.tied!r} (input_features[{j}]): remove it, or make it the same")
+        feature.encoder = target.encoder.model_copy()
 
 
 class BinaryInputFeature(InputFeatureBase):
@@ -125,7 +127,9 @@ class CategoryInputFeature(InputFeatureBase):
 class TextInputFeature(InputFeatureBase):
     type: Literal["text"] = "text"
     preprocessing: p.TextPreprocessing = Field(default_factory=p.TextPreprocessing)
-    encoder: e.TextEncoder = Field(default_factory=e.TextEmbedEncoder)
+    encoder: e.TextEncoder = Field(default_factory=e.TextEmbedEncoder,
+                                   json_schema_extra={LUDWIG_DEFAULT: {"type": "parallel_cnn"}})
+    """How the text is encoded; unset: embed, a bag of embeddings (cheaper than Ludwig's default)."""
 
 
 class SetInputFeature(InputFeatureBase):

@@ -9,7 +9,7 @@ from pydantic import Field, field_validator, model_validator
 
 from plait.config.backend import AutoBackendConfig, BackendConfig, backend_data
 from plait.config.base import StrictModel, field_error, shown
-from plait.config.features import INPUT_TYPES, OUTPUT_TYPES, Defaults, InputFeature, OutputFeature, check_tied
+from plait.config.features import INPUT_TYPES, OUTPUT_TYPES, Defaults, InputFeature, OutputFeature, resolve_tied
 from plait.config.metrics import COMBINED, COMBINED_METRICS, METRICS_BY_OUTPUT_TYPE
 from plait.config.combiners import CombinerConfig, ConcatCombiner
 from plait.config.preprocessing import GlobalPreprocessing
@@ -72,7 +72,7 @@ class PlaitConfig(StrictModel):
 
     @model_validator(mode="after")
     def _tied_encoders(self):
-        check_tied(self.input_features)
+        resolve_tied(self.input_features)
         return self
 
     @model_validator(mode="after")

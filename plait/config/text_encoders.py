@@ -38,7 +38,10 @@ class SequenceEncoderBase(EncoderBase, EmbeddingSettings):
     token that is not padding), attention (a learned weighted sum), or null (keep the sequence,
     for the sequence combiners). Padding is left out of sum, mean, max and last."""
 
-    _reduction = field_validator("reduce_output", mode="before")(lambda cls, v: _reduction(v))
+    @field_validator("reduce_output", mode="before")
+    @classmethod
+    def _reduce_output_spelling(cls, value: Any) -> Any:
+        return _reduction(value)
 
 
 class ConvLayer(StrictModel):
@@ -46,22 +49,37 @@ class ConvLayer(StrictModel):
     defaults (a setting left out, or null, is the encoder's)."""
 
     filter_size: int | None = Field(None, gt=0)
+    """This convolution's filter width; unset: the encoder's."""
     num_filters: int | None = Field(None, gt=0)
+    """This convolution's filter count; unset: the encoder's."""
     pool_function: Literal["max", "average", "avg", "mean"] | None = None
+    """This convolution's pooling; unset: the encoder's."""
     pool_size: int | None = Field(None, gt=0)
     """Unset or null: the encoder's pool_size."""
     pool_strides: int | None = Field(None, gt=0)
+    """This convolution's pooling step; unset: the encoder's."""
     pool_padding: Literal["valid", "same"] | None = None
+    """This convolution's pooling padding; unset: the encoder's."""
     strides: int | None = Field(None, gt=0)
+    """This convolution's step; unset: the encoder's."""
     padding: Literal["valid", "same"] | None = None
+    """This convolution's padding; unset: the encoder's."""
     dilation_rate: int | None = Field(None, gt=0)
+    """This convolution's dilation; unset: the encoder's."""
     activation: EncoderActivation = None
+    """This convolution's activation; unset: the encoder's."""
     dropout: float | None = Field(None, ge=0, lt=1)
+    """This convolution's dropout; unset: the encoder's."""
     norm: EncoderNorm = None
+    """This convolution's norm; unset: the encoder's."""
     norm_params: dict | None = None
+    """This convolution's norm arguments; unset: the encoder's."""
     use_bias: bool | None = None
+    """This convolution's bias switch; unset: the encoder's."""
     weights_initializer: Initializer | None = None
+    """This convolution's weights initializer; unset: the encoder's."""
     bias_initializer: Initializer | None = None
+    """This convolution's bias initializer; unset: the encoder's."""
 
 
 class ConvSettings(StrictModel):
@@ -94,9 +112,11 @@ class StridedConvSettings(ConvSettings):
     padding: Literal["valid", "same"] = "same"
     """same: pad so that the sequence keeps its length (divided by strides); valid: no padding."""
     dilation_rate: int = Field(1, gt=0)
+    """Spacing of a filter's taps (1: adjacent tokens)."""
     pool_strides: int | None = Field(None, gt=0)
     """Step of the pooling; null: pool_size."""
     pool_padding: Literal["valid", "same"] = "same"
+    """same: pad the pooling (by (pool_size - 1) // 2 each side); valid: none."""
 
 
 class SequenceFCSettings(StrictModel):
@@ -108,12 +128,19 @@ class SequenceFCSettings(StrictModel):
     num_fc_layers: int = Field(0, ge=0)
     """Fully connected layers after the reduction (when fc_layers is not given)."""
     output_size: int = Field(256, gt=0)
+    """Width of each fully connected layer (unless its fc_layers entry says otherwise)."""
     use_bias: bool = True
+    """Whether the fully connected (and recurrent) layers add a bias."""
     bias_initializer: Initializer = "zeros"
+    """Initializer of the biases."""
     norm: EncoderNorm = None
+    """Normalization after each fully connected layer: batch, layer or null."""
     norm_params: dict | None = None
+    """Keyword arguments of the norm (torch's BatchNorm1d or LayerNorm)."""
     fc_activation: EncoderActivation = "relu"
+    """Activation after each fully connected layer."""
     fc_dropout: float = Field(0.0, ge=0, lt=1)
+    """Dropout after each fully connected layer."""
 
 
 class RecurrentSettings(StrictModel):
@@ -122,12 +149,14 @@ class RecurrentSettings(StrictModel):
     state_size: int = Field(256, gt=0)
     """Width of the recurrent state (twice that comes out when bidirectional)."""
     bidirectional: bool = False
+    """Also read the sequence backwards; the two states are concatenated."""
     recurrent_dropout: float = Field(0.0, ge=0, le=1)
     """Dropout between stacked recurrent layers (as Ludwig's torch encoders apply it)."""
     activation: EncoderActivation = "tanh"
     """The rnn cell's activation: tanh or relu (lstm and gru cells have fixed activations)."""
     recurrent_activation: Annotated[EncoderActivation, ludwig_only(
         "sigmoid", instead="lstm and gru gates use the sigmoid")] = "sigmoid"
+    """The gates' activation; plait accepts only sigmoid."""
     unit_forget_bias: bool = True
     """Start an lstm's forget-gate bias at 1 (it remembers by default early in training)."""
     recurrent_initializer: Initializer = "orthogonal"
@@ -155,7 +184,9 @@ class TextEmbedEncoder(SequenceEncoderBase):
 
     type: Literal["embed"] = "embed"
     embedding_size: int = Field(64, gt=0, json_schema_extra={LUDWIG_DEFAULT: 256})
+    """Width of the token embeddings."""
     reduce_output: Reduction = Field("mean", json_schema_extra={LUDWIG_DEFAULT: "sum"})
+    """How the sequence becomes one vector (see the reduce_output of the other text encoders)."""
     weights_initializer: Initializer | None = Field(None, json_schema_extra={LUDWIG_DEFAULT: "uniform"})
     """Initializer of the embeddings; unset: torch's N(0, 1)."""
 
@@ -166,11 +197,14 @@ class ParallelCNNEncoder(SequenceEncoderBase, FCSettings, ConvSettings):
 
     type: Literal["parallel_cnn"] = "parallel_cnn"
     embedding_size: int = Field(64, gt=0, json_schema_extra={LUDWIG_DEFAULT: 256})
+    """Width of the token embeddings."""
     num_filters: int = Field(64, gt=0, json_schema_extra={LUDWIG_DEFAULT: 256})
+    """Filters (output channels) per convolution."""
     filter_sizes: list[Annotated[int, Field(gt=0)]] | None = Field(None, min_length=1)
     """plait's shorthand for conv_layers: one convolution per width. Unset (and no conv_layers or
     num_conv_layers): widths 2, 3, 4 and 5."""
     reduce_output: Reduction = Field("max", json_schema_extra={LUDWIG_DEFAULT: "sum"})
+    """How the sequence becomes one vector: sum, mean (avg), max, concat, last, attention, or null (keep it)."""
     num_fc_layers: int | None = Field(0, ge=0, json_schema_extra={LUDWIG_DEFAULT: None})
     """Fully connected layers after the reduction; null (with no fc_layers): two, of 512 and 256."""
 
@@ -190,7 +224,10 @@ class StackedCNNEncoder(SequenceEncoderBase, FCSettings, StridedConvSettings):
     num_fc_layers: int | None = Field(None, ge=0)
     """Fully connected layers after the reduction; null (with no fc_layers): two, of 512 and 256."""
 
-    _fc = model_validator(mode="after")(lambda self: (_fc_once(self), self)[1])
+    @model_validator(mode="after")
+    def _fc_layers_once(self):
+        _fc_once(self)
+        return self
 
 
 class StackedParallelCNNEncoder(SequenceEncoderBase, FCSettings):
@@ -203,9 +240,13 @@ class StackedParallelCNNEncoder(SequenceEncoderBase, FCSettings):
     num_stacked_layers: int | None = Field(None, gt=0)
     """Layers, each of four convolutions (widths 2 to 5) with the defaults below."""
     filter_size: int = Field(3, gt=0)
+    """Filter width of a convolution whose entry sets none."""
     num_filters: int = Field(256, gt=0)
+    """Filters (output channels) per convolution."""
     pool_function: Literal["max", "average", "avg", "mean"] = "max"
+    """Pooling after a convolution: max, or average (avg, mean)."""
     pool_size: int | None = Field(None, gt=0)
+    """Width of that pooling; null: no pooling."""
     num_fc_layers: int | None = Field(None, ge=0)
     """Fully connected layers after the reduction; null (with no fc_layers): two, of 512 and 256."""
 
@@ -222,12 +263,20 @@ class RNNEncoder(SequenceEncoderBase, SequenceFCSettings, RecurrentSettings):
 
     type: Literal["rnn"] = "rnn"
     embedding_size: int = Field(64, gt=0, json_schema_extra={LUDWIG_DEFAULT: 256})
+    """Width of the token embeddings."""
     cell_type: CELL_TYPES = Field("lstm", json_schema_extra={LUDWIG_DEFAULT: "rnn"})
+    """rnn (Elman), lstm or gru."""
     state_size: int = Field(64, gt=0, json_schema_extra={LUDWIG_DEFAULT: 256})
+    """Width of the recurrent state (twice that comes out when bidirectional)."""
     num_layers: int = Field(1, gt=0)
+    """Stacked recurrent layers."""
     reduce_output: Reduction = Field("mean", json_schema_extra={LUDWIG_DEFAULT: "last"})
+    """How the sequence becomes one vector: sum, mean (avg), max, concat, last, attention, or null (keep it)."""
 
-    _fc = model_validator(mode="after")(lambda self: (_fc_once(self), self)[1])
+    @model_validator(mode="after")
+    def _fc_layers_once(self):
+        _fc_once(self)
+        return self
 
 
 class CNNRNNEncoder(SequenceEncoderBase, SequenceFCSettings, RecurrentSettings, StridedConvSettings):
@@ -235,14 +284,22 @@ class CNNRNNEncoder(SequenceEncoderBase, SequenceFCSettings, RecurrentSettings, 
 
     type: Literal["cnnrnn"] = "cnnrnn"
     filter_size: int = Field(5, gt=0)
+    """Width, in tokens, of a convolution's filters."""
     pool_size: int | None = Field(2, gt=0)
+    """Width of the pooling after a convolution; null: no pooling."""
     conv_activation: EncoderActivation = "relu"
+    """Activation after each convolution."""
     conv_dropout: float = Field(0.0, ge=0, le=1)
+    """Dropout after each convolution."""
     num_rec_layers: int = Field(1, gt=0)
     """Stacked recurrent layers after the convolutions."""
     reduce_output: Reduction = "last"
+    """How the sequence becomes one vector: sum, mean (avg), max, concat, last, attention, or null (keep it)."""
 
-    _fc = model_validator(mode="after")(lambda self: (_fc_once(self), self)[1])
+    @model_validator(mode="after")
+    def _fc_layers_once(self):
+        _fc_once(self)
+        return self
 
 
 class TextTransformerEncoder(SequenceEncoderBase, SequenceFCSettings):
@@ -250,7 +307,9 @@ class TextTransformerEncoder(SequenceEncoderBase, SequenceFCSettings):
 
     type: Literal["transformer"] = "transformer"
     embedding_size: int = Field(64, gt=0, json_schema_extra={LUDWIG_DEFAULT: 256})
+    """Width of the token (and position) embeddings."""
     num_layers: int = Field(2, gt=0, json_schema_extra={LUDWIG_DEFAULT: 1})
+    """Transformer layers."""
     num_heads: int = Field(4, gt=0, json_schema_extra={LUDWIG_DEFAULT: 8})
     """Attention heads; each attends over hidden_size / num_heads dimensions."""
     hidden_size: int | None = Field(None, gt=0, json_schema_extra={LUDWIG_DEFAULT: 256})
@@ -258,8 +317,11 @@ class TextTransformerEncoder(SequenceEncoderBase, SequenceFCSettings):
     transformer_output_size: int = Field(128, gt=0, json_schema_extra={LUDWIG_DEFAULT: 256})
     """Inner width of each layer's feed-forward block."""
     dropout: float = Field(0.1, ge=0, lt=1)
+    """Dropout after the embedding and inside each layer."""
     reduce_output: Reduction = Field("mean", json_schema_extra={LUDWIG_DEFAULT: "last"})
+    """How the sequence becomes one vector: sum, mean (avg), max, concat, last, attention, or null (keep it)."""
     use_rope: Annotated[bool, ludwig_only(False, instead="plait's transformer learns position embeddings")] = False
+    """Ludwig's rotary position embeddings; plait accepts only false."""
 
     @model_validator(mode="after")
     def _heads_divide_width(self):

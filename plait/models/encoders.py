@@ -193,11 +193,16 @@ def build_encoders(features: list, metadata: dict) -> dict[str, nn.Module]:
 
 class TiedInput(nn.Module):
     """Another feature's encoder, fed this feature's values translated into that feature's
-    vocabulary (and, for text, its sequence length)."""
+    vocabulary (and, for text, its sequence length).
+
+    The encoder is held, not registered as a child: its weights belong to the other feature's
+    entry of the model, once, so that a saved state (safetensors refuses tensors stored twice),
+    the optimizer and the strategies see each weight once."""
 
     def __init__(self, shared: nn.Module, ftype: str, own: dict, target: dict):
         super().__init__()
-        self.shared, self.ftype = shared, ftype
+        self._shared = (shared,)  # a tuple: nn.Module registers a module attribute, not a tuple
+        self.ftype = ftype
         self.output_size, self.output_shape = shared.output_size, shared.output_shape
         self.length = target.get("sequence_length")
         self.target_size = len(target.get("vocabulary") or [])
@@ -215,6 +220,10 @@ class TiedInput(nn.Module):
         if self.ftype == "text" and self.length is not None and x.shape[1] != self.length:
             x = nn.functional.pad(x, (0, self.length - x.shape[1])) if x.shape[1] < self.length else x[:, :self.length]
         return self.shared(x)
+
+    @property
+    def shared(self) -> nn.Module:
+        return self._shared[0]
 
 
 def _vocabulary_map(own: list | None, target: list | None) -> torch.Tensor | None:

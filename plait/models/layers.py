@@ -75,7 +75,10 @@ def initialize(tensor: torch.Tensor, spec: str | dict | None) -> None:
     a one-row matrix, so that the same setting serves weights and biases."""
     if spec is None:
         return
-    name, kwargs = (spec["type"], {k: v for k, v in spec.items() if k != "type"}) if isinstance(spec, dict) else (spec, {})
+    if isinstance(spec, dict):
+        name, kwargs = spec["type"], {k: v for k, v in spec.items() if k != "type"}
+    else:
+        name, kwargs = spec, {}
     if name == "constant" and not kwargs:
         kwargs = {"val": 0.0}
     if name == "sparse" and not kwargs:

@@ -70,7 +70,8 @@ class ConvLayer(nn.Module):
         self.activation, self.dropout = activation(spec["activation"]), nn.Dropout(spec["dropout"])
         self.pool_size = spec["pool_size"]
         self.pool_stride = spec.get("pool_strides") or self.pool_size
-        self.pool_padding = (self.pool_size - 1) // 2 if self.pool_size and spec.get("pool_padding", "same") == "same" else 0
+        same_pooling = self.pool_size and spec.get("pool_padding", "same") == "same"
+        self.pool_padding = (self.pool_size - 1) // 2 if same_pooling else 0
         self.average = spec["pool_function"] in ("average", "avg", "mean")
         self.output_size = spec["num_filters"]
 
