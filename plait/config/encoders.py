@@ -1,103 +1,156 @@
 """Input encoder settings, one class per encoder type; each feature type has a union of those it
-takes (``encoder: {type: ...}``). Names follow Ludwig's so existing configs validate unchanged."""
+takes (``encoder: {type: ...}``). Names, types and meanings follow Ludwig 0.17's, so that a config
+written for Ludwig (or rendered by it, every default written out) validates unchanged.
+
+The settings several encoders share are in :mod:`plait.config.encoder_settings`; the text
+(sequence) encoders are in :mod:`plait.config.text_encoders`.
+"""
 
 from __future__ import annotations
 
+import typing
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import AliasChoices, Field
 
-from plait.config.base import StrictModel
-from plait.config.layers import FCStack, check_heads, union
+from plait.config import text_encoders as t
+from plait.config.base import LUDWIG_DEFAULT, ludwig_only, ludwig_types_not_implemented
+from plait.config.encoder_settings import (EMBEDDINGS_ON_CPU, ENCODER_FIELDS, EmbeddingSettings, EncoderBase,
+                                           FCLayer, FCSettings, Initializer)
+from plait.config.layers import union
+from plait.config.text_encoders import (CNNRNNEncoder, ConvLayer, ParallelCNNEncoder, RNNEncoder,
+                                        StackedCNNEncoder, StackedParallelCNNEncoder, TextEmbedEncoder,
+                                        TextTransformerEncoder)
 
-class PassthroughEncoder(StrictModel):
+class PassthroughEncoder(EncoderBase):
+    """The value itself (a number, 0/1, or the vector)."""
+
     type: Literal["passthrough"] = "passthrough"
 
 
-class DenseEncoder(FCStack):
+class DenseEncoder(EncoderBase, FCSettings):
     """A number, binary or vector input through fully connected layers."""
 
     type: Literal["dense"] = "dense"
-    num_fc_layers: int = Field(1, ge=0)
-    output_size: int = Field(32, gt=0)
+    num_layers: int = Field(1, ge=1, validation_alias=AliasChoices("num_layers", "num_fc_layers"))
+    """Fully connected layers (plait's older name num_fc_layers is accepted too)."""
+    output_size: int = Field(32, gt=0, json_schema_extra={LUDWIG_DEFAULT: 256})
+    """Width of each fully connected layer (unless its fc_layers entry says otherwise)."""
 
 
-class CategoryEmbedEncoder(StrictModel):
-    """A learned embedding per category value."""
+class PeriodicEncoder(EncoderBase):
+    """sin(2π f x + φ) for learned frequencies f and phases φ, then a linear projection
+    (Gorishniy et al., 2022)."""
+
+    type: Literal["periodic"] = "periodic"
+    num_frequencies: int = Field(64, gt=0)
+    """Learned frequencies (sine features) per value."""
+    output_size: int = Field(256, gt=0)
+    """Width of the projection."""
+    sigma: float = Field(1.0, gt=0)
+    """Standard deviation of the frequencies' initial values."""
+
+
+class PLEEncoder(EncoderBase):
+    """Piecewise linear encoding: per bin, where the value lies inside it (0 below, 1 above),
+    then a linear projection. The bins split the training range evenly (Ludwig 0.17 leaves its
+    edges at an even split of [0, 1])."""
+
+    type: Literal["ple"] = "ple"
+    num_bins: int = Field(64, gt=0)
+    """Bins the training range is split into."""
+    output_size: int = Field(256, gt=0)
+    """Width of the projection."""
+
+
+class BinsEncoder(EncoderBase):
+    """A learned vector per bin of the value; the bins split the training range evenly."""
+
+    type: Literal["bins"] = "bins"
+    num_bins: int = Field(32, gt=0)
+    """Bins the training range is split into."""
+    output_size: int = Field(256, gt=0)
+    """Width of each bin's vector."""
+
+
+class CategoryPassthroughEncoder(EncoderBase):
+    """The category's index as a number."""
+
+    type: Literal["passthrough"] = "passthrough"
+
+
+class CategoryEmbedEncoder(EncoderBase):
+    """A learned vector per category value."""
 
     type: Literal["dense"] = "dense"
-    embedding_size: int | None = Field(None, gt=0)
-    """Unset: min(50, (vocabulary size + 1) // 2), a common rule for tabular data."""
+    embedding_size: int | None = Field(None, gt=0, json_schema_extra={LUDWIG_DEFAULT: 50})
+    """Unset: min(50, (vocabulary size + 1) // 2 + 1), a common rule for tabular data."""
+    embedding_initializer: Initializer | None = None
+    """Initializer of the vectors; unset: torch's N(0, 1) (Ludwig: uniform on [-1, 1])."""
+    embeddings_trainable: bool = True
+    """False: the vectors keep their initial (or pretrained) values."""
+    pretrained_embeddings: str | None = None
+    """A GloVe-format file to start the vectors from (its width replaces embedding_size)."""
+    embeddings_on_cpu: Annotated[bool, EMBEDDINGS_ON_CPU] = False
+    """Ludwig's placement of the table in CPU memory; plait accepts only false."""
     dropout: float = Field(0.0, ge=0, lt=1)
+    """Dropout on the vector."""
 
 
-class CategorySparseEncoder(StrictModel):
-    """A one-hot vector (no trained weights)."""
+class CategorySparseEncoder(EncoderBase):
+    """A one-hot vector, fixed unless embeddings_trainable."""
 
-    type: Literal["sparse", "onehot"] = "sparse"
-
-
-class TextEmbedEncoder(StrictModel):
-    """Bag of embeddings: token embeddings reduced by mean (or sum/max) over the sequence."""
-
-    type: Literal["embed"] = "embed"
-    embedding_size: int = Field(64, gt=0)
-    reduce_output: Literal["mean", "sum", "max"] = "mean"
+    type: Literal["sparse"] = "sparse"
+    embedding_initializer: Initializer | None = None
+    """Accepted as in Ludwig; the one-hot start is what a sparse encoder means."""
+    embeddings_trainable: bool = False
+    """True: the one-hot vectors are a starting point that training changes."""
+    pretrained_embeddings: Annotated[str | None, ludwig_only(None, instead="use the dense encoder for pretrained "
+                                                                          "embeddings")] = None
+    """Ludwig's pretrained vectors; a sparse encoder accepts only null."""
+    embeddings_on_cpu: Annotated[bool, EMBEDDINGS_ON_CPU] = False
+    """Ludwig's placement of the table in CPU memory; plait accepts only false."""
     dropout: float = Field(0.0, ge=0, lt=1)
+    """Dropout on the vector."""
 
 
-class ParallelCNNEncoder(StrictModel):
-    """Convolutions of several widths over the token embeddings, max-pooled and concatenated."""
+class CategoryOneHotEncoder(EncoderBase):
+    """A fixed one-hot vector."""
 
-    type: Literal["parallel_cnn"] = "parallel_cnn"
-    embedding_size: int = Field(64, gt=0)
-    num_filters: int = Field(64, gt=0)
-    filter_sizes: list[Annotated[int, Field(gt=0)]] = Field([2, 3, 4, 5], min_length=1)
-    """Widths (in tokens) of the convolutions; one set of num_filters filters per width."""
-    dropout: float = Field(0.0, ge=0, lt=1)
+    type: Literal["onehot"] = "onehot"
 
 
-class RNNEncoder(StrictModel):
-    type: Literal["rnn"] = "rnn"
-    embedding_size: int = Field(64, gt=0)
-    cell_type: Literal["lstm", "gru"] = "lstm"
-    state_size: int = Field(64, gt=0)
-    num_layers: int = Field(1, gt=0)
-    bidirectional: bool = False
-    dropout: float = Field(0.0, ge=0, lt=1)
+class CategoryHashEncoder(EncoderBase):
+    """Feature hashing: category index modulo num_hash_buckets picks a learned vector, so that
+    rare values share vectors (Ludwig's hash encoder)."""
+
+    type: Literal["hash"] = "hash"
+    num_hash_buckets: int = Field(1024, gt=0)
+    """Learned vectors; category indices share them modulo this number."""
+    embedding_size: int = Field(50, gt=0)
+    """Width of each vector."""
 
 
-class TextTransformerEncoder(StrictModel):
-    """A small transformer trained from scratch, mean-pooled over non-padding tokens."""
-
-    type: Literal["transformer"] = "transformer"
-    embedding_size: int = Field(64, gt=0)
-    num_layers: int = Field(2, gt=0)
-    num_heads: int = Field(4, gt=0)
-    """Attention heads; each attends over embedding_size / num_heads dimensions."""
-    hidden_size: int = Field(128, gt=0)
-    dropout: float = Field(0.1, ge=0, lt=1)
-
-    @model_validator(mode="after")
-    def _heads_divide_width(self):
-        check_heads(self.embedding_size, "embedding_size", self.num_heads)
-        return self
-
-
-class SetEmbedEncoder(StrictModel):
-    """Sum of learned embeddings of the set's elements, then fully connected layers."""
+class SetEmbedEncoder(EncoderBase, FCSettings, EmbeddingSettings):
+    """The sum of the set's elements' embeddings, then fully connected layers."""
 
     type: Literal["embed"] = "embed"
     embedding_size: int = Field(50, gt=0)
+    """Width of a dense embedding."""
     num_fc_layers: int = Field(0, ge=0)
-    output_size: int = Field(64, gt=0)
-    dropout: float = Field(0.0, ge=0, lt=1)
+    """Fully connected layers after the sum (unless fc_layers is given)."""
+    output_size: int = Field(64, gt=0, json_schema_extra={LUDWIG_DEFAULT: 10})
+    """Width of each fully connected layer (unless its fc_layers entry says otherwise)."""
+    weights_initializer: Initializer = "xavier_uniform"
+    """Initializer of the embeddings and the layers' weights."""
 
 
-NumberEncoder = union(PassthroughEncoder, DenseEncoder)
+NumberEncoder = union(PassthroughEncoder, DenseEncoder, PeriodicEncoder, PLEEncoder, BinsEncoder)
 BinaryEncoder = union(PassthroughEncoder, DenseEncoder)
-CategoryEncoder = union(CategoryEmbedEncoder, CategorySparseEncoder)
-TextEncoder = union(TextEmbedEncoder, ParallelCNNEncoder, RNNEncoder, TextTransformerEncoder)
+CategoryEncoder = union(CategoryEmbedEncoder, CategorySparseEncoder, CategoryOneHotEncoder,
+                        CategoryPassthroughEncoder, CategoryHashEncoder)
+TextEncoder = union(t.TextEmbedEncoder, t.ParallelCNNEncoder, t.StackedCNNEncoder, t.StackedParallelCNNEncoder,
+                    t.RNNEncoder, t.CNNRNNEncoder, t.TextTransformerEncoder)
 SetEncoder = union(SetEmbedEncoder)
 VectorEncoder = union(DenseEncoder, PassthroughEncoder)
 
@@ -110,3 +163,38 @@ DEFAULT_ENCODER = {
     "set": "embed",
     "vector": "dense",
 }
+
+DOCUMENTED = [PassthroughEncoder, DenseEncoder, PeriodicEncoder, PLEEncoder, BinsEncoder, CategoryEmbedEncoder,
+              CategorySparseEncoder, CategoryOneHotEncoder, CategoryPassthroughEncoder, CategoryHashEncoder,
+              SetEmbedEncoder, TextEmbedEncoder, ParallelCNNEncoder, StackedCNNEncoder, StackedParallelCNNEncoder,
+              RNNEncoder, CNNRNNEncoder, TextTransformerEncoder, FCLayer, ConvLayer]
+"""The encoder sections of the config reference (docs/config.md), in its order."""
+
+_ENCODERS_BY_INPUT_TYPE = {"number": NumberEncoder, "binary": BinaryEncoder, "category": CategoryEncoder,
+                           "text": TextEncoder, "set": SetEncoder, "vector": VectorEncoder}
+_input_types: dict[type, list[str]] = {}
+for _ftype, _union in _ENCODERS_BY_INPUT_TYPE.items():
+    _members = typing.get_args(_union)[0]  # a union of one class is that class
+    for _cls in typing.get_args(_members) or (_members,):
+        _input_types.setdefault(_cls, []).append(_ftype)
+for _cls, _ftypes in _input_types.items():
+    _name = _cls.model_fields["type"].default
+    _shared = sum(c.model_fields["type"].default == _name for c in _input_types) > 1
+    # A name several classes share (dense, embed, passthrough) is told apart by its feature types.
+    ENCODER_FIELDS[f"{'/'.join(_ftypes)} {_name}" if _shared else _name] = set(_cls.model_fields) - {"type"}
+
+ENCODER_FIELDS_ANY = frozenset().union(*ENCODER_FIELDS.values())
+"""Every encoder setting, to tell one written beside the encoder rather than under it."""
+
+_PRETRAINED = ("needs pretrained Hugging Face weights, which plait does not load yet (#20); use the transformer, "
+               "parallel_cnn or rnn encoder, trained from scratch")
+ludwig_types_not_implemented("encoder", {
+    **{name: f"{name} {_PRETRAINED}" for name in (
+        "auto_transformer", "albert", "bert", "camembert", "deberta", "distilbert", "electra", "gpt", "gpt2",
+        "longformer", "modernbert", "mt5", "roberta", "t5", "xlm", "xlmroberta", "xlnet", "llm")},
+    "tf_idf": "tf_idf needs a TF-IDF preprocessing plait does not have; use the embed encoder (a bag of words)",
+    "mamba": "state-space encoders are not implemented; use the rnn or transformer encoder",
+    "mamba2": "state-space encoders are not implemented; use the rnn or transformer encoder",
+    "jamba": "state-space encoders are not implemented; use the rnn or transformer encoder",
+    "target": "target encoding is not implemented; use the dense (embedding) or hash encoder",
+})

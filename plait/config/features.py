@@ -14,7 +14,8 @@ from pydantic import Field, field_validator, model_validator
 from plait.config import decoders as d
 from plait.config import encoders as e
 from plait.config import preprocessing as p
-from plait.config.base import StrictModel, field_error, ludwig_only, shown, suggest
+from plait.config.base import LUDWIG_DEFAULT, StrictModel, field_error, ludwig_only, shown, suggest
+from plait.config.encoder_settings import without_null_adapter
 
 INPUT_TYPES = ("binary", "number", "category", "text", "set", "vector")
 OUTPUT_TYPES = ("binary", "category", "number", "set")
@@ -49,11 +50,61 @@ class FeatureBase(StrictModel):
         return self.column or self.name
 
 
+OUTPUT_ONLY_KEYS = frozenset({"decoder", "loss", "reduce_input", "reduce_dependencies", "dependencies", "threshold",
+                              "top_k", "calibration", "clip", "class_similarities"})
+"""Ludwig's keys of output features, refused on inputs by saying so."""
+
+
 class InputFeatureBase(FeatureBase):
+    tied: str | None = None
+    """The name of another input feature of the same type whose encoder this one shares (one set
+    of weights for both). An encoder given here must be of that feature's type; the settings used
+    are that feature's. Text, category and set values are looked up in that feature's vocabulary, and
+    a text input is cut or padded to that feature's sequence length."""
+    active: Annotated[bool, ludwig_only(True, instead="remove the feature from input_features")] = True
+    """Ludwig's switch of a feature in its model-building UI; plait accepts only true."""
+
     @field_validator("encoder", mode="before", check_fields=False)
     @classmethod
     def _encoder(cls, value, info):
-        return _typed(value, e.DEFAULT_ENCODER[cls.model_fields["type"].default])
+        return without_null_adapter(_typed(value, e.DEFAULT_ENCODER[cls.model_fields["type"].default]))
+
+    @classmethod
+    def unknown_field_reason(cls, key: str) -> str | None:
+        if key in OUTPUT_ONLY_KEYS:
+            return "a setting of output features, not of input features"
+        if key in e.ENCODER_FIELDS_ANY:
+            return "an encoder setting: write it under encoder"
+        return None
+
+
+def resolve_tied(inputs: list) -> None:
+    """``tied`` names another, untied, input feature of the same type; an encoder the tied feature
+    names is of the same type. Other encoder settings are not compared (``defaults.<type>.encoder``
+    fills them in): the tied feature's encoder becomes the other feature's, so that the resolved
+    config shows the encoder it uses."""
+    by_name = {f.name: (i, f) for i, f in enumerate(inputs)}
+    for i, feature in enumerate(inputs):
+        if feature.tied is None:
+            continue
+        path = f"input_features[{i}].tied"
+        if feature.tied not in by_name or feature.tied == feature.name:
+            names = [f.name for f in inputs if f.type == feature.type and f.name != feature.name]
+            raise field_error(path, f"got {shown(feature.tied)}, which is no other input feature; "
+                                    + (f"{feature.type} inputs to tie to: {', '.join(names)}" if names else
+                                       f"there is no other {feature.type} input to tie to"))
+        j, target = by_name[feature.tied]
+        if target.type != feature.type:
+            raise field_error(path, f"{feature.tied!r} is a {target.type} feature and {feature.name!r} a "
+                                    f"{feature.type} one; only features of the same type share an encoder")
+        if target.tied is not None:
+            raise field_error(path, f"{feature.tied!r} is itself tied (to {target.tied!r}); tie to "
+                                    f"{target.tied!r} directly")
+        if "encoder" in feature.model_fields_set and feature.encoder.type != target.encoder.type:
+            raise field_error(f"input_features[{i}].encoder.type",
+                              f"got {feature.encoder.type!r}, but {feature.name!r} shares the {target.encoder.type} "
+                              f"encoder of {feature.tied!r} (input_features[{j}]): remove it, or make it the same")
+        feature.encoder = target.encoder.model_copy()
 
 
 class BinaryInputFeature(InputFeatureBase):
@@ -77,7 +128,9 @@ class CategoryInputFeature(InputFeatureBase):
 class TextInputFeature(InputFeatureBase):
     type: Literal["text"] = "text"
     preprocessing: p.TextPreprocessing = Field(default_factory=p.TextPreprocessing)
-    encoder: e.TextEncoder = Field(default_factory=e.TextEmbedEncoder)
+    encoder: e.TextEncoder = Field(default_factory=e.TextEmbedEncoder,
+                                   json_schema_extra={LUDWIG_DEFAULT: {"type": "parallel_cnn"}})
+    """How the text is encoded; unset: embed, a bag of embeddings (cheaper than Ludwig's default)."""
 
 
 class SetInputFeature(InputFeatureBase):

@@ -10,7 +10,7 @@ from pydantic import Field, field_validator, model_validator
 from plait.config.backend import AutoBackendConfig, BackendConfig, backend_data
 from plait.config.base import StrictModel, field_error, ludwig_only, shown
 from plait.config.defaults import APPLIES_TO, MODULE_DEFAULT_TYPES, Defaults, valid_section, with_type
-from plait.config.features import INPUT_TYPES, OUTPUT_TYPES, InputFeature, OutputFeature, check_dependencies
+from plait.config.features import INPUT_TYPES, OUTPUT_TYPES, InputFeature, OutputFeature, check_dependencies, resolve_tied
 from plait.config.metrics import COMBINED, COMBINED_METRICS, METRICS_BY_OUTPUT_TYPE
 from plait.config.combiners import CombinerConfig, ConcatCombiner
 from plait.config.preprocessing import GlobalPreprocessing
@@ -110,6 +110,11 @@ class PlaitConfig(StrictModel):
         problem = self.combiner.input_features_problem([f.name for f in self.input_features])
         if problem:
             raise field_error(f"combiner.{problem[0]}", problem[1])
+        return self
+
+    @model_validator(mode="after")
+    def _tied_encoders(self):
+        resolve_tied(self.input_features)
         return self
 
     @model_validator(mode="after")

@@ -8,7 +8,7 @@ from torch import nn
 from plait.config.features import output_order
 from plait.errors import ConfigError
 from plait.models.combiners import build_combiner
-from plait.models.encoders import build_encoder
+from plait.models.encoders import build_encoders
 from plait.models.outputs import build_head
 
 # Feature names are the user's column names: any string. torch refuses some as module names (a
@@ -43,9 +43,8 @@ class ECD(nn.Module):
         self.output_names = [f.name for f in config.output_features]
         if AUXILIARY_LOSS in self.output_names:
             raise ConfigError(f"output feature name {AUXILIARY_LOSS!r} is reserved by plait; rename the column")
-        self.encoders = nn.ModuleDict(
-            {module_key(f.name): build_encoder(f, features[f.name]) for f in config.input_features}
-        )
+        encoders = build_encoders(config.input_features, features)
+        self.encoders = nn.ModuleDict({module_key(f.name): encoders[f.name] for f in config.input_features})
         self.combiner = build_combiner(
             config.combiner,
             {f.name: getattr(e, "output_shape", (e.output_size,)) for f, e in zip(config.input_features,

@@ -1,7 +1,9 @@
-"""Input encoders: one module per (feature type, encoder type), registered in ``ENCODERS``.
+"""Input encoders: one builder per (feature type, encoder type), registered in ``ENCODERS``.
 
-Each takes the feature's batch tensor and returns [batch, output_size]. ``metadata`` is the
-feature's preprocessing metadata (vocabulary, sequence length, vector size).
+Each module takes the feature's batch tensor and returns [batch, output_size], or, for a text
+encoder with ``reduce_output: null``, [batch, length, output_size]; ``output_shape`` is that
+shape without the batch: ``(output_size,)`` or ``(length, output_size)``. ``metadata`` is the
+feature's preprocessing metadata (vocabulary, sequence length, vector size, number range).
 """
 
 from __future__ import annotations
@@ -12,151 +14,230 @@ from typing import Callable
 import torch
 from torch import nn
 
-from plait.models.layers import FCStack, fc_stack, masked_mean
+from plait.errors import ModelError
+from plait.models import text_encoders as t
+from plait.models.embeddings import embedding_table
+from plait.models.layers import FCLayers, fc_layer_specs
 
 
 class Passthrough(nn.Module):
     def __init__(self, size: int):
         super().__init__()
         self.output_size = size
+        self.output_shape = (size,)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x.reshape(x.shape[0], -1).float()
 
 
 class Dense(nn.Module):
+    """Fully connected layers over a number, 0/1 or vector input."""
+
     def __init__(self, size: int, config):
         super().__init__()
-        self.fc = fc_stack(size, config) if config.num_fc_layers else FCStack(size, 1, config.output_size)
+        self.fc = FCLayers(size, fc_layer_specs(config, config.num_layers, config.activation, config.dropout))
         self.output_size = self.fc.output_size
+        self.output_shape = (self.output_size,)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.fc(x.reshape(x.shape[0], -1).float())
 
 
-class CategoryEmbed(nn.Module):
-    def __init__(self, vocab_size: int, config):
+class Periodic(nn.Module):
+    """sin(2π f x + φ) with learned f and φ, then a linear projection."""
+
+    def __init__(self, config):
         super().__init__()
-        size = config.embedding_size or min(50, (vocab_size + 1) // 2 + 1)
-        self.embedding = nn.Embedding(vocab_size, size)
-        self.dropout = nn.Dropout(config.dropout)
-        self.output_size = size
+        self.frequencies = nn.Parameter(torch.randn(config.num_frequencies) * config.sigma)
+        self.phases = nn.Parameter(torch.rand(config.num_frequencies) * 2 * math.pi)
+        self.projection = nn.Linear(config.num_frequencies, config.output_size)
+        self.output_size = config.output_size
+        self.output_shape = (self.output_size,)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.dropout(self.embedding(x.long()))
+        x = x.reshape(x.shape[0], 1).float()
+        return self.projection(torch.sin(2 * math.pi * x * self.frequencies + self.phases))
+
+
+def _bin_edges(metadata: dict, num_bins: int) -> torch.Tensor:
+    """Even bins over the training range, in the normalized units the model reads."""
+    shift, scale = metadata.get("shift", 0.0), metadata.get("scale", 1.0) or 1.0
+    low = (metadata.get("min", 0.0) - shift) / scale
+    high = (metadata.get("max", 1.0) - shift) / scale
+    if not high > low:  # a constant column
+        high = low + 1.0
+    return torch.linspace(low, high, num_bins + 1)
+
+
+class PiecewiseLinear(nn.Module):
+    """Per bin, where the value lies inside it (0 below, 1 above), then a linear projection."""
+
+    def __init__(self, config, metadata: dict):
+        super().__init__()
+        self.register_buffer("edges", _bin_edges(metadata, config.num_bins))
+        self.projection = nn.Linear(config.num_bins, config.output_size)
+        self.output_size = config.output_size
+        self.output_shape = (self.output_size,)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.reshape(x.shape[0], 1).float()
+        widths = self.edges[1:] - self.edges[:-1]
+        return self.projection(((x - self.edges[:-1]) / widths).clamp(0.0, 1.0))
+
+
+class Bins(nn.Module):
+    """A learned vector per bin of the value."""
+
+    def __init__(self, config, metadata: dict):
+        super().__init__()
+        self.register_buffer("inner_edges", _bin_edges(metadata, config.num_bins)[1:-1].contiguous())
+        self.embedding = nn.Embedding(config.num_bins, config.output_size)
+        self.output_size = config.output_size
+        self.output_shape = (self.output_size,)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.embedding(torch.bucketize(x.reshape(-1).float(), self.inner_edges))
+
+
+class CategoryEmbed(nn.Module):
+    """A vector per category value: learned (dense, hash) or one-hot (sparse)."""
+
+    def __init__(self, table: nn.Embedding, dropout: float = 0.0, buckets: int | None = None):
+        super().__init__()
+        self.embedding = table
+        self.dropout = nn.Dropout(dropout)
+        self.buckets = buckets
+        self.output_size = table.embedding_dim
+        self.output_shape = (self.output_size,)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        index = x.long().reshape(-1)
+        return self.dropout(self.embedding(index % self.buckets if self.buckets else index))
+
+
+def _category_dense(config, vocabulary: list[str]) -> CategoryEmbed:
+    size = config.embedding_size or min(50, (len(vocabulary) + 1) // 2 + 1)
+    table = embedding_table(vocabulary, size, "dense", config.embeddings_trainable, config.pretrained_embeddings,
+                            config.embedding_initializer)
+    return CategoryEmbed(table, config.dropout)
 
 
 class OneHot(nn.Module):
     def __init__(self, vocab_size: int):
         super().__init__()
         self.output_size = vocab_size
+        self.output_shape = (vocab_size,)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return nn.functional.one_hot(x.long(), self.output_size).float()
-
-
-class BagOfEmbeddings(nn.Module):
-    def __init__(self, vocab_size: int, config):
-        super().__init__()
-        self.embedding = nn.Embedding(vocab_size, config.embedding_size, padding_idx=0)
-        self.reduce = config.reduce_output
-        self.dropout = nn.Dropout(config.dropout)
-        self.output_size = config.embedding_size
-
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        x, mask = self.embedding(tokens), tokens != 0
-        if self.reduce == "sum":
-            out = x.sum(1)
-        elif self.reduce == "max":
-            out = x.masked_fill(~mask.unsqueeze(-1), float("-inf")).amax(1).nan_to_num(0.0, neginf=0.0)
-        else:
-            out = masked_mean(x, mask)
-        return self.dropout(out)
-
-
-class ParallelCNN(nn.Module):
-    def __init__(self, vocab_size: int, config):
-        super().__init__()
-        self.embedding = nn.Embedding(vocab_size, config.embedding_size, padding_idx=0)
-        self.convs = nn.ModuleList(
-            nn.Conv1d(config.embedding_size, config.num_filters, k, padding=k // 2) for k in config.filter_sizes
-        )
-        self.dropout = nn.Dropout(config.dropout)
-        self.output_size = config.num_filters * len(config.filter_sizes)
-
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        x = self.embedding(tokens).transpose(1, 2)  # [N, D, L] for Conv1d
-        pooled = [torch.relu(conv(x)).amax(-1) for conv in self.convs]
-        return self.dropout(torch.cat(pooled, dim=-1))
-
-
-class RNN(nn.Module):
-    def __init__(self, vocab_size: int, config):
-        super().__init__()
-        self.embedding = nn.Embedding(vocab_size, config.embedding_size, padding_idx=0)
-        cell = nn.LSTM if config.cell_type == "lstm" else nn.GRU
-        self.rnn = cell(config.embedding_size, config.state_size, num_layers=config.num_layers, batch_first=True,
-                        bidirectional=config.bidirectional, dropout=config.dropout if config.num_layers > 1 else 0.0)
-        self.output_size = config.state_size * (2 if config.bidirectional else 1)
-
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        mask = tokens != 0
-        out, _ = self.rnn(self.embedding(tokens))
-        return masked_mean(out, mask)
-
-
-class TextTransformer(nn.Module):
-    def __init__(self, vocab_size: int, sequence_length: int, config):
-        super().__init__()
-        self.embedding = nn.Embedding(vocab_size, config.embedding_size, padding_idx=0)
-        self.position = nn.Parameter(torch.randn(sequence_length, config.embedding_size) / math.sqrt(config.embedding_size))
-        layer = nn.TransformerEncoderLayer(config.embedding_size, config.num_heads, config.hidden_size,
-                                           config.dropout, batch_first=True, norm_first=True)
-        self.encoder = nn.TransformerEncoder(layer, config.num_layers, enable_nested_tensor=False)
-        self.output_size = config.embedding_size
-
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        mask = tokens != 0
-        x = self.embedding(tokens) + self.position[: tokens.shape[1]]
-        # A row of only padding would attend to nothing; let it attend to position 0.
-        padding = ~mask.clone()
-        padding[:, 0] = False
-        return masked_mean(self.encoder(x, src_key_padding_mask=padding), mask)
+        return nn.functional.one_hot(x.long().reshape(-1), self.output_size).float()
 
 
 class SetEmbed(nn.Module):
-    def __init__(self, vocab_size: int, config):
+    """The sum of the set's elements' embeddings (multi-hot times the table), then fully connected layers."""
+
+    def __init__(self, vocabulary: list[str], config):
         super().__init__()
-        self.embedding = nn.Linear(vocab_size, config.embedding_size, bias=False)  # multi-hot @ E = sum of embeddings
-        self.fc = FCStack(config.embedding_size, config.num_fc_layers, config.output_size, dropout=config.dropout)
+        self.embedding = embedding_table(vocabulary, config.embedding_size, config.representation,
+                                         config.embeddings_trainable and config.representation == "dense",
+                                         config.pretrained_embeddings, config.weights_initializer)
+        self.dropout = nn.Dropout(config.dropout)
+        specs = fc_layer_specs(config, config.num_fc_layers, config.activation, config.dropout)
+        self.fc = FCLayers(self.embedding.embedding_dim, specs)
         self.output_size = self.fc.output_size
+        self.output_shape = (self.output_size,)
 
     def forward(self, multi_hot: torch.Tensor) -> torch.Tensor:
-        return self.fc(self.embedding(multi_hot.float()))
+        return self.fc(self.dropout(multi_hot.float() @ self.embedding.weight))
 
 
-def _vocab(meta: dict) -> int:
-    return len(meta["vocabulary"])
+def _vocab(meta: dict) -> list[str]:
+    return list(meta["vocabulary"])
 
 
 # (feature type, encoder type) -> builder(encoder config, feature metadata)
 ENCODERS: dict[tuple[str, str], Callable[..., nn.Module]] = {
     ("number", "passthrough"): lambda c, m: Passthrough(1),
     ("number", "dense"): lambda c, m: Dense(1, c),
+    ("number", "periodic"): lambda c, m: Periodic(c),
+    ("number", "ple"): lambda c, m: PiecewiseLinear(c, m),
+    ("number", "bins"): lambda c, m: Bins(c, m),
     ("binary", "passthrough"): lambda c, m: Passthrough(1),
     ("binary", "dense"): lambda c, m: Dense(1, c),
-    ("category", "dense"): lambda c, m: CategoryEmbed(_vocab(m), c),
-    ("category", "sparse"): lambda c, m: OneHot(_vocab(m)),
-    ("category", "onehot"): lambda c, m: OneHot(_vocab(m)),
-    ("text", "embed"): lambda c, m: BagOfEmbeddings(_vocab(m), c),
-    ("text", "parallel_cnn"): lambda c, m: ParallelCNN(_vocab(m), c),
-    ("text", "rnn"): lambda c, m: RNN(_vocab(m), c),
-    ("text", "transformer"): lambda c, m: TextTransformer(_vocab(m), m["sequence_length"], c),
+    ("category", "dense"): lambda c, m: _category_dense(c, _vocab(m)),
+    ("category", "sparse"): lambda c, m: CategoryEmbed(
+        embedding_table(_vocab(m), 0, "sparse", c.embeddings_trainable), c.dropout),
+    ("category", "onehot"): lambda c, m: OneHot(len(_vocab(m))),
+    ("category", "passthrough"): lambda c, m: Passthrough(1),
+    ("category", "hash"): lambda c, m: CategoryEmbed(nn.Embedding(c.num_hash_buckets, c.embedding_size),
+                                                     buckets=c.num_hash_buckets),
     ("set", "embed"): lambda c, m: SetEmbed(_vocab(m), c),
     ("vector", "dense"): lambda c, m: Dense(m["vector_size"], c),
     ("vector", "passthrough"): lambda c, m: Passthrough(m["vector_size"]),
+    **{("text", name): builder for name, builder in t.TEXT_BUILDERS.items()},
 }
 
 
 def build_encoder(feature, metadata: dict) -> nn.Module:
     return ENCODERS[(feature.type, feature.encoder.type)](feature.encoder, metadata)
+
+
+def build_encoders(features: list, metadata: dict) -> dict[str, nn.Module]:
+    """Every input feature's encoder by name; a ``tied`` feature shares its target's module (one
+    set of weights), reading its own values through the target's vocabulary."""
+    encoders = {f.name: build_encoder(f, metadata[f.name]) for f in features if f.tied is None}
+    for f in features:
+        if f.tied is not None:
+            encoders[f.name] = TiedInput(encoders[f.tied], f.type, metadata[f.name], metadata[f.tied])
+    return encoders
+
+
+class TiedInput(nn.Module):
+    """Another feature's encoder, fed this feature's values translated into that feature's
+    vocabulary (and, for text, its sequence length).
+
+    The encoder is held, not registered as a child: its weights belong to the other feature's
+    entry of the model, once, so that a saved state (safetensors refuses tensors stored twice),
+    the optimizer and the strategies see each weight once."""
+
+    def __init__(self, shared: nn.Module, ftype: str, own: dict, target: dict):
+        super().__init__()
+        self._shared = (shared,)  # a tuple: nn.Module registers a module attribute, not a tuple
+        self.ftype = ftype
+        self.output_size, self.output_shape = shared.output_size, shared.output_shape
+        self.length = target.get("sequence_length")
+        self.target_size = len(target.get("vocabulary") or [])
+        mapping = _vocabulary_map(own.get("vocabulary"), target.get("vocabulary"))
+        self.register_buffer("mapping", mapping if mapping is not None else torch.zeros(0, dtype=torch.long))
+        _check_vector_sizes(ftype, own, target)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.mapping.numel():
+            if self.ftype == "set":  # multi-hot columns of this vocabulary onto the target's
+                x = torch.zeros(x.shape[0], self.target_size, device=x.device).index_add_(
+                    1, self.mapping, x.float()).clamp(max=1.0)
+            else:
+                x = self.mapping[x.long()]
+        if self.ftype == "text" and self.length is not None and x.shape[1] != self.length:
+            x = nn.functional.pad(x, (0, self.length - x.shape[1])) if x.shape[1] < self.length else x[:, :self.length]
+        return self.shared(x)
+
+    @property
+    def shared(self) -> nn.Module:
+        return self._shared[0]
+
+
+def _vocabulary_map(own: list | None, target: list | None) -> torch.Tensor | None:
+    """For each entry of ``own``, its index in ``target`` (unknown words: the target's <UNK>, or
+    0); None where the vocabularies are the same or there are none."""
+    if own is None or target is None or list(own) == list(target):
+        return None
+    index = {word: i for i, word in enumerate(target)}
+    unknown = index.get("<UNK>", 0)
+    return torch.tensor([index.get(word, unknown) for word in own], dtype=torch.long)
+
+
+def _check_vector_sizes(ftype: str, own: dict, target: dict) -> None:
+    if ftype == "vector" and own.get("vector_size") != target.get("vector_size"):
+        raise ModelError(f"tied: a vector input of size {own.get('vector_size')} cannot share the encoder of one of "
+                         f"size {target.get('vector_size')}; tie vectors of the same size")
+

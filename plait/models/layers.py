@@ -164,3 +164,100 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Mean of x [N, L, D] over positions where mask [N, L] is true (zeros for empty rows)."""
     weights = mask.unsqueeze(-1).to(x.dtype)
     return (x * weights).sum(1) / weights.sum(1).clamp(min=1.0)
+
+
+# Ludwig's activation names (the config offers these), beside plait's own above.
+ACTIVATIONS.update({
+    "swish": nn.SiLU, "elu": nn.ELU, "leakyRelu": nn.LeakyReLU, "logSigmoid": nn.LogSigmoid, "mish": nn.Mish,
+    "selu": nn.SELU, "prelu": nn.PReLU, "relu6": nn.ReLU6, "hardswish": nn.Hardswish, "hardsigmoid": nn.Hardsigmoid,
+    "softplus": nn.Softplus, "celu": nn.CELU, "softmax": lambda: nn.Softmax(dim=-1),
+})
+
+
+def activation(name: str | None) -> nn.Module:
+    """The activation module called ``name``; None: the identity."""
+    return nn.Identity() if name is None else ACTIVATIONS[name]()
+
+
+_INITIALIZERS = {
+    "uniform": nn.init.uniform_, "normal": nn.init.normal_, "constant": nn.init.constant_, "ones": nn.init.ones_,
+    "zeros": nn.init.zeros_, "eye": nn.init.eye_, "dirac": nn.init.dirac_, "xavier_uniform": nn.init.xavier_uniform_,
+    "xavier_normal": nn.init.xavier_normal_, "kaiming_uniform": nn.init.kaiming_uniform_,
+    "kaiming_normal": nn.init.kaiming_normal_, "orthogonal": nn.init.orthogonal_, "sparse": nn.init.sparse_,
+    "identity": nn.init.eye_,
+}
+
+
+@torch.no_grad()
+def initialize(tensor: torch.Tensor, spec: str | dict | None) -> None:
+    """Initialize ``tensor`` in place by a torch.nn.init name or {type: name, ...its arguments}.
+    Initializers defined only for matrices (xavier, kaiming, orthogonal, eye) treat a vector as
+    a one-row matrix, so that the same setting serves weights and biases."""
+    if spec is None:
+        return
+    if isinstance(spec, dict):
+        name, kwargs = spec["type"], {k: v for k, v in spec.items() if k != "type"}
+    else:
+        name, kwargs = spec, {}
+    if name == "constant" and not kwargs:
+        kwargs = {"val": 0.0}
+    if name == "sparse" and not kwargs:
+        kwargs = {"sparsity": 0.1}
+    target = tensor.view(1, -1) if tensor.dim() == 1 and name not in ("uniform", "normal", "constant", "ones",
+                                                                      "zeros") else tensor
+    if name in ("eye", "identity") and target.dim() > 2:
+        target = target.view(target.shape[0], -1)
+    _INITIALIZERS[name](target, **kwargs)
+
+
+def norm_layer(norm: str | None, size: int, params: dict | None) -> nn.Module:
+    """Batch or layer normalization over the last dimension of [N, size] (params: torch's kwargs)."""
+    if norm == "batch":
+        return nn.BatchNorm1d(size, **(params or {}))
+    if norm == "layer":
+        return nn.LayerNorm(size, **(params or {}))
+    return nn.Identity()
+
+
+FC_DEFAULT_LAYERS = [{"output_size": 512}, {"output_size": 256}]
+"""Ludwig's fully connected layers after a sequence encoder that sets neither fc_layers nor num_fc_layers."""
+
+
+def fc_layer_specs(config, num_layers: int | None, activation_name: str | None, dropout: float) -> list[dict]:
+    """One dict per fully connected layer: ``config.fc_layers`` entries over the encoder's defaults
+    (output_size, use_bias, initializers, norm) and the given activation and dropout."""
+    if getattr(config, "fc_layers", None) is None and num_layers == 0:
+        return []
+    defaults = {"output_size": config.output_size, "use_bias": getattr(config, "use_bias", True),
+                "weights_initializer": getattr(config, "weights_initializer", None),
+                "bias_initializer": getattr(config, "bias_initializer", None), "norm": config.norm,
+                "norm_params": config.norm_params, "activation": activation_name, "dropout": dropout}
+    if config.fc_layers is not None:
+        overrides = [layer.model_dump(exclude_none=True) for layer in config.fc_layers]
+    elif num_layers is None:
+        overrides = FC_DEFAULT_LAYERS
+    else:
+        overrides = [{}] * num_layers
+    return [{**defaults, **layer} for layer in overrides]
+
+
+class FCLayers(nn.Module):
+    """Fully connected layers each set by a dict of fc_layer_specs; with none, the identity."""
+
+    def __init__(self, input_size: int, specs: list[dict]):
+        super().__init__()
+        layers: list[nn.Module] = []
+        size = input_size
+        for spec in specs:
+            linear = nn.Linear(size, spec["output_size"], bias=spec["use_bias"])
+            initialize(linear.weight, spec["weights_initializer"])
+            if linear.bias is not None:
+                initialize(linear.bias, spec["bias_initializer"])
+            layers += [linear, norm_layer(spec["norm"], spec["output_size"], spec["norm_params"]),
+                       activation(spec["activation"]), nn.Dropout(spec["dropout"])]
+            size = spec["output_size"]
+        self.layers = nn.Sequential(*layers)
+        self.output_size = size
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layers(x)

@@ -1,0 +1,125 @@
+"""Settings several encoders share: fully connected layers after an encoder, embeddings,
+initializers and activations, as Ludwig 0.17 names them."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, Field
+
+from plait.config.base import StrictModel, field_error, ludwig_only, shown
+
+ENCODER_FIELDS: dict[str, set[str]] = {}
+"""Each encoder's settings by its name ("rnn"; "category dense" where feature types share a
+name), to say whose a misplaced key is; filled by plait.config.encoders."""
+
+INITIALIZERS = ("uniform", "normal", "constant", "ones", "zeros", "eye", "dirac", "xavier_uniform", "xavier_normal",
+                "kaiming_uniform", "kaiming_normal", "orthogonal", "sparse", "identity")
+"""Ludwig's initializer names (torch.nn.init's functions)."""
+
+
+def _check_initializer(value: Any) -> Any:
+    name = value.get("type") if isinstance(value, dict) else value
+    if name not in INITIALIZERS:
+        raise ValueError(f"got {shown(value)}; an initializer is one of {', '.join(INITIALIZERS)}, or a mapping "
+                         f"{{type: <one of those>, <its torch.nn.init arguments>}}")
+    return value
+
+
+Initializer = Annotated[str | dict, AfterValidator(_check_initializer)]
+
+EncoderActivation = Literal["relu", "tanh", "sigmoid", "gelu", "silu", "swish", "elu", "leakyRelu", "leaky_relu",
+                            "logSigmoid", "softmax", "mish", "selu", "prelu", "relu6", "hardswish", "hardsigmoid",
+                            "softplus", "celu"] | None
+"""Ludwig's activation names that plait builds (None: no activation). Ludwig's gated ones (swiglu,
+geglu, reglu) and sparsemax/entmax15 are not offered."""
+
+EncoderNorm = Literal["batch", "layer"] | None
+
+EMBEDDINGS_ON_CPU = ludwig_only(False, instead="plait keeps every weight on the training device; a large "
+                                               "vocabulary fits with a smaller embedding_size")
+
+
+def without_null_adapter(encoder: Any) -> Any:
+    """Every Ludwig encoder has ``adapter`` (PEFT fine-tuning of pretrained encoders), and a config
+    Ludwig rendered writes ``adapter: null``: that is accepted and dropped; an adapter is refused."""
+    if not isinstance(encoder, dict) or "adapter" not in encoder:
+        return encoder
+    if encoder["adapter"] is not None:
+        raise field_error("adapter", f"got {shown(encoder['adapter'])}; adapters fine-tune pretrained Hugging Face "
+                         f"encoders, which plait does not have yet (#20): remove it")
+    return {k: v for k, v in encoder.items() if k != "adapter"}
+
+
+class EncoderBase(StrictModel):
+    """What every Ludwig encoder accepts."""
+
+    @classmethod
+    def unknown_field_reason(cls, key: str) -> str | None:
+        owners = sorted(name for name, fields in ENCODER_FIELDS.items() if key in fields)
+        if owners:
+            kind = cls.model_fields["type"].default
+            return (f"a setting of the {', '.join(owners)} encoder{'s' if len(owners) > 1 else ''}, not of the "
+                    f"{kind} encoder")
+        return None
+
+
+class FCLayer(StrictModel):
+    """One entry of ``fc_layers``: what this layer sets differently from the encoder's defaults."""
+
+    output_size: int | None = Field(None, gt=0)
+    """This layer's width; unset: the encoder's."""
+    activation: EncoderActivation = None
+    """This layer's activation; unset: the encoder's."""
+    dropout: float | None = Field(None, ge=0, lt=1)
+    """This layer's dropout; unset: the encoder's."""
+    norm: EncoderNorm = None
+    """This layer's norm; unset: the encoder's."""
+    norm_params: dict | None = None
+    """This layer's norm arguments; unset: the encoder's."""
+    use_bias: bool | None = None
+    """This layer's bias switch; unset: the encoder's."""
+    weights_initializer: Initializer | None = None
+    """This layer's weights initializer; unset: the encoder's."""
+    bias_initializer: Initializer | None = None
+    """This layer's bias initializer; unset: the encoder's."""
+
+
+class FCSettings(StrictModel):
+    """Fully connected layers after an encoder (Ludwig's FCStack): each layer is linear, norm,
+    activation, dropout; a layer of ``fc_layers`` overrides the defaults set here."""
+
+    fc_layers: list[FCLayer] | None = None
+    """Per-layer settings; when given, its length is the number of layers."""
+    output_size: int = Field(256, gt=0)
+    """Width of each fully connected layer (unless its fc_layers entry says otherwise)."""
+    use_bias: bool = True
+    """Whether the linear layers add a bias."""
+    weights_initializer: Initializer = "xavier_uniform"
+    """Initializer of the weights (a name, or {type: name, ...arguments})."""
+    bias_initializer: Initializer = "zeros"
+    """Initializer of the biases (a name, or {type: name, ...arguments})."""
+    norm: EncoderNorm = None
+    """Normalization after each linear layer: batch, layer or null."""
+    norm_params: dict | None = None
+    """Keyword arguments of the norm (torch's BatchNorm1d or LayerNorm), e.g. {eps: 0.001}."""
+    activation: EncoderActivation = "relu"
+    """Activation after each layer (null: none)."""
+    dropout: float = Field(0.0, ge=0, lt=1)
+    """Dropout after each layer."""
+
+
+class EmbeddingSettings(StrictModel):
+    """A learned (or fixed) vector per vocabulary entry."""
+
+    representation: Literal["dense", "sparse"] = "dense"
+    """dense: learned vectors; sparse: fixed one-hot vectors (the width is the vocabulary size)."""
+    embedding_size: int = Field(256, gt=0)
+    """Width of a dense embedding (Ludwig caps it at the vocabulary size; plait does not)."""
+    embeddings_trainable: bool = True
+    """False: dense embeddings keep their initial (or pretrained) values (sparse ones always do)."""
+    pretrained_embeddings: str | None = None
+    """A GloVe-format text file (a word and its vector per line) to start dense embeddings from;
+    its width replaces embedding_size, and words it lacks start random."""
+    embeddings_on_cpu: Annotated[bool, EMBEDDINGS_ON_CPU] = False
+    """Ludwig's placement of the embedding matrix in CPU memory; plait accepts only false."""
