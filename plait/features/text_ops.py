@@ -71,6 +71,7 @@ def _arrow_tokenize(strings: pa.Array, tokenizer: str, lowercase: bool) -> pa.Li
     if tokenizer == "space_punct":
         strings = pc.replace_substring_regex(strings, pattern=_PUNCT, replacement=r" \1 ")
     if tokenizer in ("comma", "underscore"):
+        strings = _contiguous(strings)  # a column read in several chunks; from_arrays needs one array
         tokens = pc.split_pattern(strings, pattern="," if tokenizer == "comma" else "_")
         flat = pc.utf8_trim_whitespace(pc.list_flatten(tokens))
         return _drop_empty(pa.ListArray.from_arrays(_offsets(tokens), flat))

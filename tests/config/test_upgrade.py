@@ -91,10 +91,9 @@ def test_encoder_settings_at_the_feature_level_move_into_the_encoder():
     config = with_(input_features=[{"name": "review", "type": "text", "encoder": "parallel_cnn", "num_filters": 8,
                                     "fc_size": 16}])
     out = upgraded(config)
-    assert out["input_features"][0]["encoder"] == {"type": "parallel_cnn", "num_filters": 8}
-    assert out["input_features"][0]["output_size"] == 16  # parallel_cnn here takes no output_size: left for the validator
-    config["input_features"][0].pop("fc_size")
-    assert load_config(config).input_features[0].encoder.num_filters == 8
+    assert out["input_features"][0]["encoder"] == {"type": "parallel_cnn", "num_filters": 8, "output_size": 16}
+    encoder = load_config(config).input_features[0].encoder
+    assert (encoder.num_filters, encoder.output_size) == (8, 16)
 
 
 def test_decoder_settings_at_the_feature_level_move_into_the_decoder():

@@ -101,3 +101,12 @@ def test_set_elements_split_on_underscores(make_processor, fit_transform):
     meta, out = fit_transform(make_processor("set", {"tokenizer": "underscore", "most_common": None}), ["a_b", "b"])
     assert meta["vocabulary"] == ["<UNK>", "b", "a"]
     assert out == [[2, 1], [1]]
+
+
+def test_comma_and_underscore_tokenizers_take_a_column_read_in_several_chunks():
+    from plait.features.text_ops import tokenize
+
+    column = pa.chunked_array([["a, b", "c"], ["d,e", None]])
+    for tokenizer, expected in (("comma", [["a", "b"], ["c"], ["d", "e"], []]),
+                                ("underscore", [["a, b"], ["c"], ["d,e"], []])):
+        assert tokenize(column, tokenizer, False).to_pylist() == expected
