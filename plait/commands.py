@@ -78,8 +78,15 @@ def validate(args) -> int:
 
     from plait.config.render import resolved_dict
 
+    from plait.config.ludwig_defaults import differing_defaults, summary_lines
+
     config = _config(args)
     yaml.safe_dump(resolved_dict(config), sys.stdout, sort_keys=False)
+    lines = summary_lines(differing_defaults(config))
+    if lines:  # on stderr, so that stdout stays the resolved config
+        log.info("settings left at a plait default that differs from Ludwig's (set them to choose):")
+        for line in lines:
+            log.info("  %s", line)
     return 0
 
 

@@ -8,6 +8,7 @@ the same config with Ludwig's defaults (``with_ludwig_defaults``) to show which 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -32,6 +33,17 @@ class DefaultDifference:
 def differing_defaults(config: BaseModel) -> list[DefaultDifference]:
     """Every setting the config leaves at a plait default that Ludwig's differs from."""
     return list(_walk(config, ""))
+
+
+def summary_lines(differences: list[DefaultDifference]) -> list[str]:
+    """One line per setting, the features that share it counted rather than listed (a config may
+    have thousands of features): ``input_features[*].encoder.embedding_size: 64 (Ludwig: 256), 12 features``."""
+    groups: dict[tuple, int] = {}
+    for difference in differences:
+        key = (re.sub(r"\[\d+\]", "[*]", difference.path), repr(_plain(difference.plait)), repr(difference.ludwig))
+        groups[key] = groups.get(key, 0) + 1
+    return [f"{path}: {plait} (Ludwig: {ludwig})" + (f", {count:,} feature{'s' if count > 1 else ''}" if "[*]" in path else "")
+            for (path, plait, ludwig), count in groups.items()]
 
 
 def with_ludwig_defaults(config: BaseModel) -> BaseModel:

@@ -340,9 +340,8 @@ class TrainerConfig(StrictModel):
     eval_steps: Annotated[int | None, ludwig_only(None, instead="plait evaluates the whole validation split; "
                                                                "make the split smaller to evaluate faster")] = None
     """Ludwig: evaluate on this many batches only. plait evaluates every row."""
-    learning_rate: Annotated[float | Literal["auto"], _positive_or_auto("the learning rate", "such as 0.001")] = Field(
-        "auto", json_schema_extra={LUDWIG_DEFAULT: 0.001})
-    """auto: 1e-3 (a default that suits Adam-style optimizers on tabular and text data)."""
+    learning_rate: Annotated[float | Literal["auto"], _positive_or_auto("the learning rate", "such as 0.001")] = "auto"
+    """auto: 1e-3, Ludwig's default learning rate (it suits Adam-style optimizers on tabular and text data)."""
     learning_rate_scaling: Literal["constant", "sqrt", "linear"] = "linear"
     """How the learning rate grows with the number of workers (the global batch grows with them).
     When scaled and no warmup is set, it warms up over the first epoch (at most a tenth of the run)."""
@@ -357,9 +356,9 @@ class TrainerConfig(StrictModel):
         default_factory=GradientClipping)
     """null means the defaults, as in Ludwig (clipglobalnorm 0.5); to turn clipping off set
     ``clipglobalnorm: null``."""
-    gradient_accumulation_steps: Annotated[int, BeforeValidator(_auto_is_one), Field(gt=0)] = Field(
-        1, json_schema_extra={LUDWIG_DEFAULT: "auto"})
-    """Batches whose gradients add up to one optimizer step. auto: 1."""
+    gradient_accumulation_steps: Annotated[int, BeforeValidator(_auto_is_one), Field(gt=0)] = 1
+    """Batches whose gradients add up to one optimizer step. auto (Ludwig's default): 1, as in
+    Ludwig when it does not tune the batch size."""
     regularization_type: Literal["l1", "l2", "l1_l2"] | None = "l2"
     """The penalty on every weight added to the training loss: l1 (sum of absolute values), l2
     (sum of squares) or both, times ``regularization_lambda``."""

@@ -39,3 +39,22 @@ def test_with_ludwig_defaults_sets_each_unset_setting_to_ludwig_value_and_valida
     ludwig = with_ludwig_defaults(config)
     assert ludwig.rate == 0.0 and ludwig.inner.type == "b" and ludwig.items[0].size == 256
     assert config.rate == 0.1 and config.items[0].size == 64  # the original is untouched
+
+
+def test_plait_validate_lists_the_defaults_that_differ_on_stderr_counting_features(tmp_path, capsys):
+    import yaml
+
+    from plait.cli import main
+
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump({
+        "input_features": [{"name": "a", "type": "category"}, {"name": "b", "type": "category"}],
+        "output_features": [{"name": "y", "type": "binary"}],
+        "trainer": {"early_stop": 10},
+    }))
+    assert main(["validate", "--config", str(path)]) == 0
+    out, err = capsys.readouterr()
+    assert yaml.safe_load(out)["trainer"]["early_stop"] == 10  # stdout is still the resolved config
+    assert "  combiner.num_fc_layers: 1 (Ludwig: 0)" in err.splitlines()
+    assert "  input_features[*].encoder.embedding_size: None (Ludwig: 50), 2 features" in err.splitlines()
+    assert "early_stop" not in err  # set by the user, so not a default
