@@ -125,6 +125,9 @@ class PlaitConfig(StrictModel):
     @model_validator(mode="after")
     def _validation_target(self):
         """The field and metric that pick the best model must be ones training reports."""
+        outputs = {f.name: f.type for f in self.output_features}
+        if self.trainer.validation_field is None and self.trainer.validation_metric not in (None, "loss"):
+            self.trainer.validation_field = _field_of_metric(self.trainer.validation_metric, outputs)
         _check_validation_target(self.trainer.validation_field, self.trainer.validation_metric,
                                  {f.name: f.type for f in self.output_features})
         return self
@@ -146,6 +149,16 @@ def _check_target_leakage(inputs: list, outputs: list) -> None:
                           f"input feature {feature.name!r} reads column {feature.source_column!r}, which output "
                           f"feature {output.name!r} (output_features[{j}]) predicts: the model would need the "
                           f"label to predict it (target leakage); remove the input or point it at another column")
+
+
+def _field_of_metric(metric: str, outputs: dict[str, str]) -> str | None:
+    """Ludwig's rule for a validation_metric given without a validation_field: the one output
+    feature that reports that metric (None where no output does: the check below says so)."""
+    having = [name for name, kind in outputs.items() if metric in METRICS_BY_OUTPUT_TYPE[kind]]
+    if len(having) > 1:
+        raise field_error("trainer.validation_field", f"validation_metric {shown(metric)} is reported by several outputs "
+                                                      f"({', '.join(having)}); name the one to watch here")
+    return having[0] if having else None
 
 
 def _check_validation_target(field: str | None, metric: str | None, outputs: dict[str, str]) -> None:
