@@ -11,6 +11,8 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from plait.config.base import LUDWIG_DEFAULT, StrictModel, field_error, ludwig_only, ludwig_types_not_implemented
+from plait.config import text_encoders
+from plait.config.base import shown
 from plait.config.layers import Activation, check_heads, union
 
 INITIALIZERS = ("uniform", "normal", "constant", "ones", "zeros", "eye", "dirac", "xavier_uniform", "xavier_normal",
@@ -320,6 +322,21 @@ SEQUENCE_ENCODERS = ("rnn", "gru", "lstm", "parallel_cnn", "stacked_cnn", "stack
                      "transformer", "embed", "passthrough", "tcn", "mamba")
 
 
+_RENDERED_ENCODER_FIELDS = {"skip": False, "adapter": None, "should_embed": True, "max_sequence_length": None,
+                            "vocab": None, "vocab_size": None}
+"""Fields Ludwig renders into every sequence encoder section that plait's encoder classes lack
+(computed ones, and ones for pretrained models), at the values Ludwig renders."""
+
+
+def _ludwig_encoder_defaults(encoder_class: type | None) -> dict[str, Any]:
+    """Each setting of an encoder at Ludwig's default (recorded where plait's differs)."""
+    fields = encoder_class.model_fields if encoder_class is not None else {}
+    defaults = {name: (field.json_schema_extra or {}).get(LUDWIG_DEFAULT, field.get_default(call_default_factory=True))
+                for name, field in fields.items() if name != "type"
+                if isinstance(field.json_schema_extra or {}, dict)}
+    return {**_RENDERED_ENCODER_FIELDS, **defaults}
+
+
 class SequenceCombinerEncoder(StrictModel):
     """The encoder of the joined sequence. As in Ludwig, only its type is used (with that
     encoder's defaults)."""
@@ -328,10 +345,26 @@ class SequenceCombinerEncoder(StrictModel):
     """parallel_cnn (convolutions of widths 2 to 5, 256 filters each), rnn (one LSTM layer of
     256) or passthrough."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _only_ludwig_defaults(cls, data: Any) -> Any:
+        """Ludwig renders this section with every setting of the encoder at its default (its docs
+        do too). Those validate and are dropped: the encoder is built with exactly those defaults.
+        Any other value would be ignored by Ludwig; plait refuses it rather than ignore it."""
+        if not isinstance(data, dict) or data.get("type") not in _SEQUENCE_COMBINER_ENCODERS:
+            return data
+        defaults = _ludwig_encoder_defaults(_SEQUENCE_COMBINER_ENCODERS[data["type"]])
+        for key, value in data.items():
+            if key != "type" and key in defaults and value != defaults[key]:
+                raise field_error(key, f"got {shown(value)}; Ludwig's sequence combiner builds its encoder from "
+                                       f"`type` alone, with that encoder's defaults ({key}: {defaults[key]!r}), and "
+                                       f"would ignore this value; plait refuses it rather than ignore it: remove it")
+        return {key: value for key, value in data.items() if key not in defaults}
+
     @classmethod
     def unknown_field_reason(cls, key: str) -> str | None:
-        return (f"Ludwig's sequence combiner builds its encoder from `type` alone, with that encoder's defaults, "
-                f"and ignores {key}; plait refuses it rather than ignore it: remove it")
+        return (f"not a setting of this encoder; Ludwig's sequence combiner builds its encoder from `type` alone, "
+                f"with that encoder's defaults: remove {key}")
 
 
 class SequenceCombiner(SequenceSettings):
@@ -358,6 +391,9 @@ ludwig_types_not_implemented("combiner", {
     "hypernetwork": "use type: concat or transformer",
     "tabpfn_v2": "use type: tabnet or concat (plait runs no pretrained foundation models)",
 })
+
+_SEQUENCE_COMBINER_ENCODERS = {"parallel_cnn": text_encoders.ParallelCNNEncoder, "rnn": text_encoders.RNNEncoder,
+                               "passthrough": None}
 
 COMBINER_TYPES = (ConcatCombiner, TransformerCombiner, TabNetCombiner, TabTransformerCombiner, ComparatorCombiner,
                   ProjectAggregateCombiner, SequenceConcatCombiner, SequenceCombiner)

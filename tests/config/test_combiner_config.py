@@ -60,7 +60,7 @@ def test_ludwig_combiners_not_implemented_are_refused_with_advice(refused, name)
     ({"type": "sequence", "encoder": {"type": "stacked_cnn"}},
      "combiner.encoder: Ludwig's 'stacked_cnn' encoder is not implemented for the sequence combiner"),
     ({"type": "sequence", "encoder": {"type": "rnn", "state_size": 8}},
-     "combiner.encoder.state_size: Ludwig's sequence combiner builds its encoder from `type` alone"),
+     "combiner.encoder.state_size: got 8; Ludwig's sequence combiner builds its encoder from `type` alone"),
     ({"type": "concat", "batch_ensemble": True}, "combiner.batch_ensemble: got True; plait does not implement"),
     ({"type": "concat", "norm": "layer", "norm_params": {"momentum": 0.1}},
      "combiner.norm_params: momentum is not a parameter of layer norm"),
@@ -71,3 +71,17 @@ def test_ludwig_combiners_not_implemented_are_refused_with_advice(refused, name)
 ])
 def test_combiner_mistakes_are_refused_with_the_path(refused, combiner, problem):
     assert refused(combiner=combiner).startswith(problem)
+
+
+def test_the_sequence_combiners_encoder_takes_the_section_ludwig_renders_and_refuses_other_values():
+    from plait.config import load_config
+    from plait.errors import ConfigError
+
+    rendered = {"type": "parallel_cnn", "skip": False, "adapter": None, "should_embed": True, "embedding_size": 256,
+                "num_filters": 256, "filter_size": 3, "reduce_output": "sum", "conv_layers": None}
+    base = {"input_features": [{"name": "t", "type": "text", "encoder": {"type": "rnn", "reduce_output": None}}],
+            "output_features": [{"name": "y", "type": "binary"}]}
+    assert load_config({**base, "combiner": {"type": "sequence", "encoder": rendered}}).combiner.encoder.type == "parallel_cnn"
+    with pytest.raises(ConfigError) as caught:
+        load_config({**base, "combiner": {"type": "sequence", "encoder": {**rendered, "num_filters": 8}}})
+    assert "combiner.encoder.num_filters: got 8; Ludwig's sequence combiner builds its encoder from `type` alone" in str(caught.value)
