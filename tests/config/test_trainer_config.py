@@ -188,3 +188,16 @@ def test_clipnorm_and_clipglobalnorm_both_bound_the_global_norm():
     assert GradientClipping(clipnorm=0.2).max_norm == 0.2
     assert GradientClipping(clipnorm=2.0).max_norm == 0.5
     assert GradientClipping(clipglobalnorm=None).max_norm is None
+
+
+def test_a_validation_metric_without_a_field_watches_the_one_output_that_reports_it():
+    from plait.config import load_config
+    from plait.errors import ConfigError
+
+    outputs = [{"name": "label", "type": "category"}, {"name": "price", "type": "number"}]
+    base = {"input_features": [{"name": "x", "type": "number"}], "output_features": outputs}
+    assert load_config({**base, "trainer": {"validation_metric": "accuracy"}}).trainer.validation_field == "label"
+    assert load_config({**base, "trainer": {"validation_metric": "loss"}}).trainer.validation_field is None
+    two = {**base, "output_features": [*outputs, {"name": "kind", "type": "category"}]}
+    with pytest.raises(ConfigError, match="reported by several outputs .label, kind.; name the one to watch"):
+        load_config({**two, "trainer": {"validation_metric": "accuracy"}})
