@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/sklearn_compare.py --seeds 2 --datasets iris diabetes
     .venv/bin/python benchmarks/sklearn_compare.py --override '{"trainer": {"epochs": 50}}'
     .venv/bin/python benchmarks/sklearn_compare.py --ludwig-defaults --out benchmarks/out/sklearn_compare_ludwig.json
+    .venv/bin/python benchmarks/sklearn_compare.py --ludwig-defaults trainer.early_stop   # one default at a time
 
 Datasets: the small real datasets that ship inside scikit-learn (no download): iris, wine and
 breast_cancer (classification, test accuracy) and diabetes (regression, test R²).
@@ -92,7 +93,7 @@ def plait_predictions(model, test: pd.DataFrame, output_type: str, classes) -> n
     return predicted
 
 
-def run_one(name: str, seed: int, cache_dir: str, override: dict, ludwig_defaults: bool = False) -> dict:
+def run_one(name: str, seed: int, cache_dir: str, override: dict, ludwig_defaults: list | None = None) -> dict:
     from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
     from sklearn.linear_model import LogisticRegression, Ridge
     from sklearn.metrics import accuracy_score, r2_score
@@ -127,7 +128,9 @@ def run_one(name: str, seed: int, cache_dir: str, override: dict, ludwig_default
                                        stratify=train[TARGET] if classification else None)
     started = time.perf_counter()
     config = load_config(plait_config(df, output_type, cache_dir, override))
-    model = Model(with_ludwig_defaults(config) if ludwig_defaults else config)
+    if ludwig_defaults is not None:  # [] means all of them
+        config = with_ludwig_defaults(config, set(ludwig_defaults) or None)
+    model = Model(config)
     trained = model.train(training_set=fit, validation_set=validation, random_seed=seed, progress_bar=False)
     predicted = plait_predictions(model, test, output_type, np.sort(df[TARGET].unique()))
     result["plait"] = {"score": float(score(y_test, predicted)), "seconds": time.perf_counter() - started,
@@ -145,8 +148,9 @@ def main(argv=None) -> int:
     parser.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1 (default 5)")
     parser.add_argument("--datasets", nargs="+", choices=list(DATASETS), default=list(DATASETS))
     parser.add_argument("--override", default="{}", help="JSON merged into every plait config")
-    parser.add_argument("--ludwig-defaults", action="store_true",
-                        help="use Ludwig's default wherever plait's differs (plait validate lists them)")
+    parser.add_argument("--ludwig-defaults", nargs="*", metavar="SETTING",
+                        help="use Ludwig's default wherever plait's differs (plait validate lists them), or only "
+                             "for the settings named, e.g. combiner.dropout 'output_features[*].preprocessing.normalization'")
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (default 1: tiny models)")
     parser.add_argument("--out", default=str(HERE / "out" / "sklearn_compare.json"))
     args = parser.parse_args(argv)

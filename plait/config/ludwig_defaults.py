@@ -40,19 +40,28 @@ def summary_lines(differences: list[DefaultDifference]) -> list[str]:
     have thousands of features): ``input_features[*].encoder.embedding_size: 64 (Ludwig: 256), 12 features``."""
     groups: dict[tuple, int] = {}
     for difference in differences:
-        key = (re.sub(r"\[\d+\]", "[*]", difference.path), repr(_plain(difference.plait)), repr(difference.ludwig))
+        key = (_pattern(difference.path), repr(_plain(difference.plait)), repr(difference.ludwig))
         groups[key] = groups.get(key, 0) + 1
     return [f"{path}: {plait} (Ludwig: {ludwig})" + (f", {count:,} feature{'s' if count > 1 else ''}" if "[*]" in path else "")
             for (path, plait, ludwig), count in groups.items()]
 
 
-def with_ludwig_defaults(config: BaseModel) -> BaseModel:
-    """A copy of ``config`` with Ludwig's default wherever it leaves such a setting unset."""
+def with_ludwig_defaults(config: BaseModel, only: set[str] | None = None) -> BaseModel:
+    """A copy of ``config`` with Ludwig's default wherever it leaves such a setting unset; with
+    ``only``, just for those settings (paths as ``summary_lines`` writes them:
+    ``input_features[*].encoder.embedding_size``), to measure one default at a time."""
     copy = config.model_copy(deep=True)
     for difference in differing_defaults(copy):
+        if only is not None and _pattern(difference.path) not in only:
+            continue
         owner, name = _owner(copy, difference.path)
         setattr(owner, name, difference.ludwig)  # validated on assignment
     return copy
+
+
+def _pattern(path: str) -> str:
+    """The path with list indexes as [*]: one name for a setting of every feature."""
+    return re.sub(r"\[\d+\]", "[*]", path)
 
 
 def _walk(model: BaseModel, prefix: str) -> Iterator[DefaultDifference]:
