@@ -51,6 +51,7 @@ def ludwig_only(*accepted: Any, instead: str) -> AfterValidator:
                              f"{shown_accepted} (what it does anyway): {instead}")
         return value
 
+    check.ludwig_only = (accepted, instead)  # read by the config reference (docs.py)
     return AfterValidator(check)
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
-from plait.config.base import LUDWIG_DEFAULT
+from plait.config.base import LUDWIG_DEFAULT, LUDWIG_TYPES_NOT_IMPLEMENTED
 from plait.config.schema import PlaitConfig
 
 TITLES = {"input_features": "Input features and their encoders", "output_features": "Output features, decoders and losses",
@@ -85,11 +85,31 @@ def render() -> str:
                 lines += [" ".join(cls.__doc__.split()), ""]
             lines += ["| field | type | default | meaning |", "| --- | --- | --- | --- |"]
             for name, field in cls.model_fields.items():
-                doc = " ".join((field.description or "").split()).replace("|", "\\|")
+                doc = " ".join((_not_implemented(field) + (field.description or "")).split()).replace("|", "\\|")
                 kind = _type_name(field.annotation).replace("|", "\\|")
                 lines.append(f"| `{name}` | {kind} | {_default(field)} | {doc} |")
             lines.append("")
-    return "\n".join(lines)
+    return "\n".join(lines + _refused_types())
+
+
+def _not_implemented(field) -> str:
+    """For a Ludwig setting plait accepts only at the values that mean what it does anyway."""
+    for meta in field.metadata:
+        accepted, instead = getattr(getattr(meta, "func", None), "ludwig_only", (None, None))
+        if accepted is not None:
+            values = " or ".join(f"`{value!r}`" for value in accepted)
+            return f"**Ludwig setting plait does not implement: only {values} accepted** ({instead}). "
+    return ""
+
+
+def _refused_types() -> list[str]:
+    lines = ["## Ludwig types plait refuses", "",
+             "These Ludwig names are refused by name, with what to use instead (the same advice the error gives).", "",
+             "| section | Ludwig type | instead |", "| --- | --- | --- |"]
+    for section, advice in sorted(LUDWIG_TYPES_NOT_IMPLEMENTED.items()):
+        for name, instead in sorted(advice.items()):
+            lines.append(f"| `{section}` | `{name}` | {instead.replace('|', chr(92) + '|')} |")
+    return lines + [""]
 
 
 if __name__ == "__main__":

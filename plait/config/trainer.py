@@ -178,12 +178,13 @@ OPTIMIZERS = (AdamWConfig, AdamConfig, SGDConfig, AdadeltaConfig, AdagradConfig,
 OptimizerConfig = union(*OPTIMIZERS)
 
 _BITSANDBYTES = ("needs bitsandbytes (8-bit/paged optimizer states), which plait does not use; "
-                 "use the torch optimizer of the same name, such as adamw")
+                 "use the torch optimizer of the same name without the 8bit/paged part, such as adamw")
+_BITSANDBYTES_ONLY = "comes from bitsandbytes, which plait does not use; use adamw (or sgd for lars)"
 ludwig_types_not_implemented("optimizer", {
     **{name: _BITSANDBYTES for name in ("sgd_8bit", "adam_8bit", "paged_adam", "paged_adam_8bit", "adamw_8bit",
-                                        "paged_adamw", "paged_adamw_8bit", "adagrad_8bit", "rmsprop_8bit",
-                                        "lamb", "lamb_8bit", "lars", "lars_8bit", "lion", "lion_8bit", "paged_lion",
-                                        "paged_lion_8bit")},
+                                        "paged_adamw", "paged_adamw_8bit", "adagrad_8bit", "rmsprop_8bit")},
+    **{name: _BITSANDBYTES_ONLY for name in ("lamb", "lamb_8bit", "lars", "lars_8bit", "lion", "lion_8bit",
+                                             "paged_lion", "paged_lion_8bit")},
     "lbfgs": "L-BFGS re-evaluates the loss several times per step, which plait's strategies do not do; "
              "use adam or adamw",
     "adafactor": "it comes from the transformers package; use adamw",

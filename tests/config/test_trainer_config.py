@@ -130,7 +130,7 @@ def test_every_torch_optimizer_of_ludwig_validates_with_its_settings(validate, o
 
 
 @pytest.mark.parametrize(("trainer", "problem"), [
-    ({"optimizer": {"type": "lion"}}, "trainer.optimizer.type: Ludwig's 'lion' is not implemented in plait; needs bitsandbytes"),
+    ({"optimizer": {"type": "lion"}}, "trainer.optimizer.type: Ludwig's 'lion' is not implemented in plait; comes from bitsandbytes"),
     ({"optimizer": {"type": "lbfgs"}}, "trainer.optimizer.type: Ludwig's 'lbfgs' is not implemented in plait; L-BFGS"),
     ({"optimizer": {"type": "adam", "momentum": 0.9}},
      "trainer.optimizer.momentum: a setting of the sgd, rmsprop optimizers, not of adam"),
