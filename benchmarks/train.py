@@ -19,7 +19,7 @@ What is timed
   (validation included) is reported too.
 * **hand-written loop**: the same ``plait.models.ecd.ECD`` built from the same config and
   preprocessing metadata with the same seed (so the same initial weights), the same optimizer
-  (AdamW, plait's default, with the same learning rate, betas, eps and weight decay),
+  (Adam, plait's default, with the same learning rate, betas, eps and weight decay),
   gradient-norm clipping and batch size, over the same in-memory training tensors: per epoch a
   ``randperm``, ``index_select`` per column, forward, ``ECD.loss``, backward, clip, step. Only the
   epochs are timed. It uses the same permutations and dropout seed as plait, so its final
@@ -186,7 +186,7 @@ def train_by_hand(model, data, seed: int, epochs: int, batch_size: int) -> dict:
     rows = len(tensors[names[0]])
     opt = trainer.optimizer
     lr = learning_rate(trainer, world_size=1)  # the resolved learning_rate (auto: 1e-3)
-    optimizer = torch.optim.AdamW(module.parameters(), lr=lr, betas=opt.betas, eps=opt.eps, weight_decay=opt.weight_decay)
+    optimizer = torch.optim.Adam(module.parameters(), lr=lr, betas=opt.betas, eps=opt.eps, weight_decay=opt.weight_decay)
     clip = trainer.gradient_clipping.clipglobalnorm
     module.train()
     epoch_losses, wall, cpu = [], 0.0, 0.0

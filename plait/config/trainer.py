@@ -59,7 +59,7 @@ class AdamConfig(_Optimizer):
 
 
 class AdamWConfig(AdamConfig):
-    """AdamW (torch.optim.AdamW): Adam with decoupled weight decay. plait's default optimizer."""
+    """AdamW (torch.optim.AdamW): Adam with decoupled weight decay."""
 
     type: Literal["adamw"] = "adamw"
     """The optimizer: adamw."""
@@ -347,9 +347,10 @@ class TrainerConfig(StrictModel):
     """How the learning rate grows with the number of workers (the global batch grows with them).
     When scaled and no warmup is set, it warms up over the first epoch (at most a tenth of the run)."""
     optimizer: Annotated[OptimizerConfig, BeforeValidator(_section_or_default)] = Field(
-        default_factory=AdamWConfig, json_schema_extra={LUDWIG_DEFAULT: {"type": "adam"}})
-    """The optimizer and its settings, chosen by ``type``: adamw (plait's default; Ludwig's is
-    adam), adam, sgd, adadelta, adagrad, adamax, nadam, rmsprop, radam."""
+        default_factory=AdamConfig)
+    """The optimizer and its settings, chosen by ``type``: adam (the default, as in Ludwig),
+    adamw, sgd, adadelta, adagrad, adamax, nadam, rmsprop, radam. (plait's default was adamw;
+    with no weight decay, the default, the two take the same steps: benchmarks/README.md.)"""
     learning_rate_scheduler: Annotated[SchedulerConfig, BeforeValidator(_section_or_default)] = Field(
         default_factory=SchedulerConfig)
     """Warmup, decay and reductions on a plateau of the learning rate (null: the defaults)."""
@@ -444,9 +445,9 @@ class TrainerConfig(StrictModel):
 
     @field_validator("optimizer", mode="before")
     @classmethod
-    def _optimizer_type_defaults_to_adamw(cls, value: Any) -> Any:
+    def _optimizer_type_defaults_to_adam(cls, value: Any) -> Any:
         if isinstance(value, dict) and "type" not in value:
-            return {"type": "adamw", **value}
+            return {"type": "adam", **value}
         return value
 
     @field_validator("layers_to_freeze_regex")

@@ -107,7 +107,7 @@ def test_minimal_config_gets_documented_defaults():
     assert shown["trainer"]["epochs"] == 100
     assert shown["trainer"]["batch_size"] == "auto"
     assert shown["trainer"]["learning_rate"] == "auto"
-    assert shown["trainer"]["optimizer"]["type"] == "adamw"
+    assert shown["trainer"]["optimizer"]["type"] == "adam"
     assert shown["backend"]["type"] == "auto"
     assert shown["backend"]["trainer"]["strategy"] == {"type": "ddp", "find_unused_parameters": False}
 

@@ -161,7 +161,7 @@ def test_refused_trainer_settings_name_the_path_and_the_fix(refused, trainer, pr
     ({"eval_batch_size": 512}, "eval_batch_size", 512),
     ({"gradient_accumulation_steps": "auto"}, "gradient_accumulation_steps", 1),
     ({"gradient_clipping": None}, "gradient_clipping", {"clipglobalnorm": 0.5, "clipnorm": None, "clipvalue": None}),
-    ({"optimizer": {}}, "optimizer", {"type": "adamw", "betas": [0.9, 0.999], "eps": 1e-08, "weight_decay": 0.0, "amsgrad": False}),
+    ({"optimizer": {}}, "optimizer", {"type": "adam", "betas": [0.9, 0.999], "eps": 1e-08, "weight_decay": 0.0, "amsgrad": False}),
     ({"regularization_type": "l1_l2", "regularization_lambda": 0.01}, "regularization_type", "l1_l2"),
     ({"checkpoints_per_epoch": 4}, "checkpoints_per_epoch", 4),
     ({"enable_gradient_checkpointing": True}, "enable_gradient_checkpointing", True),
@@ -178,7 +178,7 @@ def test_plaits_own_defaults_record_ludwigs():
 
     recorded = {name: (f.json_schema_extra or {}).get(LUDWIG_DEFAULT) for name, f in TrainerConfig.model_fields.items()}
     assert {k: v for k, v in recorded.items() if v is not None} == {
-        "optimizer": {"type": "adam"}, "early_stop": 5}
+        "early_stop": 5}
     assert SGDConfig.model_fields["momentum"].json_schema_extra == {LUDWIG_DEFAULT: 0.0}
 
 
