@@ -15,7 +15,6 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from plait.config.base import (
-    LUDWIG_DEFAULT,
     StrictModel,
     field_error,
     ludwig_only,
@@ -144,10 +143,10 @@ class DecoderBase(StrictModel):
     """Width of each fully connected layer."""
     fc_use_bias: bool = True
     """Whether the fully connected layers add a bias."""
-    fc_weights_initializer: WeightsInitializer = Field(None, json_schema_extra={LUDWIG_DEFAULT: "xavier_uniform"})
+    fc_weights_initializer: WeightsInitializer = "xavier_uniform"
     """Initializer of the fully connected layers' weights: a name (xavier_uniform, kaiming_normal, normal, ...)
     or ``{type: name, <parameter>: value}``; null: torch's default for a linear layer."""
-    fc_bias_initializer: BiasInitializer = Field(None, json_schema_extra={LUDWIG_DEFAULT: "zeros"})
+    fc_bias_initializer: BiasInitializer = "zeros"
     """Initializer of the fully connected layers' biases (zeros, ones, constant, uniform, normal); null:
     torch's default for a linear layer."""
     fc_norm: Norm = None
@@ -161,9 +160,10 @@ class DecoderBase(StrictModel):
     """Dropout after each fully connected layer (0: none)."""
     use_bias: bool = True
     """Whether the projection to the logits adds a bias."""
-    weights_initializer: WeightsInitializer = Field(None, json_schema_extra={LUDWIG_DEFAULT: "xavier_uniform"})
-    """Initializer of the projection's weights; null: torch's default for a linear layer."""
-    bias_initializer: BiasInitializer = Field(None, json_schema_extra={LUDWIG_DEFAULT: "zeros"})
+    weights_initializer: WeightsInitializer = "xavier_uniform"
+    """Initializer of the projection's weights (Ludwig's default; measured as good as torch's:
+    benchmarks/README.md); null: torch's default for a linear layer."""
+    bias_initializer: BiasInitializer = "zeros"
     """Initializer of the projection's bias; null: torch's default for a linear layer."""
 
     @model_validator(mode="before")

@@ -375,8 +375,9 @@ class TrainerConfig(StrictModel):
     layers_to_freeze_regex: str | None = None
     """Parameters whose names match this regular expression are not trained (``re.search`` on
     names such as ``input_features.age.encoder...``)."""
-    early_stop: int = Field(10, ge=-1, json_schema_extra={LUDWIG_DEFAULT: 5})
-    """Stop after this many evaluations without improvement of validation_metric (-1: never)."""
+    early_stop: int = Field(5, ge=-1)
+    """Stop after this many evaluations without improvement of validation_metric (-1: never).
+    Ludwig's default, 5 (plait's was 10; 5 measured as good and faster: benchmarks/README.md)."""
     validation_field: str | None = None
     """The output feature whose metric decides early stopping and the best model, or 'combined'
     (the weighted total over every output). Unset: combined."""
