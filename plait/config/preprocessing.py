@@ -344,8 +344,8 @@ class HashSplit(StrictModel):
 
 SplitConfig = Annotated[Union[RandomSplit, FixedSplit, StratifySplit, DatetimeSplit, HashSplit], Field(discriminator="type")]
 
-BALANCING_ADVICE = ("plait does not resample the training set; weight the rare class in the loss instead "
-                    "(output_features[].loss.positive_class_weight or class_weights)")
+BALANCING_KEYS = ("oversample_minority", "undersample_majority")
+"""The settings that resample the training split (Ludwig's class balancing)."""
 
 
 class GlobalPreprocessing(StrictModel):
@@ -356,10 +356,18 @@ class GlobalPreprocessing(StrictModel):
     sample_size: int | None = Field(None, ge=0)
     """Keep exactly this many rows (seeded; all of them when the data has fewer). Not together
     with a sample_ratio below 1."""
-    oversample_minority: Annotated[float | None, ludwig_only(None, instead=BALANCING_ADVICE)] = None
-    """Ludwig's resampling of the rarer output class; plait accepts only null."""
-    undersample_majority: Annotated[float | None, ludwig_only(None, instead=BALANCING_ADVICE)] = None
-    """Ludwig's resampling of the commoner output class; plait accepts only null."""
+    oversample_minority: float | None = None
+    """Repeat training rows of the rarer class of the binary output until it has this many rows
+    per row of the commoner class (0.5: one to two), within one row: every rare row the same number
+    of times, and a seeded choice of them once more. Only the training split is resampled; only
+    with one output feature, a binary one; at most 1; null or 0: off. A split that already has
+    that ratio is left as it is."""
+    undersample_majority: float | None = None
+    """Keep a seeded choice of the training rows of the commoner class of the binary output, so
+    that the rarer class has this many rows per kept row (0.5: one to two), within one row. Only
+    the training split is resampled; only with one output feature, a binary one; at most 1; not
+    together with oversample_minority; null or 0: off. A split that already has that ratio is left
+    as it is."""
     global_max_sequence_length: Annotated[int | None, ludwig_only(
         None, instead="it applies to LLM models; use preprocessing.max_sequence_length of each text feature")] = None
     """Ludwig's cap on an LLM's merged input and target; plait accepts only null."""
@@ -376,6 +384,39 @@ class GlobalPreprocessing(StrictModel):
         if isinstance(value, dict) and "type" not in value:
             return {"type": "random", **value}
         return value
+
+    @field_validator(*BALANCING_KEYS)
+    @classmethod
+    def _a_class_ratio(cls, value: float | None) -> float | None:
+        if value is not None and not 0 <= value <= 1:
+            raise ValueError(f"got {value}; give the share of rare-class rows per common-class row wanted in "
+                             f"the training split, from 0 to 1 (1: as many of each; null or 0: off)")
+        return value
+
+    @property
+    def balancing(self) -> dict[str, float]:
+        """The class-balancing setting in effect, as {key: ratio}; empty when off (null or 0,
+        which Ludwig also reads as off)."""
+        return {key: getattr(self, key) for key in BALANCING_KEYS if getattr(self, key)}
+
+    def balancing_target_problem(self, output_types: list[str]) -> tuple[str, str] | None:
+        """(key, what is wrong) when class balancing is set without exactly one output, a binary
+        one (its two classes are the ones balanced); None when all is well."""
+        if not self.balancing or output_types == ["binary"]:
+            return None
+        key = next(iter(self.balancing))
+        return key, (f"got {self.balancing[key]} with output features of type {', '.join(output_types)}; class "
+                     f"balancing needs exactly one output feature, a binary one. Set it to null, or weight the "
+                     f"classes in the loss instead (loss.positive_class_weight of a binary output, "
+                     f"loss.class_weights of a category output)")
+
+    @model_validator(mode="after")
+    def _one_balancing(self):
+        if len(self.balancing) > 1:
+            raise field_error("undersample_majority", f"got {self.undersample_majority} with oversample_minority "
+                                                      f"{self.oversample_minority}; give one of them (oversampling "
+                                                      f"repeats rare rows, undersampling drops common ones)")
+        return self
 
     @model_validator(mode="after")
     def _one_sampling(self):

@@ -118,6 +118,13 @@ class PlaitConfig(StrictModel):
         return self
 
     @model_validator(mode="after")
+    def _balancing_target(self):
+        problem = self.preprocessing.balancing_target_problem([f.type for f in self.output_features])
+        if problem:
+            raise field_error(f"preprocessing.{problem[0]}", problem[1])
+        return self
+
+    @model_validator(mode="after")
     def _no_target_leakage(self):
         _check_target_leakage(self.input_features, self.output_features)
         return self

@@ -21,6 +21,7 @@ import plait
 from plait.config import PlaitConfig
 from plait.data import layout
 from plait.data import split as sp
+from plait.data.balance import Balancer, balance
 from plait.data.cache import Cache, cache_key, dataset_identity, default_cache_dir, entry_name
 from plait.data.engines import ROW_NUMBER, DataEngine, Source, get_engine
 from plait.data.io import is_url
@@ -66,6 +67,7 @@ class PartitionSteps:
         self.split = config.preprocessing.split
         self.sample_ratio = config.preprocessing.sample_ratio
         self.sample_size = config.preprocessing.sample_size or None  # 0, as in Ludwig: no sampling
+        self.balancing = config.preprocessing.balancing
         self.seed = seed
 
     def clean(self, part: pa.Table) -> pa.Table:
@@ -145,6 +147,11 @@ class PartitionSteps:
     def drops_after_fit(self) -> bool:
         return any(getattr(p.preprocessing, "outlier_strategy", None) == "drop_row" for p in self.processors)
 
+    def balancer(self, metadata: dict) -> Balancer:
+        """Class balancing of the one output (binary: the config checks it), with its fitted labels."""
+        output = next(p for p in self.processors if p.is_output)
+        return Balancer(output, metadata[output.name], self.balancing, self.seed)
+
     @staticmethod
     def split_counts(part: pa.Table) -> np.ndarray:
         return np.bincount(part[SPLIT].to_numpy(), minlength=3)
@@ -211,6 +218,7 @@ def preprocess(
         [p.config.model_dump(mode="json", include={"name", "type", "column", "preprocessing"}) for p in processors],
         [p.is_output for p in processors],
         config.preprocessing.model_dump(mode="json", include={"split", "sample_ratio", "sample_size"}),
+        *([config.preprocessing.balancing] if config.preprocessing.balancing else []),
         seed,
         *([[p.cache_inputs() for p in processors]] if any(p.cache_inputs() for p in processors) else []),
     )
@@ -250,6 +258,11 @@ def _run(engine: DataEngine, steps: PartitionSteps, data, splits_given: bool, fs
     if steps.drops_after_fit:
         data = engine.persist(engine.map(data, lambda part: steps.drop_after_fit(part, features)))
         counts, split_rows = _split_rows(engine, steps, data)
+    if steps.balancing:  # after fitting, as in Ludwig: feature statistics describe the rows as they came
+        balanced = balance(engine, data, steps.balancer(features))
+        if balanced is not data:
+            data = engine.persist(balanced)
+            counts, split_rows = _split_rows(engine, steps, data)
     transformed = engine.map(data, lambda part: steps.transform(part, features))
     schema = steps.output_schema(features)
     tasks = [t for code, split in enumerate(sp.SPLIT_NAMES) for t in layout.plan(counts, code, f"{directory}/{split}", layout.ROWS_PER_FILE)]

@@ -149,8 +149,12 @@ def ordered_split(keys: np.ndarray, row_numbers: np.ndarray, thresholds: list) -
 
 def smallest_sample_hashes(row_numbers: np.ndarray, size: int, seed: int) -> np.ndarray:
     """Map step of sample_size: the ``size`` smallest sampling hashes of a partition, sorted."""
-    u = row_uniforms(row_numbers, seed, stream=1)
-    return np.sort(np.partition(u, size - 1)[:size]) if len(u) > size else np.sort(u)
+    return smallest(row_uniforms(row_numbers, seed, stream=1), size)
+
+
+def smallest(values: np.ndarray, size: int) -> np.ndarray:
+    """The ``size`` smallest values, sorted (all of them when there are fewer)."""
+    return np.sort(np.partition(values, size - 1)[:size]) if len(values) > size else np.sort(values)
 
 
 def merge_smallest(size: int):

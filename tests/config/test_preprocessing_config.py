@@ -80,14 +80,39 @@ def test_a_key_of_another_feature_type_says_whose_it_is():
 
 
 @pytest.mark.parametrize("preprocessing, says", [
-    ({"oversample_minority": 0.5}, "preprocessing.oversample_minority: got 0.5; plait does not implement"),
-    ({"undersample_majority": 0.5}, "weight the rare class in the loss instead"),
+    ({"oversample_minority": 1.5}, "preprocessing.oversample_minority: got 1.5; give the share of rare-class rows"),
+    ({"undersample_majority": -0.5}, "preprocessing.undersample_majority: got -0.5; give the share"),
+    ({"oversample_minority": 0.5, "undersample_majority": 0.5},
+     "preprocessing.undersample_majority: got 0.5 with oversample_minority 0.5; give one of them"),
     ({"global_max_sequence_length": 512}, "it applies to LLM models"),
     ({"sample_size": 100, "sample_ratio": 0.5}, "preprocessing.sample_size: got 100 with sample_ratio 0.5; give one"),
 ])
 def test_global_settings_refused_with_advice(preprocessing, says):
     found = problems([{"name": "x", "type": "number"}], preprocessing)
     assert len(found) == 1 and says in found[0]
+
+
+@pytest.mark.parametrize("setting", [{"oversample_minority": 0.5}, {"undersample_majority": 1},
+                                     {"oversample_minority": 0, "undersample_majority": 0.3}])
+def test_class_balancing_is_accepted_with_one_binary_output(setting):
+    assert problems([{"name": "x", "type": "number"}], setting) == []
+    assert load_config({"input_features": [{"name": "x", "type": "number"}], "output_features": [TARGET],
+                        "preprocessing": setting}).preprocessing.balancing == {k: v for k, v in setting.items() if v}
+
+
+@pytest.mark.parametrize("outputs, types", [
+    ([{"name": "y", "type": "category"}], "category"),
+    ([TARGET, {"name": "z", "type": "binary"}], "binary, binary"),
+])
+def test_class_balancing_needs_exactly_one_binary_output(outputs, types):
+    config = {"input_features": [{"name": "x", "type": "number"}], "output_features": outputs,
+              "preprocessing": {"undersample_majority": 0.5}}
+    with pytest.raises(ConfigError) as err:
+        load_config(config)
+    assert err.value.problems == [
+        f"preprocessing.undersample_majority: got 0.5 with output features of type {types}; class balancing needs "
+        f"exactly one output feature, a binary one. Set it to null, or weight the classes in the loss instead "
+        f"(loss.positive_class_weight of a binary output, loss.class_weights of a category output)"]
 
 
 def test_a_number_output_refuses_log1p():
