@@ -18,6 +18,7 @@ from plait.errors import ModelError
 from plait.models import text_encoders as t
 from plait.models.embeddings import embedding_table
 from plait.models.layers import FCLayers, fc_layer_specs
+from plait.models.legacy import LEGACY_ENCODER, LEGACY_ENCODERS
 
 
 class Passthrough(nn.Module):
@@ -178,6 +179,8 @@ ENCODERS: dict[tuple[str, str], Callable[..., nn.Module]] = {
 
 
 def build_encoder(feature, metadata: dict) -> nn.Module:
+    if LEGACY_ENCODER in metadata:  # a module of an old saved model (plait/models/legacy.py)
+        return LEGACY_ENCODERS[metadata[LEGACY_ENCODER]](feature.encoder, metadata)
     return ENCODERS[(feature.type, feature.encoder.type)](feature.encoder, metadata)
 
 

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import plait
 from plait.errors import ModelError
+from plait.models.migrate import FORMAT_VERSION as MODEL_FORMAT_VERSION
+from plait.models.migrate import upgrade
 from plait.utils.fs import atomic_folder, local_fs
 
-MODEL_FORMAT_VERSION = 1
 DESCRIPTION = "plait_model.json"
 CONFIG = "model_hyperparameters.json"
 METADATA = "training_set_metadata.json"
@@ -44,12 +45,13 @@ def read_model(path: str | os.PathLike) -> tuple[dict, dict, dict]:
     if not description.is_file():
         hint = " (it looks like a run directory: use its model/ folder)" if (path / "model" / DESCRIPTION).is_file() else ""
         raise ModelError(f"{str(path)!r} is not a plait model: it has no {DESCRIPTION}{hint}")
-    _check_version(read_json_part(path, DESCRIPTION), path)
+    version = _check_version(read_json_part(path, DESCRIPTION), path)
     config = read_json_part(path, CONFIG)
     metadata = read_json_part(path, METADATA)
     if not isinstance(metadata.get("features"), dict):
         raise ModelError(damaged(path, METADATA, "has no 'features' object"))
-    return config, metadata, _read_weights(path)
+    # A model saved in an older layout is read in today's (plait/models/migrate.py).
+    return upgrade(version, config, metadata, _read_weights(path))
 
 
 def damaged(path: Path, file: str, what: str) -> str:
@@ -71,16 +73,18 @@ def read_json_part(path: Path, file: str) -> dict:
     return value
 
 
-def _check_version(info: dict, path: Path) -> None:
+def _check_version(info: dict, path: Path) -> int:
+    """The model's format version, which this plait must be able to read (it reads every older one)."""
     version = info.get("format_version")
     if version is None:
         raise ModelError(damaged(path, DESCRIPTION, "has no format_version"))
-    if version != MODEL_FORMAT_VERSION:
+    if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= MODEL_FORMAT_VERSION:
         raise ModelError(
             f"the model at {str(path)!r} has format version {version}, but this plait "
-            f"({plait.__version__}) reads version {MODEL_FORMAT_VERSION}; retrain it, or use the "
+            f"({plait.__version__}) reads version {MODEL_FORMAT_VERSION} and older; retrain it, or use the "
             f"plait version that saved it ({info.get('plait_version', 'unknown')})"
         )
+    return version
 
 
 def _read_weights(path: Path) -> dict:
