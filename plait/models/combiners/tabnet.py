@@ -22,31 +22,36 @@ ENTROPY_EPSILON = 1e-5  # inside the log of the entropy, so that masked-out (zer
 
 
 class GLUBlock(nn.Module):
-    """Linear (no bias, possibly shared), ghost batch norm, gated linear unit."""
+    """Linear (no bias), ghost batch norm, gated linear unit. The linear map is the block's own,
+    or (``linear`` None) one shared by every step, handed to ``forward``: a shared layer is
+    registered once, in TabNet, since safetensors refuses a tensor saved under two names."""
 
-    def __init__(self, linear: nn.Linear, norm: dict):
+    def __init__(self, linear: nn.Linear | None, width: int, norm: dict):
         super().__init__()
         self.linear = linear
-        self.norm = GhostBatchNorm(linear.out_features, **norm)
+        self.norm = GhostBatchNorm(2 * width, **norm)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return nn.functional.glu(self.norm(self.linear(x)), dim=-1)
+    def forward(self, x: torch.Tensor, shared: nn.Linear | None = None) -> torch.Tensor:
+        linear = self.linear if self.linear is not None else shared
+        return nn.functional.glu(self.norm(linear(x)), dim=-1)
 
 
 class FeatureTransformer(nn.Module):
-    """Gated linear blocks; from the second on, each adds its input, scaled by sqrt(1/2) so that
-    the variance stays put."""
+    """Gated linear blocks, the first ``num_shared`` on the shared linear maps; from the second
+    on, each adds its input, scaled by sqrt(1/2) so that the variance stays put."""
 
-    def __init__(self, shared: list[nn.Linear], input_size: int, width: int, total: int, norm: dict):
+    def __init__(self, num_shared: int, input_size: int, width: int, total: int, norm: dict):
         super().__init__()
-        linears = list(shared) + [nn.Linear(input_size if i == 0 else width, 2 * width, bias=False)
-                                  for i in range(len(shared), total)]
-        self.blocks = nn.ModuleList(GLUBlock(linear, norm) for linear in linears)
+        self.blocks = nn.ModuleList(
+            GLUBlock(None if i < num_shared else nn.Linear(input_size if i == 0 else width, 2 * width, bias=False),
+                     width, norm)
+            for i in range(total))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.blocks[0](x)
-        for block in self.blocks[1:]:
-            x = (x + block(x)) * 0.5**0.5
+    def forward(self, x: torch.Tensor, shared: nn.ModuleList) -> torch.Tensor:
+        linears = list(shared) + [None] * (len(self.blocks) - len(shared))
+        x = self.blocks[0](x, linears[0])
+        for block, linear in zip(self.blocks[1:], linears[1:]):
+            x = (x + block(x, linear)) * 0.5**0.5
         return x
 
 
@@ -77,12 +82,12 @@ class TabNet(nn.Module):
         self.num_steps = config.num_steps
         self.relaxation_factor = config.relaxation_factor
         self.input_norm = nn.BatchNorm1d(input_size, momentum=config.bn_momentum, eps=config.bn_epsilon)
-        shared = [nn.Linear(input_size if i == 0 else width, 2 * width, bias=False)
-                  for i in range(config.num_shared_blocks)]
+        self.shared = nn.ModuleList(nn.Linear(input_size if i == 0 else width, 2 * width, bias=False)
+                                    for i in range(config.num_shared_blocks))
         total = config.num_total_blocks
         # Step 0 only computes the first attention features; steps 1..num_steps decide.
         self.feature_transformers = nn.ModuleList(
-            FeatureTransformer(shared, input_size, width, total, norm) for _ in range(config.num_steps + 1))
+            FeatureTransformer(len(self.shared), input_size, width, total, norm) for _ in range(config.num_steps + 1))
         normalize = sparse_normalizer(config.entmax_mode, config.entmax_alpha)
         self.attentive_transformers = nn.ModuleList(
             AttentiveTransformer(config.size, input_size, norm, normalize) for _ in range(config.num_steps))
@@ -98,7 +103,7 @@ class TabNet(nn.Module):
         else:
             features = self.input_norm(features)
         prior = torch.ones_like(features)
-        attention = self.feature_transformers[0](features)[:, self.decision_size:]
+        attention = self.feature_transformers[0](features, self.shared)[:, self.decision_size:]
         decision = features.new_zeros(features.shape[0], self.decision_size)
         entropy = features.new_zeros(())
         masks = []
@@ -106,7 +111,7 @@ class TabNet(nn.Module):
             mask = self.attentive_transformers[step](attention, prior)
             prior = prior * (self.relaxation_factor - mask)
             entropy = entropy + (-mask * torch.log(mask + ENTROPY_EPSILON)).sum(1).mean() / self.num_steps
-            out = self.feature_transformers[step + 1](mask * features)
+            out = self.feature_transformers[step + 1](mask * features, self.shared)
             decision = decision + torch.relu(out[:, :self.decision_size])
             attention = out[:, self.decision_size:]
             masks.append(mask)
