@@ -28,9 +28,10 @@ STATE_FILE = "state.json"
 
 
 def save_weights(state_dict: dict, path: Path) -> None:
-    """Weights in safetensors at ``path``, all or nothing."""
+    """Weights in safetensors at ``path``, all or nothing. Each tensor is copied: safetensors refuses
+    tensors that share memory, which TabNet's shared blocks do (one weight under several names)."""
     with atomic_path(path) as tmp:
-        save_file({k: v.detach().cpu().contiguous() for k, v in state_dict.items()}, tmp)
+        save_file({k: v.detach().cpu().clone() for k, v in state_dict.items()}, tmp)
 
 
 def load_weights(path: Path) -> dict:
