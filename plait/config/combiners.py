@@ -180,6 +180,15 @@ class TransformerCombiner(TransformerSettings):
     attention_pooling, or null to pass the tokens on ([batch, features, hidden_size])."""
 
 
+class FTTransformerCombiner(TransformerSettings):
+    """FT-Transformer (Gorishniy et al., 2021): each feature's encoding becomes one token, a learned
+    [CLS] token is put in front, and after the transformer the [CLS] token alone goes on to the fully
+    connected layers. Ludwig 0.17 picks it when a config with three or more inputs names no
+    combiner; plait's default stays concat."""
+
+    type: Literal["ft_transformer"] = "ft_transformer"
+
+
 class TabTransformerCombiner(TransformerSettings):
     """TabTransformer (Huang et al., 2020): the non-numeric features' encodings go through a
     transformer; number and binary encodings skip it (layer-normalized) and join at the end."""
@@ -384,7 +393,6 @@ class SequenceCombiner(SequenceSettings):
 
 
 ludwig_types_not_implemented("combiner", {
-    "ft_transformer": "use type: transformer (each feature one token; reduce_output: mean)",
     "cross_attention": "use type: transformer, whose self-attention lets every feature attend to the others",
     "perceiver": "use type: transformer",
     "gated_fusion": "use type: project_aggregate or concat",
@@ -395,6 +403,6 @@ ludwig_types_not_implemented("combiner", {
 _SEQUENCE_COMBINER_ENCODERS = {"parallel_cnn": text_encoders.ParallelCNNEncoder, "rnn": text_encoders.RNNEncoder,
                                "passthrough": None}
 
-COMBINER_TYPES = (ConcatCombiner, TransformerCombiner, TabNetCombiner, TabTransformerCombiner, ComparatorCombiner,
-                  ProjectAggregateCombiner, SequenceConcatCombiner, SequenceCombiner)
+COMBINER_TYPES = (ConcatCombiner, TransformerCombiner, FTTransformerCombiner, TabNetCombiner, TabTransformerCombiner,
+                  ComparatorCombiner, ProjectAggregateCombiner, SequenceConcatCombiner, SequenceCombiner)
 CombinerConfig = union(*COMBINER_TYPES)

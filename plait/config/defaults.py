@@ -24,6 +24,7 @@ from pydantic import Field, ValidationError, create_model, field_validator
 from plait.config import decoders as d
 from plait.config import encoders as e
 from plait.config.base import StrictModel, _literal_values, _tagged_member, _union_members
+from plait.config.encoder_settings import without_null_adapter
 from plait.config.features import InputFeature, OutputFeature
 
 
@@ -94,7 +95,8 @@ class ImageTypeDefaults(UncheckedTypeDefaults):
 
 def _filled_type(module: str, ftype: str):
     def fill(cls, value):
-        return with_type(value, MODULE_DEFAULT_TYPES[module].get(ftype))
+        value = with_type(value, MODULE_DEFAULT_TYPES[module].get(ftype))
+        return without_null_adapter(value) if module == "encoder" else value  # as a feature's encoder
 
     return fill
 

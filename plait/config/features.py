@@ -160,6 +160,8 @@ class OutputFeatureBase(FeatureBase):
     reduce_dependencies: Reduction = "sum"
     """The same for the hidden states of ``dependencies`` that have a sequence dimension (plait's outputs
     have none, so it is accepted and unused)."""
+    active: Annotated[bool, ludwig_only(True, instead="remove the feature from output_features")] = True
+    """Ludwig's switch of a feature in its model-building UI; plait accepts only true."""
 
     @field_validator("decoder", mode="before", check_fields=False)
     @classmethod

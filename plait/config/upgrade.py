@@ -17,7 +17,7 @@ from __future__ import annotations
 import copy
 from typing import Any, Callable
 
-from plait.config.base import SHOWN_CHARACTERS
+from plait.config.base import SHOWN_CHARACTERS, shown
 from plait.config.defaults import INPUT_CLASSES, MODULE_DEFAULT_TYPES, OUTPUT_CLASSES, module_class, with_type
 from plait.errors import ConfigError
 
@@ -67,6 +67,15 @@ LUDWIG_FEATURE_KEYS = {
 }
 """Keys Ludwig keeps at the level of a feature; before 0.6 an encoder's or decoder's settings sat
 there too, and are moved into the ``encoder`` or ``decoder`` section."""
+
+OLD_BETA_NAMES = (("beta_1", "beta1"), ("beta_2", "beta2"))
+"""Adam's two betas, one key each, as Ludwig's documentation before 0.6 spelled them (``betas`` now)."""
+
+OLD_CLIPPING_NAMES = {"clip_global_norm": "clipglobalnorm", "clipglobalnorm": "clipglobalnorm",
+                      "clip_norm": "clipnorm", "clipnorm": "clipnorm",
+                      "clip_value": "clipvalue", "clipvalue": "clipvalue"}
+"""Gradient clipping set on the optimizer (Ludwig before 0.5 and its documentation before 0.6), and
+its name under ``trainer.gradient_clipping``."""
 
 DECODER_FC_KEYS = ("fc_layers", "output_size", "use_bias", "weights_initializer", "bias_initializer", "norm",
                    "norm_params", "activation", "dropout")
@@ -191,6 +200,65 @@ def _training_section(config: dict, note: Note) -> None:
     config["trainer"] = {**training, **trainer} if isinstance(training, dict) and isinstance(trainer, dict) else (
         trainer if "trainer" in config else training)
     note("training -> trainer")
+
+
+def _feature_weight_regularization(config: dict, note: Note) -> None:
+    """0.4: Ludwig's examples wrote ``weight_regularization: null`` on features. No Ludwig version
+    read it (0.4 regularized per layer with ``weights_regularizer``; today the trainer's
+    regularization covers every weight), and Ludwig 0.17 drops it without a word. null asks for
+    nothing, so it goes; any other value asks for something Ludwig never did, and is refused."""
+    for kind in ("input", "output"):
+        for path, feature in _features(config, kind):
+            if "weight_regularization" not in feature:
+                continue
+            value = feature.pop("weight_regularization")
+            if value is not None:
+                raise ConfigError(
+                    f"{path}.weight_regularization: got {shown(value)}; no Ludwig version read this key (Ludwig 0.17 "
+                    "drops it), so plait refuses it rather than ignore it: regularize the weights with "
+                    "trainer.regularization_type and trainer.regularization_lambda (they cover every weight, as "
+                    "in Ludwig), or remove it")
+            note(f"{path}.weight_regularization (removed: null; no Ludwig version reads it)")
+
+
+def _tabnet_virtual_batch_divider(config: dict, note: Note) -> None:
+    """0.4: Ludwig's TabNet examples wrote ``bn_virtual_divider``, the number of virtual batches in
+    a batch (B / B_v in the paper), beside ``bn_virtual_bs`` (B_v). Ludwig reads only
+    ``bn_virtual_bs``, so a divider beside it goes. Alone, it means ``bn_virtual_bs = batch_size /
+    divider``, which is computed where ``trainer.batch_size`` is a number; otherwise it is refused
+    (Ludwig would use bn_virtual_bs 1024, which is not what the divider asks for)."""
+    combiner = _section(config, "combiner")
+    if combiner is None or combiner.get("type") != "tabnet" or "bn_virtual_divider" not in combiner:
+        return
+    divider = combiner.pop("bn_virtual_divider")
+    if combiner.get("bn_virtual_bs") is not None:
+        note("combiner.bn_virtual_divider (removed: Ludwig reads only combiner.bn_virtual_bs; given)")
+        return
+    batch_size = (_section(config, "trainer") or {}).get("batch_size")
+    if _positive_int(divider) and _positive_int(batch_size):
+        combiner["bn_virtual_bs"] = max(1, batch_size // divider)
+        note(f"combiner.bn_virtual_divider {divider} -> combiner.bn_virtual_bs {combiner['bn_virtual_bs']} "
+             f"(trainer.batch_size {batch_size} / {divider})")
+        return
+    raise ConfigError(
+        f"combiner.bn_virtual_divider: got {shown(divider)} with trainer.batch_size {shown(batch_size)}; the "
+        "divider splits a batch into virtual batches of batch_size / divider rows, which needs a positive "
+        "integer divider and a numeric trainer.batch_size. Ludwig ignores the divider; give the virtual "
+        "batch's rows instead: combiner.bn_virtual_bs")
+
+
+def _rnn_cell(config: dict, note: Note) -> None:
+    """Ludwig's documentation (user_guide/how_ludwig_works.md) writes an rnn encoder's cell as
+    ``cell: lstm``; the key is ``cell_type`` in every Ludwig version. Ludwig 0.17 drops ``cell``
+    without a word and builds a plain RNN; plait gives the cell the config asks for."""
+    for path, feature in _features(config, "input"):
+        encoder = _section(feature, "encoder")
+        if encoder is not None and encoder.get("type") in ("rnn", "cnnrnn"):
+            _move(encoder, "cell", encoder, "cell_type", note, f"{path}.encoder.", f"{path}.encoder.")
+
+
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
 def _bias_names(config: dict, note: Note) -> None:
@@ -416,23 +484,67 @@ def _scheduler_value(old: str, value: Any) -> Any:
 
 
 def _optimizer_names(config: dict, note: Note) -> None:
-    """Before 0.5 Adam was set with ``beta_1``/``beta_2``/``epsilon``; and configs often give
-    ``optimizer.lr``, which is ``trainer.learning_rate`` (except for adafactor, which has an ``lr``)."""
+    """Before 0.5 Adam was set with ``beta_1``/``beta_2`` (the docs wrote ``beta1``/``beta2``) and
+    ``epsilon``; and configs often give ``optimizer.lr``, which is ``trainer.learning_rate`` (except
+    for adafactor, which has an ``lr``)."""
     trainer = _section(config, "trainer")
     optimizer = _section(trainer, "optimizer") if trainer is not None else None
     if optimizer is None:
         return
-    if "beta_1" in optimizer or "beta_2" in optimizer:
-        betas = list(optimizer.get("betas") or (0.9, 0.999))
-        for i, old in enumerate(("beta_1", "beta_2")):
-            if old in optimizer:
-                value = optimizer.pop(old)
-                betas[i] = value if "betas" not in optimizer else betas[i]
-                note(f"trainer.optimizer.{old} -> trainer.optimizer.betas")
-        optimizer["betas"] = betas
+    _betas(optimizer, note)
     _rename_keys(optimizer, {"epsilon": "eps"}, note, "trainer.optimizer.")
     if "lr" in optimizer and optimizer.get("type") != "adafactor":
         _move(optimizer, "lr", trainer, "learning_rate", note, "trainer.optimizer.", "trainer.")
+
+
+def _betas(optimizer: dict, note: Note) -> None:
+    if not any(old in optimizer for names in OLD_BETA_NAMES for old in names):
+        return
+    betas = list(optimizer.get("betas") or (0.9, 0.999))
+    for i, names in enumerate(OLD_BETA_NAMES):
+        for old in [name for name in names if name in optimizer]:
+            value = optimizer.pop(old)
+            betas[i] = value if "betas" not in optimizer else betas[i]
+            note(f"trainer.optimizer.{old} -> trainer.optimizer.betas")
+    optimizer["betas"] = betas
+
+
+def _optimizer_clipping(config: dict, note: Note) -> None:
+    """Before 0.5 gradient clipping was set on the optimizer (``clipglobalnorm``, ``clipnorm``,
+    ``clipvalue``; the docs wrote ``clip_global_norm`` and ``clip_value``); it is
+    ``trainer.gradient_clipping`` now. Ludwig 0.17 drops these keys without a word and clips at its
+    defaults; plait moves them, since clipping is what they ask for."""
+    trainer = _section(config, "trainer")
+    optimizer = _section(trainer, "optimizer") if trainer is not None else None
+    present = [old for old in OLD_CLIPPING_NAMES if old in (optimizer or {})]
+    if not present:
+        return
+    if trainer.get("gradient_clipping") is None:  # null means the defaults, as an empty section does
+        trainer["gradient_clipping"] = {}
+    clipping = _section(trainer, "gradient_clipping")
+    if clipping is None:
+        return  # not a section: validation reports it
+    for old in present:
+        _move(optimizer, old, clipping, OLD_CLIPPING_NAMES[old], note, "trainer.optimizer.",
+              "trainer.gradient_clipping.")
+
+
+def _scheduler_type(config: dict, note: Note) -> None:
+    """Ludwig's own examples write ``learning_rate_scheduler: {type: cosine}``. Ludwig 0.17 keeps the
+    key and reads only ``decay``, so such a config trains at a constant rate; the schedule asked for
+    is ``decay: cosine``, so plait upgrades ``type`` to ``decay`` where ``decay`` is unset (a
+    ``decay`` given wins, as a new name does over an old one)."""
+    trainer = _section(config, "trainer")
+    scheduler = _section(trainer, "learning_rate_scheduler") if trainer is not None else None
+    if scheduler is None or "type" not in scheduler:
+        return
+    kind = scheduler.pop("type")
+    path = "trainer.learning_rate_scheduler."
+    if kind is not None and scheduler.get("decay") is None:
+        scheduler["decay"] = kind
+        note(f"{path}type {kind} -> {path}decay {kind}")
+    else:
+        note(f"{path}type (removed: {path}decay is given)" if kind is not None else f"{path}type (removed: null)")
 
 
 def _defaults_type_key(config: dict, note: Note) -> None:
@@ -455,10 +567,11 @@ def _removed_text_encoders(config: dict, note: Note) -> None:
 
 
 STEPS: list[Callable[[dict, Note], None]] = [
-    _text_preprocessing_names, _training_section, _bias_names, _numerical_type, _size_names, _hyperopt,
-    _eval_batch_size, _type_preprocessing_to_defaults, _split_settings, _nested_modules, _class_weights,
-    _missing_value_strategy, _max_batch_size, _trainer_type, _learning_rate_schedule, _optimizer_names,
-    _defaults_type_key, _removed_text_encoders,
+    _text_preprocessing_names, _training_section, _feature_weight_regularization, _tabnet_virtual_batch_divider,
+    _bias_names, _numerical_type, _size_names, _hyperopt, _eval_batch_size, _type_preprocessing_to_defaults,
+    _split_settings, _nested_modules, _class_weights, _missing_value_strategy, _max_batch_size, _trainer_type,
+    _learning_rate_schedule, _optimizer_names, _optimizer_clipping, _scheduler_type, _defaults_type_key,
+    _removed_text_encoders, _rnn_cell,
 ]
 """The rules in the order Ludwig applies them (by the version that introduced each); a later rule
 sees what an earlier one renamed (``training`` is ``trainer`` before the trainer rules run)."""

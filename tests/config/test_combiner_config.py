@@ -39,8 +39,7 @@ def test_ludwig_combiner_sections_validate(validate, combiner):
     assert code == 0, err
 
 
-@pytest.mark.parametrize("name", ["ft_transformer", "cross_attention", "perceiver", "gated_fusion", "hypernetwork",
-                                  "tabpfn_v2"])
+@pytest.mark.parametrize("name", ["cross_attention", "perceiver", "gated_fusion", "hypernetwork", "tabpfn_v2"])
 def test_ludwig_combiners_not_implemented_are_refused_with_advice(refused, name):
     assert refused(combiner={"type": name}).startswith(f"combiner.type: Ludwig's {name!r} is not implemented in plait; use")
 

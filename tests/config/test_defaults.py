@@ -31,6 +31,14 @@ def test_encoder_defaults_reach_input_features_only():
     assert "encoder" not in type(config.output_features[0]).model_fields
 
 
+
+def test_a_null_adapter_in_encoder_defaults_is_accepted_as_ludwig_renders_it():
+    config = load_config(with_defaults({"category": {"encoder": {"type": "dense", "adapter": None}},
+                                        "text": {"encoder": {"type": "parallel_cnn", "adapter": None}}}))
+    assert config.input_features[0].encoder.type == "dense"
+    [problem] = problems_of(with_defaults({"category": {"encoder": {"adapter": {"type": "lora"}}}}))
+    assert problem.startswith("defaults.category.encoder.adapter: got {'type': 'lora'}")
+
 def test_decoder_and_loss_defaults_reach_output_features_only():
     config = load_config(with_defaults({"category": {"decoder": {"num_fc_layers": 2}, "loss": {"weight": 3.0}}}))
     segment = config.output_features[0]

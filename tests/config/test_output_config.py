@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from plait.config import load_config
+from plait.errors import ConfigError
 
 INPUTS = [{"name": "age", "type": "number"}]
 
@@ -16,7 +17,7 @@ def outputs(*features: dict):
 
 def test_a_ludwig_rendered_output_validates_unchanged():
     rendered = {
-        "name": "bought", "type": "binary", "column": "bought", "dependencies": [], "reduce_input": "sum",
+        "active": True, "name": "bought", "type": "binary", "column": "bought", "dependencies": [], "reduce_input": "sum",
         "reduce_dependencies": "sum", "threshold": 0.5, "calibration": False,
         "decoder": {"type": "regressor", "fc_layers": None, "num_fc_layers": 0, "fc_output_size": 256,
                     "fc_use_bias": True, "fc_weights_initializer": "xavier_uniform", "fc_bias_initializer": "zeros",
@@ -27,6 +28,13 @@ def test_a_ludwig_rendered_output_validates_unchanged():
     }
     [feature] = outputs(rendered)
     assert feature.decoder.fc_weights_initializer == "xavier_uniform" and feature.loss.robust_lambda == 0
+
+
+def test_an_inactive_output_is_refused():
+    with pytest.raises(ConfigError) as info:
+        outputs({"name": "bought", "type": "binary", "active": False})
+    assert info.value.problems[0].startswith("output_features[0].active: got False; plait does not implement")
+    assert info.value.problems[0].endswith("remove the feature from output_features")
 
 
 @pytest.mark.parametrize(("ftype", "loss"), [

@@ -231,6 +231,71 @@ def test_removed_text_encoders_are_auto_transformer():
     assert out["input_features"][0]["encoder"] == {"type": "auto_transformer"}
 
 
+
+def test_adam_betas_one_key_each_as_the_docs_of_ludwig_0_5_wrote_them():
+    config = load_config(with_(trainer={"optimizer": {"type": "adam", "beta1": 0.85, "beta2": 0.99}}))
+    assert config.trainer.optimizer.betas == (0.85, 0.99)
+
+
+def test_clipping_on_the_optimizer_moves_to_gradient_clipping():
+    config = with_(trainer={"optimizer": {"type": "adam", "clip_global_norm": 2.0, "clipnorm": None, "clip_value": 0.1}})
+    assert renames_of(config) == ["trainer.optimizer.clip_global_norm -> trainer.gradient_clipping.clipglobalnorm",
+                                  "trainer.optimizer.clipnorm -> trainer.gradient_clipping.clipnorm",
+                                  "trainer.optimizer.clip_value -> trainer.gradient_clipping.clipvalue"]
+    clipping = load_config(config).trainer.gradient_clipping
+    assert (clipping.clipglobalnorm, clipping.clipnorm, clipping.clipvalue) == (2.0, None, 0.1)
+
+
+def test_clipping_already_in_gradient_clipping_wins():
+    out = upgraded(with_(trainer={"gradient_clipping": {"clipvalue": 0.5}, "optimizer": {"clipvalue": 0.1}}))
+    assert out["trainer"] == {"gradient_clipping": {"clipvalue": 0.5}, "optimizer": {}}
+
+
+def test_weight_regularization_null_is_dropped_and_any_value_refused():
+    config = with_(output_features=[{"name": "bought", "type": "binary", "weight_regularization": None}])
+    assert renames_of(config) == ["output_features[0].weight_regularization (removed: null; no Ludwig version reads it)"]
+    load_config(config)
+    with pytest.raises(ConfigError) as info:
+        upgrade(with_(output_features=[{"name": "bought", "type": "binary", "weight_regularization": "l2"}]))
+    assert info.value.problems[0].startswith(
+        "output_features[0].weight_regularization: got 'l2'; no Ludwig version read this key")
+    assert "trainer.regularization_type and trainer.regularization_lambda" in info.value.problems[0]
+
+
+def test_bn_virtual_divider_is_the_batch_size_over_the_divider():
+    config = load_config(with_(combiner={"type": "tabnet", "bn_virtual_divider": 32}, trainer={"batch_size": 1024}))
+    assert config.combiner.bn_virtual_bs == 32
+    assert renames_of(with_(combiner={"type": "tabnet", "bn_virtual_divider": 32}, trainer={"batch_size": 1024})) == [
+        "combiner.bn_virtual_divider 32 -> combiner.bn_virtual_bs 32 (trainer.batch_size 1024 / 32)"]
+
+
+def test_bn_virtual_divider_beside_bn_virtual_bs_is_dropped():
+    config = load_config(with_(combiner={"type": "tabnet", "bn_virtual_divider": 32, "bn_virtual_bs": 512},
+                               trainer={"batch_size": 1024}))
+    assert config.combiner.bn_virtual_bs == 512
+
+
+@pytest.mark.parametrize("trainer", [{}, {"batch_size": "auto"}])
+def test_bn_virtual_divider_without_a_batch_size_is_refused(trainer):
+    with pytest.raises(ConfigError) as info:
+        upgrade(with_(combiner={"type": "tabnet", "bn_virtual_divider": 32}, trainer=trainer))
+    assert info.value.problems[0].startswith("combiner.bn_virtual_divider: got 32 with trainer.batch_size")
+    assert info.value.problems[0].endswith("give the virtual batch's rows instead: combiner.bn_virtual_bs")
+
+
+def test_scheduler_type_is_the_decay_unless_decay_is_given():
+    config = with_(trainer={"learning_rate_scheduler": {"type": "cosine"}})
+    assert renames_of(config) == ["trainer.learning_rate_scheduler.type cosine -> trainer.learning_rate_scheduler.decay cosine"]
+    assert load_config(config).trainer.learning_rate_scheduler.decay == "cosine"
+    out = upgraded(with_(trainer={"learning_rate_scheduler": {"type": "cosine", "decay": "linear"}}))
+    assert out["trainer"]["learning_rate_scheduler"] == {"decay": "linear"}
+
+
+def test_rnn_cell_is_cell_type():
+    config = load_config(with_(input_features=[{"name": "title", "type": "text",
+                                                "encoder": {"type": "rnn", "cell": "lstm"}}]))
+    assert config.input_features[0].encoder.cell_type == "lstm"
+
 # ---- fields Ludwig computes --------------------------------------------------------------------
 
 RENDERED_FEATURES = {

@@ -19,6 +19,7 @@ COMBINERS = {
     "concat": {"type": "concat", "flatten_inputs": True, "residual": True, "norm": "ghost",
                "fc_layers": [{"output_size": 8}, {"output_size": 8, "activation": "tanh", "use_bias": False}]},
     "transformer": {"type": "transformer", "hidden_size": 8, "num_heads": 2, "num_layers": 1, "output_size": 8},
+    "ft_transformer": {"type": "ft_transformer", "hidden_size": 8, "num_heads": 2, "num_layers": 1, "output_size": 8},
     "tabnet": {"type": "tabnet", "size": 4, "output_size": 8, "num_steps": 2, "bn_virtual_bs": 4},
     "tabnet_entmax15": {"type": "tabnet", "size": 4, "output_size": 8, "entmax_mode": "entmax15"},
     "tabtransformer": {"type": "tabtransformer", "hidden_size": 8, "num_heads": 2, "num_layers": 1,
@@ -28,7 +29,7 @@ COMBINERS = {
     "sequence_concat": {"type": "sequence_concat", "reduce_output": "sum"},
     "sequence": {"type": "sequence", "encoder": {"type": "rnn"}, "reduce_output": "last"},
 }
-OUTPUT_SHAPES = {"concat": (8,), "transformer": (8,), "tabnet": (8,), "tabnet_entmax15": (8,),
+OUTPUT_SHAPES = {"concat": (8,), "transformer": (8,), "ft_transformer": (8,), "tabnet": (8,), "tabnet_entmax15": (8,),
                  "tabtransformer": (8,), "comparator": (18,), "project_aggregate": (8,),
                  "sequence_concat": (13,), "sequence": (256,)}
 
@@ -100,6 +101,7 @@ def _frame(rows: int = 64) -> pd.DataFrame:
 TRAINED = {
     "concat": {"type": "concat", "num_fc_layers": 2, "output_size": 8, "residual": True},
     "transformer": {"type": "transformer", "hidden_size": 8, "num_heads": 2, "num_layers": 1, "output_size": 8},
+    "ft_transformer": {"type": "ft_transformer", "hidden_size": 8, "num_heads": 2, "num_layers": 1, "output_size": 8},
     "tabnet": {"type": "tabnet", "size": 4, "output_size": 8, "num_steps": 2, "bn_virtual_bs": 8},
     "tabtransformer": {"type": "tabtransformer", "hidden_size": 8, "num_heads": 2, "num_layers": 1,
                        "embed_input_feature_name": "add", "output_size": 8},

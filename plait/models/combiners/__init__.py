@@ -20,11 +20,11 @@ from plait.models.combiners.project_aggregate import ProjectAggregateCombiner
 from plait.models.combiners.sequence import SequenceCombiner, SequenceConcatCombiner
 from plait.models.combiners.tabnet import TabNetCombiner
 from plait.models.combiners.tabtransformer import TabTransformerCombiner
-from plait.models.combiners.transformer import TransformerCombiner
+from plait.models.combiners.transformer import FTTransformerCombiner, TransformerCombiner
 
 COMBINERS = {
-    "concat": ConcatCombiner, "transformer": TransformerCombiner, "tabnet": TabNetCombiner,
-    "tabtransformer": TabTransformerCombiner, "comparator": ComparatorCombiner,
+    "concat": ConcatCombiner, "transformer": TransformerCombiner, "ft_transformer": FTTransformerCombiner,
+    "tabnet": TabNetCombiner, "tabtransformer": TabTransformerCombiner, "comparator": ComparatorCombiner,
     "project_aggregate": ProjectAggregateCombiner, "sequence_concat": SequenceConcatCombiner,
     "sequence": SequenceCombiner,
 }

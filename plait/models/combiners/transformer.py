@@ -1,4 +1,5 @@
-"""The transformer combiner: each feature's encoding is one token of a transformer encoder."""
+"""The transformer combiners: each feature's encoding is one token of a transformer encoder; the
+FT-Transformer adds a [CLS] token whose output alone goes on."""
 
 from __future__ import annotations
 
@@ -62,3 +63,24 @@ class TransformerCombiner(nn.Module):
     def forward(self, encoded: dict[str, torch.Tensor]) -> Combined:
         tokens = torch.stack([p(x) for p, x in zip(self.projections, flat_inputs(encoded))], dim=1)
         return Combined(self.head(self.transformer(tokens + self.feature_embedding)))
+
+
+class FTTransformerCombiner(nn.Module):
+    """FT-Transformer: the feature tokens behind a learned [CLS] token; the transformer's output at
+    the [CLS] position is the row's representation (Gorishniy et al., 2021). Each feature has its
+    own projection, so its identity needs no extra embedding."""
+
+    def __init__(self, input_shapes: dict[str, tuple], config, feature_types: dict[str, str] | None = None):
+        super().__init__()
+        self.projections = projections([flat_size(s) for s in input_shapes.values()], config.hidden_size, config)
+        self.cls_token = nn.Parameter(torch.randn(1, 1, config.hidden_size))
+        self.transformer = transformer_stack(config)
+        self.fc = combiner_fc_stack(config.hidden_size, config, activation=config.fc_activation,
+                                    dropout=config.fc_dropout, residual=config.fc_residual)
+        self.output_size = self.fc.output_size
+        self.output_shape = (self.output_size,)
+
+    def forward(self, encoded: dict[str, torch.Tensor]) -> Combined:
+        tokens = torch.stack([p(x) for p, x in zip(self.projections, flat_inputs(encoded))], dim=1)
+        tokens = torch.cat([self.cls_token.expand(tokens.shape[0], -1, -1), tokens], dim=1)
+        return Combined(self.fc(self.transformer(tokens)[:, 0]))
