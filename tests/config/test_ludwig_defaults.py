@@ -58,3 +58,17 @@ def test_plait_validate_lists_the_defaults_that_differ_on_stderr_counting_featur
     assert "  combiner.num_fc_layers: 1 (Ludwig: 0)" in err.splitlines()
     assert "  input_features[*].encoder.embedding_size: None (Ludwig: 50), 2 features" in err.splitlines()
     assert "early_stop" not in err  # set by the user, so not a default
+
+
+def test_ludwigs_combiner_for_three_inputs_or_more_is_listed_in_place_of_concats_settings():
+    from plait.config import load_config
+
+    def config(inputs: int, **extra):
+        return load_config({"input_features": [{"name": f"x{i}", "type": "number"} for i in range(inputs)],
+                            "output_features": [{"name": "y", "type": "binary"}], **extra})
+
+    paths = lambda c: [d.path for d in differing_defaults(c)]  # noqa: E731
+    assert "combiner" in paths(config(3)) and not any(p.startswith("combiner.") for p in paths(config(3)))
+    assert "combiner" not in paths(config(2)) and "combiner.num_fc_layers" in paths(config(2))
+    assert "combiner" not in paths(config(3, combiner={"type": "concat"}))
+    assert with_ludwig_defaults(config(3)).combiner.type == "ft_transformer"
