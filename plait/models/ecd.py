@@ -84,7 +84,7 @@ class ECD(nn.Module):
         hidden, logits = {}, {}
         for name in self.head_order:
             dependencies = [hidden[d] for d in self.dependencies[name]]
-            hidden[name], logits[name] = self.head(name).decode(combined, dependencies)
+            hidden[name], logits[name] = self.head(name)(combined, dependencies, return_hidden=True)
         logits = {name: logits[name] for name in self.output_names}
         if auxiliary_loss is not None and self.training:
             logits[AUXILIARY_LOSS] = auxiliary_loss

@@ -99,8 +99,12 @@ class OutputHead(nn.Module):
         top = self.mlp(hidden) if hasattr(self, "mlp") else hidden
         return hidden, self.projection(top)
 
-    def forward(self, combined: torch.Tensor) -> torch.Tensor:
-        return self.decode(combined)[1]
+    def forward(self, combined: torch.Tensor, dependencies: list[torch.Tensor] = (), return_hidden: bool = False):
+        """The logits; with ``return_hidden``, (hidden state, logits) as ``decode`` gives them. The
+        model calls a head through here, never ``decode`` directly: FSDP gathers a sharded head's
+        parameters in hooks around ``__call__`` (a direct call would meet sharded weights)."""
+        hidden, logits = self.decode(combined, dependencies)
+        return (hidden, logits) if return_hidden else logits
 
     def row_losses(self, logits: torch.Tensor, target: torch.Tensor) -> RowLosses:
         raise NotImplementedError
