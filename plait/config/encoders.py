@@ -159,7 +159,7 @@ DEFAULT_ENCODER = {
     "number": "passthrough",
     "binary": "passthrough",
     "category": "dense",
-    "text": "embed",
+    "text": "parallel_cnn",  # Ludwig's; measured better than embed (benchmarks/text_defaults.py)
     "set": "embed",
     "vector": "dense",
 }

@@ -176,7 +176,9 @@ class TextPreprocessing(FeaturePreprocessing):
     one token per character; underscore, comma: split on that character (trimmed); untokenized: the
     whole text one token; stripped: the same, trimmed; bpe (plait's own): byte-pair-encoding subwords
     learned from the training split. Ludwig's spaCy and pretrained tokenizers are refused."""
-    lowercase: bool = Field(True, json_schema_extra={LUDWIG_DEFAULT: False})
+    lowercase: bool = False
+    """Lowercase the text before tokenizing. Ludwig's default, false (lowercasing made no clear
+    difference in benchmarks/text_defaults.py)."""
     most_common: int = Field(20000, gt=0)
     """Vocabulary cap (for bpe: the subword vocabulary size)."""
     vocab_file: str | None = None
@@ -195,7 +197,9 @@ class TextPreprocessing(FeaturePreprocessing):
     unknown_symbol: str = "<UNK>"
     """The token of words not in the vocabulary (index 1)."""
     fill_value: str = Field("", json_schema_extra={LUDWIG_DEFAULT: "<UNK>"})
-    """The text used by ``fill_with_const`` (empty: a sequence of padding)."""
+    """The text used by ``fill_with_const`` (empty: a sequence of padding). plait tokenizes this
+    text like any other, so Ludwig's ``<UNK>`` would become the tokens <, UNK and >: plait keeps
+    the empty text, which means what Ludwig's default does (nothing known in the cell)."""
     ngram_size: int = Field(2, gt=0)
     """Read by Ludwig's ngram tokenizer, which Ludwig 0.17 does not register: no effect, there or here."""
     pretrained_model_name_or_path: Annotated[str | None, ludwig_only(

@@ -59,7 +59,7 @@ def test_encoder_default_given_as_a_name():
 def test_an_encoder_default_without_a_type_is_for_the_default_encoder():
     """Unset, the default is the type's default encoder: it merges into a feature naming that
     encoder, and not into one naming another."""
-    features = {"input_features": [{"name": "a", "type": "text", "encoder": {"type": "embed"}},
+    features = {"input_features": [{"name": "a", "type": "text", "encoder": {"type": "parallel_cnn"}},
                                    {"name": "b", "type": "text", "encoder": {"type": "rnn"}}],
                 "output_features": [{"name": "y", "type": "binary"}]}
     a, b = load_config(with_defaults({"text": {"encoder": {"embedding_size": 16}}}, features)).input_features

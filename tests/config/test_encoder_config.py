@@ -84,8 +84,8 @@ def test_ludwig_rendered_encoders_validate_unchanged(ftype, encoder):
 
 def test_plait_defaults_that_differ_from_ludwigs_are_kept():
     config = load_config(config_with({"name": "t", "type": "text"}, {"name": "r", "type": "text", "encoder": "rnn"}))
-    embed, rnn = (f.encoder for f in config.input_features)
-    assert (embed.type, embed.embedding_size, embed.reduce_output) == ("embed", 64, "mean")
+    cnn, rnn = (f.encoder for f in config.input_features)
+    assert (cnn.type, cnn.embedding_size, cnn.num_filters, cnn.reduce_output) == ("parallel_cnn", 64, 64, "max")
     assert (rnn.cell_type, rnn.state_size, rnn.reduce_output) == ("lstm", 64, "mean")
 
 

@@ -129,7 +129,7 @@ def test_input_encoders_default_per_feature_type():
         "output_features": [{"name": "y", "type": "binary"}],
     })
     encoders = {f.name: f.encoder.type for f in config.input_features}
-    assert encoders == {"binary": "passthrough", "number": "passthrough", "category": "dense", "text": "embed", "set": "embed", "vector": "dense"}
+    assert encoders == {"binary": "passthrough", "number": "passthrough", "category": "dense", "text": "parallel_cnn", "set": "embed", "vector": "dense"}
 
 
 # ---- Ludwig configs ----------------------------------------------------------------------------

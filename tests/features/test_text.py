@@ -17,13 +17,13 @@ def words(meta: dict, row: list[int]) -> list[str]:
 
 
 def test_space_tokenizer_splits_on_whitespace_only(make_processor, fit_transform):
-    meta, out = fit_transform(text(make_processor, tokenizer="space"), ["Hello  world", "hello, World!"])
+    meta, out = fit_transform(text(make_processor, tokenizer="space", lowercase=True), ["Hello  world", "hello, World!"])
     assert meta["vocabulary"] == ["<PAD>", "<UNK>", "hello", "hello,", "world", "world!"]
     assert [words(meta, row) for row in out] == [["hello", "world"], ["hello,", "world!"]]
 
 
 def test_space_punct_tokenizer_makes_punctuation_its_own_token(make_processor, fit_transform):
-    meta, out = fit_transform(text(make_processor, tokenizer="space_punct"), ["Hello, world!", "don't"])
+    meta, out = fit_transform(text(make_processor, tokenizer="space_punct", lowercase=True), ["Hello, world!", "don't"])
     assert [words(meta, row) for row in out] == [["hello", ",", "world", "!"], ["don", "'", "t"]]
 
 
@@ -31,8 +31,13 @@ def test_space_punct_is_the_default_tokenizer(make_processor):
     assert text(make_processor).preprocessing.tokenizer == "space_punct"
 
 
-def test_text_is_lowercased_by_default(make_processor, fit):
-    assert fit(text(make_processor, tokenizer="space"), ["Cat cat CAT"])["vocabulary"] == ["<PAD>", "<UNK>", "cat"]
+def test_text_keeps_its_case_by_default_as_in_ludwig(make_processor, fit):
+    assert fit(text(make_processor, tokenizer="space"), ["Cat cat cat"])["vocabulary"] == ["<PAD>", "<UNK>", "cat", "Cat"]
+
+
+def test_lowercase_can_be_turned_on(make_processor, fit):
+    meta = fit(text(make_processor, tokenizer="space", lowercase=True), ["Cat cat CAT"])
+    assert meta["vocabulary"] == ["<PAD>", "<UNK>", "cat"]
 
 
 def test_lowercase_can_be_turned_off(make_processor, fit):
@@ -128,7 +133,7 @@ CORPUS = ["lower lowest newer newest", "widest wider low new", "slower slowest"]
 
 @pytest.fixture
 def bpe(make_processor, fit, no_network):
-    processor = text(make_processor, tokenizer="bpe", most_common=40)
+    processor = text(make_processor, tokenizer="bpe", most_common=40, lowercase=True)
     return processor, fit(processor, CORPUS)
 
 
