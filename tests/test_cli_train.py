@@ -336,9 +336,15 @@ def test_interrupted_training_saves_a_checkpoint_and_resumes(files, cli, tmp_pat
     assert (run / "model" / "plait_model.json").is_file()
 
 
+def _default_sigint() -> None:
+    """Ctrl-C's default handling in the child, whatever the tests inherited: a shell ignores
+    SIGINT in the commands it starts in the background (``cmd &``), and a child inherits that."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_sigint_during_training_exits_130_with_a_checkpoint_and_resume_hint(tmp_path):
     _frame(3000, seed=1).to_csv(tmp_path / "big.csv", index=False)
-    config = _config(tmp_path / "cache", epochs=1000, steps_per_checkpoint=10)
+    config = _config(tmp_path / "cache", epochs=1000, steps_per_checkpoint=10, early_stop=-1)  # still training at the signal
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     run = tmp_path / "out" / "sig_run_0"
     latest = run / "checkpoints" / "latest.json"
@@ -346,6 +352,7 @@ def test_sigint_during_training_exits_130_with_a_checkpoint_and_resume_hint(tmp_
         [PLAIT, "train", "-c", str(tmp_path / "config.yaml"), "--dataset", str(tmp_path / "big.csv"),
          "--output-directory", str(tmp_path / "out"), "--experiment-name", "sig"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        preexec_fn=_default_sigint,
     )
     try:
         deadline = time.monotonic() + 120

@@ -26,10 +26,13 @@ HERE = Path(__file__).parent
 CONFIGS = sorted((HERE / "ludwig_configs").glob("*.yaml"))
 RENDERED = sorted((HERE / "ludwig_rendered").glob("*.json"))
 ALL_CONFIGS = CONFIGS + RENDERED
-RAY_PREFIXES = ("backend_", "combiner_", "lr_", "legacy_")
-"""The configs that also train on Ray: every Ray backend section, combiner, learning-rate schedule
-and upgrade rule. Each Ray run costs several seconds of worker-group start whatever the data, so
-the rest (features, losses, preprocessing: the same code on every backend) run locally only."""
+RAY_PREFIXES = ("backend_", "combiner_")
+"""The configs that also train on Ray: every Ray backend section and every combiner (the model's
+shape, which the strategies wrap). Each Ray run costs 10-30 s of worker-group start whatever the
+data, so the rest run locally only: schedules run the same trainer loop on every backend (and on
+two gloo workers in tests/training/strategies/test_schedule_distributed.py), upgrade rules change
+the config before any backend sees it, and features, losses and preprocessing are the same code
+everywhere."""
 RAY_CONFIGS = [path for path in ALL_CONFIGS if path.name.startswith(RAY_PREFIXES)]
 ROWS = 200
 EPOCHS = 2

@@ -121,7 +121,7 @@ def test_cli_train_on_ray_with_relative_paths(tmp_path, monkeypatch, capsys):
 
     monkeypatch.chdir(tmp_path)
     rule_data(400).to_csv("data.csv", index=False)
-    config = rule_config(Path("."), workers=2, epochs=2)
+    config = rule_config(Path("."), workers=2, epochs=2, learning_rate=0.01)  # few steps: a brisk rate
     config["backend"] = {"trainer": config["backend"]["trainer"]}  # default cache_dir: beside data.csv
     Path("config.yaml").write_text(yaml.safe_dump(config))
     assert main(["train", "--config", "config.yaml", "--dataset", "data.csv", "--backend", "ray",

@@ -53,6 +53,9 @@ def _train(rank: int, root: Path, interrupt_at: int | None, resume: bool) -> dic
     from plait.api import Model
     from plait.training.trainer import TrainingInterrupted
 
+    # Python's own Ctrl-C handling, whatever this process inherited: a shell ignores SIGINT in the
+    # commands it starts in the background (``cmd &``), and spawned workers inherit that.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     if rank == 1 and interrupt_at:
         _send_sigint_to_rank_1_at(interrupt_at)
     model = Model(_config(root))
