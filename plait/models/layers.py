@@ -19,28 +19,6 @@ ACTIVATIONS = {
     "hardswish": nn.Hardswish, "hardsigmoid": nn.Hardsigmoid, "softmax": lambda: nn.Softmax(dim=-1),
 }
 
-INITIALIZERS = {
-    "uniform": nn.init.uniform_, "normal": nn.init.normal_, "constant": nn.init.constant_, "ones": nn.init.ones_,
-    "zeros": nn.init.zeros_, "eye": nn.init.eye_, "identity": nn.init.eye_,
-    "xavier_uniform": nn.init.xavier_uniform_, "xavier_normal": nn.init.xavier_normal_,
-    "kaiming_uniform": nn.init.kaiming_uniform_, "kaiming_normal": nn.init.kaiming_normal_,
-    "orthogonal": nn.init.orthogonal_, "sparse": nn.init.sparse_,
-}
-"""Initializers by Ludwig's names (torch.nn.init's functions)."""
-
-
-def initialize(tensor: torch.Tensor, spec: str | dict | None) -> None:
-    """Fill ``tensor`` by an initializer's name or ``{type: name, <parameter>: value}``; None keeps
-    torch's default initialization."""
-    if spec is None:
-        return
-    name, params = (spec, {}) if isinstance(spec, str) else (spec["type"], {k: v for k, v in spec.items() if k != "type"})
-    if "stddev" in params:  # Ludwig's documentation spells normal's std so
-        params["std"] = params.pop("stddev")
-    with torch.no_grad():
-        INITIALIZERS[name](tensor, **params)
-
-
 def linear(input_size: int, output_size: int, use_bias: bool = True, weights_initializer: str | dict | None = None,
            bias_initializer: str | dict | None = None) -> nn.Linear:
     """A linear map with its bias and initializers chosen."""
@@ -166,26 +144,19 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (x * weights).sum(1) / weights.sum(1).clamp(min=1.0)
 
 
-# Ludwig's activation names (the config offers these), beside plait's own above.
-ACTIVATIONS.update({
-    "swish": nn.SiLU, "elu": nn.ELU, "leakyRelu": nn.LeakyReLU, "logSigmoid": nn.LogSigmoid, "mish": nn.Mish,
-    "selu": nn.SELU, "prelu": nn.PReLU, "relu6": nn.ReLU6, "hardswish": nn.Hardswish, "hardsigmoid": nn.Hardsigmoid,
-    "softplus": nn.Softplus, "celu": nn.CELU, "softmax": lambda: nn.Softmax(dim=-1),
-})
-
-
 def activation(name: str | None) -> nn.Module:
     """The activation module called ``name``; None: the identity."""
     return nn.Identity() if name is None else ACTIVATIONS[name]()
 
 
-_INITIALIZERS = {
+INITIALIZERS = {
     "uniform": nn.init.uniform_, "normal": nn.init.normal_, "constant": nn.init.constant_, "ones": nn.init.ones_,
     "zeros": nn.init.zeros_, "eye": nn.init.eye_, "dirac": nn.init.dirac_, "xavier_uniform": nn.init.xavier_uniform_,
     "xavier_normal": nn.init.xavier_normal_, "kaiming_uniform": nn.init.kaiming_uniform_,
     "kaiming_normal": nn.init.kaiming_normal_, "orthogonal": nn.init.orthogonal_, "sparse": nn.init.sparse_,
     "identity": nn.init.eye_,
 }
+"""Initializers by Ludwig's names (torch.nn.init's functions)."""
 
 
 @torch.no_grad()
@@ -199,6 +170,8 @@ def initialize(tensor: torch.Tensor, spec: str | dict | None) -> None:
         name, kwargs = spec["type"], {k: v for k, v in spec.items() if k != "type"}
     else:
         name, kwargs = spec, {}
+    if "stddev" in kwargs:  # Ludwig's documentation spells normal's std so
+        kwargs["std"] = kwargs.pop("stddev")
     if name == "constant" and not kwargs:
         kwargs = {"val": 0.0}
     if name == "sparse" and not kwargs:
@@ -207,7 +180,7 @@ def initialize(tensor: torch.Tensor, spec: str | dict | None) -> None:
                                                                       "zeros") else tensor
     if name in ("eye", "identity") and target.dim() > 2:
         target = target.view(target.shape[0], -1)
-    _INITIALIZERS[name](target, **kwargs)
+    INITIALIZERS[name](target, **kwargs)
 
 
 def norm_layer(norm: str | None, size: int, params: dict | None) -> nn.Module:

@@ -245,3 +245,10 @@ def test_model_trains_and_predicts_with_dependent_outputs(tmp_path):
     predictions = model.predict(frame.drop(columns=["positive", "amount"]))
     assert len(predictions) == 120 and {"amount_predictions", "positive_predictions"} <= set(predictions.columns)
     assert np.isfinite(predictions.amount_predictions).all()
+
+
+def test_an_initializer_with_ludwigs_stddev_spelling_builds_the_head(make_head):
+    """The config accepts ``stddev`` for normal's ``std`` (as Ludwig's docs spell it)."""
+    torch.manual_seed(0)
+    head = make_head("number", decoder={"weights_initializer": {"type": "normal", "stddev": 0.001}})
+    assert float(head.projection.weight.abs().max()) < 0.01

@@ -8,19 +8,12 @@ import math
 import torch
 from torch import nn
 
-from plait.models.layers import ACTIVATIONS
-
-INITIALIZERS = {
-    "uniform": nn.init.uniform_, "normal": nn.init.normal_, "constant": nn.init.constant_, "ones": nn.init.ones_,
-    "zeros": nn.init.zeros_, "eye": nn.init.eye_, "dirac": nn.init.dirac_, "xavier_uniform": nn.init.xavier_uniform_,
-    "xavier_normal": nn.init.xavier_normal_, "kaiming_uniform": nn.init.kaiming_uniform_,
-    "kaiming_normal": nn.init.kaiming_normal_, "orthogonal": nn.init.orthogonal_, "sparse": nn.init.sparse_,
-    "identity": nn.init.eye_,
-}
-
+from plait.models.layers import ACTIVATIONS, INITIALIZERS
 
 def initialize(tensor: torch.Tensor, initializer) -> None:
-    """Fill ``tensor`` with a named initializer, or ``{type: name, **arguments}``."""
+    """Fill ``tensor`` with a named initializer, or ``{type: name, **arguments}``. Unlike
+    ``plait.models.layers.initialize``, a matrix-only initializer gives a bias zeros (eye,
+    orthogonal, sparse) or a small uniform (xavier, kaiming), as the combiners have always done."""
     arguments = dict(initializer) if isinstance(initializer, dict) else {"type": initializer}
     name = arguments.pop("type")
     if name in ("eye", "identity", "orthogonal", "sparse") and tensor.dim() < 2:
