@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -183,12 +184,55 @@ def initialize(tensor: torch.Tensor, spec: str | dict | None) -> None:
     INITIALIZERS[name](target, **kwargs)
 
 
+class GhostBatchNorm(nn.Module):
+    """Batch normalization whose training statistics come from virtual batches of at most
+    ``virtual_batch_size`` rows (Hoffer et al., 2017), as TabNet uses; evaluation uses the running
+    statistics. Vectorized: the batch is cut into chunks as ``torch.chunk`` cuts it, the equal-sized
+    chunks normalized in one reshape and a shorter last chunk on its own."""
+
+    def __init__(self, width: int, virtual_batch_size: int | None = 128, momentum: float = 0.05,
+                 epsilon: float = 1e-3):
+        super().__init__()
+        self.virtual_batch_size = virtual_batch_size
+        self.bn = nn.BatchNorm1d(width, momentum=momentum, eps=epsilon)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rows = x.shape[0]
+        if not self.training or not self.virtual_batch_size or rows <= self.virtual_batch_size:
+            return self.bn(x) if rows > 1 or not self.training else x
+        chunks = math.ceil(rows / self.virtual_batch_size)
+        chunk = math.ceil(rows / chunks)
+        full = rows // chunk * chunk
+        parts = [self._normalize(x[:full].reshape(full // chunk, chunk, -1)).reshape(full, -1)]
+        if rows > full:
+            rest = x[full:]
+            parts.append(self._normalize(rest.unsqueeze(0))[0] if rows - full > 1 else rest)
+        return torch.cat(parts) if len(parts) > 1 else parts[0]
+
+    def _normalize(self, groups: torch.Tensor) -> torch.Tensor:
+        """groups [G, rows, width], each group with its own statistics; the running statistics
+        take one update per group, as sequential batch norm calls would (to first order)."""
+        bn = self.bn
+        mean = groups.mean(1, keepdim=True)
+        var = groups.var(1, unbiased=False, keepdim=True)
+        with torch.no_grad():
+            n = groups.shape[1]
+            momentum = 1 - (1 - bn.momentum) ** groups.shape[0]
+            bn.running_mean.lerp_(mean.mean((0, 1)), momentum)
+            bn.running_var.lerp_(var.mean((0, 1)) * n / max(n - 1, 1), momentum)
+            bn.num_batches_tracked += groups.shape[0]
+        return (groups - mean) / torch.sqrt(var + bn.eps) * bn.weight + bn.bias
+
+
 def norm_layer(norm: str | None, size: int, params: dict | None) -> nn.Module:
-    """Batch or layer normalization over the last dimension of [N, size] (params: torch's kwargs)."""
+    """Batch, layer or ghost batch normalization over the last dimension of [N, size] (params: the
+    module's keyword arguments); None: the identity."""
     if norm == "batch":
         return nn.BatchNorm1d(size, **(params or {}))
     if norm == "layer":
         return nn.LayerNorm(size, **(params or {}))
+    if norm == "ghost":
+        return GhostBatchNorm(size, **(params or {}))
     return nn.Identity()
 
 

@@ -8,7 +8,7 @@ import math
 import torch
 from torch import nn
 
-from plait.models.layers import ACTIVATIONS, INITIALIZERS
+from plait.models.layers import ACTIVATIONS, INITIALIZERS, norm_layer
 
 def initialize(tensor: torch.Tensor, initializer) -> None:
     """Fill ``tensor`` with a named initializer, or ``{type: name, **arguments}``. Unlike
@@ -26,57 +26,6 @@ def initialize(tensor: torch.Tensor, initializer) -> None:
         INITIALIZERS[name](tensor, **arguments)
 
 
-class GhostBatchNorm(nn.Module):
-    """Batch normalization whose training statistics come from virtual batches of at most
-    ``virtual_batch_size`` rows (Hoffer et al., 2017), as TabNet uses; evaluation uses the running
-    statistics. Vectorized: the batch is cut into chunks as ``torch.chunk`` cuts it, the equal-sized
-    chunks normalized in one reshape and a shorter last chunk on its own."""
-
-    def __init__(self, width: int, virtual_batch_size: int | None = 128, momentum: float = 0.05,
-                 epsilon: float = 1e-3):
-        super().__init__()
-        self.virtual_batch_size = virtual_batch_size
-        self.bn = nn.BatchNorm1d(width, momentum=momentum, eps=epsilon)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        rows = x.shape[0]
-        if not self.training or not self.virtual_batch_size or rows <= self.virtual_batch_size:
-            return self.bn(x) if rows > 1 or not self.training else x
-        chunks = math.ceil(rows / self.virtual_batch_size)
-        chunk = math.ceil(rows / chunks)
-        full = rows // chunk * chunk
-        parts = [self._normalize(x[:full].reshape(full // chunk, chunk, -1)).reshape(full, -1)]
-        if rows > full:
-            rest = x[full:]
-            parts.append(self._normalize(rest.unsqueeze(0))[0] if rows - full > 1 else rest)
-        return torch.cat(parts) if len(parts) > 1 else parts[0]
-
-    def _normalize(self, groups: torch.Tensor) -> torch.Tensor:
-        """groups [G, rows, width], each group with its own statistics; the running statistics
-        take one update per group, as sequential batch norm calls would (to first order)."""
-        bn = self.bn
-        mean = groups.mean(1, keepdim=True)
-        var = groups.var(1, unbiased=False, keepdim=True)
-        with torch.no_grad():
-            n = groups.shape[1]
-            momentum = 1 - (1 - bn.momentum) ** groups.shape[0]
-            bn.running_mean.lerp_(mean.mean((0, 1)), momentum)
-            bn.running_var.lerp_(var.mean((0, 1)) * n / max(n - 1, 1), momentum)
-            bn.num_batches_tracked += groups.shape[0]
-        return (groups - mean) / torch.sqrt(var + bn.eps) * bn.weight + bn.bias
-
-
-def make_norm(kind: str | None, width: int, params: dict | None) -> nn.Module:
-    params = dict(params or {})
-    if kind == "batch":
-        return nn.BatchNorm1d(width, **params)
-    if kind == "layer":
-        return nn.LayerNorm(width, **params)
-    if kind == "ghost":
-        return GhostBatchNorm(width, **params)
-    return nn.Identity()
-
-
 class FCLayer(nn.Module):
     """linear, norm, activation, dropout."""
 
@@ -86,7 +35,7 @@ class FCLayer(nn.Module):
         initialize(linear.weight, spec["weights_initializer"])
         if spec["use_bias"]:
             initialize(linear.bias, spec["bias_initializer"])
-        self.layers = nn.Sequential(linear, make_norm(spec["norm"], spec["output_size"], spec["norm_params"]),
+        self.layers = nn.Sequential(linear, norm_layer(spec["norm"], spec["output_size"], spec["norm_params"]),
                                     ACTIVATIONS[spec["activation"]](), nn.Dropout(spec["dropout"]))
         self.output_size = spec["output_size"]
 
@@ -102,7 +51,7 @@ class FCStack(nn.Module):
     def __init__(self, input_size: int, specs: list[dict], norm: str | None, norm_params: dict | None,
                  dropout: float, residual: bool = False):
         super().__init__()
-        self.input_norm = make_norm(norm, input_size, norm_params) if specs else nn.Identity()
+        self.input_norm = norm_layer(norm, input_size, norm_params) if specs else nn.Identity()
         self.input_dropout = nn.Dropout(dropout) if specs and dropout else nn.Identity()
         sizes = [input_size] + [s["output_size"] for s in specs]
         self.stack = nn.ModuleList(FCLayer(size, spec) for size, spec in zip(sizes, specs))

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from plait.models.combiners.base import Combined, flat_inputs, flat_size
-from plait.models.combiners.fc import GhostBatchNorm
+from plait.models.layers import GhostBatchNorm
 from plait.models.combiners.sparse_attention import sparse_normalizer
 
 ENTROPY_EPSILON = 1e-5  # inside the log of the entropy, so that masked-out (zero) inputs count zero
