@@ -272,3 +272,16 @@ def cli_error(capsys):
         return errors[0]
 
     return run
+
+
+@pytest.fixture
+def cli(capsys):
+    """cli(*args) -> (exit code, stdout, stderr) of plait.cli.main, in this process."""
+    from plait.cli import main
+
+    def run(*args) -> tuple[int, str, str]:
+        code = main([str(a) for a in args])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run

@@ -11,25 +11,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from plait.cli import main
 
 ROWS = {"age": [31, 45, 27, 52, 38, 29], "city": ["Oslo", "Lima", "Oslo", "Pune", "Lima", "Oslo"], "bought": ["yes", "no", "yes", "no", "no", "yes"]}
 CONFIG = {
     "input_features": [{"name": "age", "type": "number"}, {"name": "city", "type": "category"}],
     "output_features": [{"name": "bought", "type": "binary"}],
 }
-
-
-@pytest.fixture
-def cli(capsys):
-    """cli(*args) -> (exit code, stdout, stderr) of plait.cli.main in this process."""
-
-    def run(*args: str):
-        code = main([str(a) for a in args])
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
 
 
 @pytest.fixture

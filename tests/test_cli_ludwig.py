@@ -20,16 +20,6 @@ CONFIG = {
 }
 
 
-@pytest.fixture
-def cli(capsys):
-    def run(*args):
-        code = main([str(a) for a in args])
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
-
-
 def parsed(*argv: str) -> dict:
     return vars(build_parser().parse_args(list(argv)))
 

@@ -76,18 +76,6 @@ def experiment(files):
     return files / "results" / "experiment_run_0", out.getvalue()
 
 
-@pytest.fixture
-def cli(capsys):
-    """cli(*args) -> (exit code, stdout, stderr) of plait.cli.main, in-process."""
-
-    def run(*args) -> tuple[int, str, str]:
-        rc = main([str(a) for a in args])
-        captured = capsys.readouterr()
-        return rc, captured.out, captured.err
-
-    return run
-
-
 def _error_line(err: str) -> str:
     """The single error line; the rest of stderr is progress logging."""
     assert "Traceback" not in err

@@ -46,16 +46,6 @@ def model(tmp_path_factory):
     return train_with_the_cli(root, inputs, outputs, TRAINER) / "model"
 
 
-@pytest.fixture
-def cli(capsys):
-    def run(*args):
-        code = main([str(a) for a in args])
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
-
-
 def evaluate(cli, model, frame, tmp_path, name="eval.csv"):
     frame.to_csv(tmp_path / name, index=False)
     return cli("evaluate", "-m", model, "--dataset", tmp_path / name, "--output-directory", tmp_path / "eval")
