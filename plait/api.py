@@ -21,6 +21,7 @@ from plait.models.ecd import ECD
 from plait.models.saved import WEIGHTS, load_weights_into, read_model, save_model
 from plait.run_directory import RunDirectory
 from plait.training.run import FitJob, checkpoint_to_resume
+from plait.utils.folder import Folder
 
 if TYPE_CHECKING:
     import pandas
@@ -78,12 +79,15 @@ class Model:
     def train(self, dataset: Any = None, *, training_set=None, validation_set=None, test_set=None,
               random_seed: int = 42, run_dir: str | os.PathLike | None = None, resume: bool = False,
               progress_bar: bool = True) -> TrainResult:
-        """Preprocess (or hit the cache) and train. With ``run_dir``, checkpoints and TensorBoard
-        logs go there and ``resume=True`` continues from its last checkpoint."""
+        """Preprocess (or hit the cache) and train. With ``run_dir`` (a path or an fsspec URL),
+        checkpoints and TensorBoard logs go there and ``resume=True`` continues from its last
+        checkpoint."""
         data = self.preprocess(dataset, training_set=training_set, validation_set=validation_set,
                                test_set=test_set, random_seed=random_seed)
         self.metadata = {"features": data.metadata["features"], "splits": data.metadata["splits"], "seed": random_seed}
-        run = run_dir if isinstance(run_dir, RunDirectory) or run_dir is None else RunDirectory(run_dir)
+        run = run_dir
+        if run_dir is not None and not isinstance(run_dir, RunDirectory):  # a path or an fsspec URL
+            run = RunDirectory(run_dir, self.config.backend.artifacts_credentials)
         job = FitJob(self.config, self.metadata, data, random_seed, run, resume, progress_bar)
         checkpoint_to_resume(job)  # nothing to resume fails here, before a backend starts workers
         output = self.backend.fit(job)
@@ -144,23 +148,29 @@ class Model:
 
     # ---- saving ----------------------------------------------------------------------------------
 
-    def save(self, path: str | os.PathLike) -> Path:
+    def save(self, path: str | os.PathLike) -> Path | str:
+        """Save the model folder at ``path``: a local path, or an fsspec URL (credentials from the
+        environment). Returns where it is (a Path when local)."""
         self.require_trained()
         saved = save_model(path, resolved_dict(self.config), self.metadata, self.module.state_dict())
-        self.path = saved.resolve()
-        return saved
+        self.path = saved.resolved().local() if saved.is_local else None
+        return Path(saved.url) if saved.is_local else saved.url
 
     @classmethod
     def load(cls, path: str | os.PathLike, backend: str | None = None) -> "Model":
-        """A saved model, run on ``backend`` (default: its config's backend section; a model
-        trained under a launcher such as torchrun predicts in this process outside of it)."""
-        config, metadata, weights = read_model(path)
+        """A saved model, from a local path or an fsspec URL (``s3://...``), run on ``backend``
+        (default: its config's backend section; a model trained under a launcher such as torchrun
+        predicts in this process outside of it)."""
+        folder = Folder(path)
+        config, metadata, weights = read_model(folder)
         model = cls(config, backend=backend or _backend_outside_launcher(config))
         model.metadata = metadata
         model.module = ECD(model.config, metadata)
         load_weights_into(model.module, weights, f"the weights ({WEIGHTS}) of the model at {str(path)!r}")
         model.module.eval()
-        model.path = Path(path).resolve()
+        # A local folder is named to prediction workers, which read it; a model on object storage
+        # travels with its weights, so that workers need no credentials.
+        model.path = folder.resolved().local() if folder.is_local else None
         return model
 
 

@@ -161,20 +161,9 @@ def _start_run(args):
     launcher every process runs this: the coordinator creates the run directory and tells the
     others where it is."""
     from plait.api import Model
-    from plait.run_directory import RunDirectory
 
     if args.resume:
-        run = RunDirectory.existing(args.resume)
-        saved = run.description()
-        config_given = bool(args.config or args.config_str)
-        if not config_given:
-            args.config = str(run.config_file)
-        config = _config(args)
-        if not config_given and config.backend.credentials_hidden():
-            raise UsageError(f"--resume {args.resume!r}: the run's config.yaml hides the cache credentials it was "
-                             "given inline; resume with the original config as well (--config), or keep the "
-                             "credentials in a JSON file named by backend.cache_credentials")
-        return Model(config), dict(saved["data"]), saved["random_seed"], run
+        return _resumed_run(args)
     if not (args.config or args.config_str):
         raise UsageError("--config is required (unless --resume names a run directory)")
     model = Model(_config(args))
@@ -183,13 +172,33 @@ def _start_run(args):
     return model, data, args.random_seed, model.backend.broadcast_object(run)
 
 
+def _resumed_run(args):
+    """The model, data arguments, seed and run directory of ``--resume RUN``: the run's own
+    config, unless one is given (whose artifacts credentials then also open the run directory)."""
+    from plait.api import Model
+    from plait.run_directory import RunDirectory
+
+    config_given = bool(args.config or args.config_str)
+    credentials = _config(args).backend.artifacts_credentials if config_given else None
+    run = RunDirectory.existing(args.resume, credentials)
+    saved = run.description()
+    if not config_given:
+        args.config_str = run.config_text()
+    config = _config(args)
+    if not config_given and config.backend.credentials_hidden():
+        raise UsageError(f"--resume {args.resume!r}: the run's config.yaml hides the credentials it was given "
+                         "inline; resume with the original config as well (--config), or keep the credentials in a "
+                         "JSON file named by backend.cache_credentials or backend.artifacts_credentials")
+    return Model(config), dict(saved["data"]), saved["random_seed"], run
+
+
 def _new_run(args, config, data: dict):
     import yaml
 
     from plait.config.render import resolved_dict
     from plait.run_directory import RunDirectory
 
-    run = RunDirectory.create(args.output_directory, args.experiment_name)
+    run = RunDirectory.create(args.output_directory, args.experiment_name, config.backend.artifacts_credentials)
     run.write_start(yaml.safe_dump(resolved_dict(config), sort_keys=False), data, args.random_seed, args.command)
     return run
 
@@ -212,14 +221,12 @@ def _remove_skipped(args, run) -> None:
     """What Ludwig's --skip_save_log/progress/training_description leave out. plait needs them
     while it trains (TensorBoard logs as it goes; checkpoints and the description to resume
     after a crash), so they are removed once training has ended."""
-    import shutil
-
     if args.skip_save_log:
-        shutil.rmtree(run.tensorboard, ignore_errors=True)
+        run.tensorboard.remove()
     if args.skip_save_progress:
-        shutil.rmtree(run.checkpoints, ignore_errors=True)
+        run.checkpoints.remove()
     if args.skip_save_training_description:
-        run.description_file.unlink(missing_ok=True)
+        run.remove_description()
 
 
 def train(args) -> int:
@@ -262,7 +269,7 @@ def _test(args, model, result, run) -> dict | None:
     if not args.skip_save_test_statistics:
         run.write_statistics("test", test_stats)
     if not args.skip_save_predictions:
-        model.write_predictions(CachedSplit(result.preprocessed, split), run.path, output_format="parquet")
+        model.write_predictions(CachedSplit(result.preprocessed, split), run.root, output_format="parquet")
     return test_stats
 
 

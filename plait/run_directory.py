@@ -8,19 +8,24 @@
   (one log per Ray Train worker) and ``ray/`` (Ray Train's own storage);
 * ``training_statistics.json``, ``test_statistics.json`` and ``predictions.<format>``.
 
-Every other module asks this object for a path instead of spelling one, so that the run's
-storage can change (object storage, in a later step) in one place.
+The output directory is a local path or any fsspec URL (``s3://bucket/results``): every part is
+a :class:`~plait.utils.folder.Folder`, written the same way on both. On object storage a cluster
+needs no shared filesystem: each process writes its own files straight to the bucket, and what
+needs a local file while it grows (TensorBoard events, a worker's log) is written to a local
+staging folder and uploaded at every checkpoint and at the end (:meth:`RunDirectory.staging`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from plait.errors import ModelError, UsageError
-from plait.utils.fs import write_json
+from plait.utils.folder import Folder
 
 
 def _check_experiment_name(name: str) -> None:
@@ -33,94 +38,99 @@ def _check_experiment_name(name: str) -> None:
 
 
 class RunDirectory:
-    """One run's folder (a local or mounted path that every worker can write)."""
+    """One run's folder, on a local disk or on object storage."""
 
-    def __init__(self, path: str | os.PathLike):
-        self.path = Path(path)
+    def __init__(self, root: str | os.PathLike | Folder, credentials: dict | str | None = None):
+        self.root = root if isinstance(root, Folder) else Folder(root, credentials, "backend.artifacts_credentials")
+        self._staged: dict[str, tuple[Path, Folder, dict]] = {}
+
+    def __getstate__(self) -> dict:  # staging folders belong to the process that made them
+        return {**self.__dict__, "_staged": {}}
 
     @classmethod
-    def create(cls, output_directory: str | os.PathLike, experiment_name: str) -> "RunDirectory":
+    def create(cls, output_directory: str | os.PathLike, experiment_name: str,
+               credentials: dict | str | None = None) -> "RunDirectory":
         """``<output_directory>/<experiment_name>_run_<n>`` with the first unused n."""
-        output_directory = os.fspath(output_directory).removeprefix("file://")
-        if "://" in output_directory:
-            raise UsageError(f"--output-directory {output_directory!r}: a run directory (checkpoints, "
-                             "TensorBoard logs, the model) must be a local or mounted path that every worker can "
-                             "write; copy it to object storage when the run is done. (predict and evaluate "
-                             "write to URLs.)")
         _check_experiment_name(experiment_name)
-        root = Path(output_directory)
-        root.mkdir(parents=True, exist_ok=True)
+        parent = Folder(output_directory, credentials, "backend.artifacts_credentials")
+        taken = set(parent.names())
         n = 0
-        while (root / f"{experiment_name}_run_{n}").exists():
+        while f"{experiment_name}_run_{n}" in taken:
             n += 1
-        path = root / f"{experiment_name}_run_{n}"
-        path.mkdir()
-        return cls(path)
+        run = cls(parent / f"{experiment_name}_run_{n}")
+        if run.root.is_local:
+            os.makedirs(parent.url, exist_ok=True)
+            os.mkdir(run.root.url)  # fails if another process took the same n meanwhile
+        return run
 
     @classmethod
-    def existing(cls, path: str | os.PathLike) -> "RunDirectory":
+    def existing(cls, location: str | os.PathLike, credentials: dict | str | None = None) -> "RunDirectory":
         """A run directory written by an earlier run (to resume it); an error if it is not one."""
-        run = cls(path)
-        if not run.description_file.is_file():
-            raise ModelError(f"--resume {os.fspath(path)!r}: not a plait run directory (no description.json)")
+        run = cls(location, credentials)
+        if not run.root.is_file(DESCRIPTION):
+            raise ModelError(f"--resume {os.fspath(location)!r}: not a plait run directory (no {DESCRIPTION})")
         return run
 
     def __fspath__(self) -> str:
-        return str(self.path)
+        return os.fspath(self.root)
 
     def __str__(self) -> str:
-        return str(self.path)
+        return self.root.url
 
     def __repr__(self) -> str:
-        return f"RunDirectory({str(self.path)!r})"
+        return f"RunDirectory({self.root.url!r})"
 
     def __eq__(self, other) -> bool:
-        return isinstance(other, RunDirectory) and self.path == other.path
+        return isinstance(other, RunDirectory) and self.root == other.root
+
+    @property
+    def is_local(self) -> bool:
+        return self.root.is_local
 
     def resolved(self) -> "RunDirectory":
-        """The same folder by its absolute path (Ray workers run in folders of their own)."""
-        return RunDirectory(self.path.resolve())
+        """The same run directory by its absolute path (Ray workers run in folders of their own)."""
+        return RunDirectory(self.root.resolved())
+
+    @property
+    def path(self) -> Path:
+        """The folder as a local path (a local run directory only)."""
+        return self.root.local()
 
     # ---- the layout ------------------------------------------------------------------------------
 
     @property
-    def config_file(self) -> Path:
-        return self.path / "config.yaml"
+    def model_dir(self) -> Folder:
+        return self.root / "model"
 
     @property
-    def description_file(self) -> Path:
-        return self.path / "description.json"
+    def checkpoints(self) -> Folder:
+        return self.root / "checkpoints"
 
     @property
-    def model_dir(self) -> Path:
-        return self.path / "model"
+    def tensorboard(self) -> Folder:
+        return self.root / "tensorboard"
 
     @property
-    def checkpoints(self) -> Path:
-        return self.path / "checkpoints"
+    def logs(self) -> Folder:
+        return self.root / "logs"
 
     @property
-    def tensorboard(self) -> Path:
-        return self.path / "tensorboard"
-
-    @property
-    def logs(self) -> Path:
-        return self.path / "logs"
-
-    @property
-    def ray_storage(self) -> Path:
+    def ray_storage(self) -> Folder:
         """Where Ray Train keeps its own run state and reported checkpoints."""
-        return self.path / "ray"
+        return self.root / "ray"
 
     # ---- what the run writes and reads back ------------------------------------------------------
 
     def write_start(self, config_yaml: str, data: dict, seed: int, command: str) -> None:
         """The resolved config and what ``--resume`` needs to start the same run again."""
-        self.config_file.write_text(config_yaml)
-        write_json(self.description_file, {"data": data, "random_seed": seed, "command": command})
+        self.root.write_text(CONFIG, config_yaml)
+        self.root.write_json(DESCRIPTION, {"data": data, "random_seed": seed, "command": command})
+
+    def config_text(self) -> str:
+        return self.root.read_text(CONFIG)
 
     def description(self) -> dict:
-        return json.loads(self.description_file.read_text())
+        return json.loads(self.root.read_text(DESCRIPTION))
 
     def command(self) -> str:
         """The command that started this run (train or experiment)."""
@@ -129,8 +139,50 @@ class RunDirectory:
         except (OSError, ValueError):
             return "train"
 
-    def write_statistics(self, kind: str, statistics: Any) -> Path:
+    def write_statistics(self, kind: str, statistics: Any) -> str:
         """``<kind>_statistics.json`` (training or test)."""
-        path = self.path / f"{kind}_statistics.json"
-        write_json(path, statistics)
-        return path
+        self.root.write_json(f"{kind}_statistics.json", statistics)
+        return self.root.file(f"{kind}_statistics.json")
+
+    def remove_description(self) -> None:
+        self.root.remove_file(DESCRIPTION)
+
+    # ---- files that grow while the run goes on ---------------------------------------------------
+
+    def staging(self, part: Folder) -> Path:
+        """A local folder to write ``part`` of the run in (TensorBoard events, a worker's log):
+        the part itself when the run is local, else a temporary folder of this process that
+        :meth:`sync` uploads. It starts with what the part holds already, so that a restarted
+        worker appends to its log as it would on a local disk."""
+        if part.is_local:
+            part.make()
+            return part.local()
+        if part.url not in self._staged:
+            local = Path(tempfile.mkdtemp(prefix=f"plait-{_safe(part.name)}-"))
+            part.download(local)
+            self._staged[part.url] = (local, part, _signatures(local))
+        return self._staged[part.url][0]
+
+    def sync(self) -> None:
+        """Upload the files this process staged that changed since the last sync (each file
+        whole: it is put in one request)."""
+        for url, (local, part, uploaded) in self._staged.items():
+            now = _signatures(local)
+            changed = sorted(name for name, signature in now.items() if uploaded.get(name) != signature)
+            if changed:
+                part.upload(local, changed)
+            self._staged[url] = (local, part, now)
+
+
+def _signatures(folder: Path) -> dict[str, tuple[int, int]]:
+    """{file name relative to ``folder``: (size, modification time in ns)}."""
+    return {p.relative_to(folder).as_posix(): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in folder.rglob("*") if p.is_file()}
+
+
+CONFIG = "config.yaml"
+DESCRIPTION = "description.json"
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:40]

@@ -264,7 +264,7 @@ def test_resume_of_a_run_whose_saved_config_hides_inline_credentials(files, cli,
     (run / "description.json").write_text(json.dumps({"data": {"dataset": str(files / "data.csv")}, "random_seed": 1}))
     rc, _, err = cli("train", "--resume", run)
     assert rc == 2
-    assert "hides the cache credentials" in _error_line(err) and "a-secret-value" not in err
+    assert "hides the credentials it was given inline" in _error_line(err) and "a-secret-value" not in err
 
 
 def _out_of(cli, *args) -> str:
@@ -391,12 +391,17 @@ def test_predict_and_evaluate_write_to_an_s3_url(experiment, files, cli, s3_buck
         assert json.load(handle)["y"] == json.loads(out)["y"]
 
 
-def test_train_refuses_a_url_output_directory_before_any_work(files, cli, tmp_path, monkeypatch):
+def test_an_unreachable_output_directory_is_one_error_naming_the_endpoint_before_any_work(files, cli, tmp_path,
+                                                                                         monkeypatch):
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "plait-test-key")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "plait-test-secret-value")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # nothing listens on the discard port
     rc, _, err = cli("train", "-c", files / "config.yaml", "--dataset", files / "data.csv",
                      "--output-directory", "s3://bucket/runs")
     assert rc == 2
-    assert "must be a local or mounted path" in _error_line(err)
+    line = _error_line(err)
+    assert "cannot connect to the storage endpoint http://127.0.0.1:9" in line and "plait-test-secret" not in err
     assert list(tmp_path.iterdir()) == []  # no local folder named "s3:"
 
 

@@ -28,16 +28,16 @@ CREDENTIAL_USES = {
     "defaults": None,
     "datasets": "plait reads datasets with the storage's own credentials: environment variables (AWS_ACCESS_KEY_ID, "
                 "AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL, ...) or its config files; remove it",
-    "artifacts": "Ludwig uses them for hyperopt, which plait does not have; plait writes outputs with the storage's "
-                 "own credentials (environment variables or its config files); remove it",
+    "artifacts": None,
 }
 """The uses of Ludwig's ``backend.credentials``, with the advice for those plait refuses."""
 
 
-def _cache_credentials(credentials: Any) -> Any:
-    """The cache's credentials out of Ludwig's ``credentials`` section (errors never echo values)."""
+def _credentials_by_use(credentials: Any) -> dict:
+    """Ludwig's ``credentials`` section checked: {use: storage options or a JSON file's path}
+    (errors never echo values)."""
     if credentials is None:
-        return None
+        return {}
     if not isinstance(credentials, dict):
         raise field_error("credentials", "expected a mapping from a use (cache, defaults, datasets, artifacts) to "
                                          "storage options or a JSON file's path")
@@ -49,7 +49,7 @@ def _cache_credentials(credentials: Any) -> Any:
                                                     f"is accepted): {CREDENTIAL_USES[use]}")
         if value is not None and not isinstance(value, (dict, str)):
             raise field_error(f"credentials.{use}", "expected storage options (a mapping) or a JSON file's path")
-    return credentials.get("cache") or credentials.get("defaults")
+    return credentials
 
 
 def _key(key: Any) -> str:
@@ -197,8 +197,20 @@ class DistributedTrainerConfig(StrictModel):
     strategy is used whatever is set here."""
     use_gpu: bool | None = None
     """Unset: true when the cluster has a GPU."""
-    num_workers: int | None = Field(None, gt=0)
-    """Unset: the number of GPUs in the cluster, or 1 when there are none."""
+    num_workers: int | tuple[int, int] | None = None
+    """Unset: the number of GPUs in the cluster, or 1 when there are none. ``[min, max]`` (say
+    ``[2, 8]``) makes the group elastic: it starts with as many workers as the cluster can hold
+    at once (at least min, at most max), goes on with the workers that remain when a node is
+    lost (from the last checkpoint), and grows again when room comes back. Each worker keeps
+    trainer.batch_size, so the global batch follows the worker count, and the learning rate is
+    rescaled for the count by trainer.learning_rate_scaling."""
+    placement_strategy: Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"] = "PACK"
+    """How Ray places the workers on nodes: PACK fills as few nodes as possible (fast
+    collectives), SPREAD puts them on as many nodes as it can (a lost node costs fewer workers);
+    the STRICT variants refuse to start otherwise."""
+    elastic_resize_interval_s: float = Field(60.0, ge=0)
+    """With a range of workers: how often Ray Train checks whether more workers now fit. Growing
+    restarts the group from the last checkpoint."""
     resources_per_worker: dict[str, Annotated[float, Field(ge=0)]] | None = None
     """Unset: 1 CPU, plus 1 GPU when GPUs are used. A fraction of a GPU only with one worker."""
     logdir: str | None = None
@@ -215,6 +227,29 @@ class DistributedTrainerConfig(StrictModel):
         "choose the network interface in the environment: NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME (or "
         "horovodrun --network-interface)"))] = None
     """Ludwig's legacy Horovod network interfaces (Ludwig drops it too); only null is accepted."""
+
+    @field_validator("num_workers", mode="before")
+    @classmethod
+    def _count_or_range(cls, value):
+        whole = lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0  # noqa: E731
+        if value is None or whole(value):
+            return value
+        if isinstance(value, (list, tuple)) and len(value) == 2 and all(map(whole, value)):
+            if value[0] > value[1]:
+                raise ValueError(f"got [{value[0]}, {value[1]}]; a range of workers is [min, max] with min <= max")
+            return tuple(value)
+        raise ValueError(f"got {shown(value)}; expected a number of workers (at least 1), or a range [min, max] "
+                         "of them for an elastic group")
+
+    @model_validator(mode="after")
+    def _elastic_strategy(self):
+        if isinstance(self.num_workers, tuple) and self.num_workers[0] != self.num_workers[1] \
+                and self.strategy.type == "deepspeed":
+            raise field_error("num_workers", f"got [{self.num_workers[0]}, {self.num_workers[1]}] with the deepspeed "
+                                             "strategy, whose checkpoints hold each worker's optimizer partition and "
+                                             "load only on the same number of workers; give a fixed count, or use "
+                                             "ddp or fsdp for an elastic group")
+        return self
 
     @field_validator("strategy", mode="before")
     @classmethod
@@ -259,11 +294,17 @@ class BackendSection(StrictModel):
     cache_credentials: dict[str, Any] | str | None = None
     """Storage options for cache_dir (key, secret, endpoint_url, ...), or a path to a JSON file
     holding them. Ludwig's ``credentials: {cache: ...}`` (or its ``defaults``) is read as this
-    setting; its credentials for ``datasets`` and ``artifacts`` are refused: plait reads data and
-    writes outputs with the storage's own credentials (environment variables such as
-    AWS_ACCESS_KEY_ID, or its config files)."""
+    setting; its credentials for ``datasets`` are refused: plait reads data with the storage's
+    own credentials (environment variables such as AWS_ACCESS_KEY_ID, or its config files)."""
 
-    @field_serializer("cache_credentials")
+    artifacts_credentials: dict[str, Any] | str | None = None
+    """Storage options for a run directory on object storage (``--output-directory s3://...``:
+    checkpoints, the model, statistics, logs), or a path to a JSON file holding them. Ludwig's
+    ``credentials: {artifacts: ...}`` (or its ``defaults``) is read as this setting. Unset: the
+    storage's own credentials (environment variables such as AWS_ACCESS_KEY_ID, its config
+    files, or the node's role)."""
+
+    @field_serializer("cache_credentials", "artifacts_credentials")
     def _hide_credentials(self, value):
         if isinstance(value, dict):
             return {key: HIDDEN for key in value}
@@ -272,23 +313,27 @@ class BackendSection(StrictModel):
     @model_validator(mode="before")
     @classmethod
     def _ludwig_credentials(cls, data: Any) -> Any:
-        """Ludwig's ``backend.credentials`` (storage options per use) read into cache_credentials."""
+        """Ludwig's ``backend.credentials`` (storage options per use) read into cache_credentials
+        and artifacts_credentials."""
         if not isinstance(data, dict) or "credentials" not in data:
             return data
         data = dict(data)
-        given = _cache_credentials(data.pop("credentials"))
-        if given is None:
-            return data
-        if data.get("cache_credentials") not in (None, given):
-            raise field_error("cache_credentials", "differs from credentials.cache (or credentials.defaults); give "
-                                                   "the cache's credentials once")
-        return {**data, "cache_credentials": given}
+        by_use = _credentials_by_use(data.pop("credentials"))
+        for use, setting in (("cache", "cache_credentials"), ("artifacts", "artifacts_credentials")):
+            given = by_use.get(use) or by_use.get("defaults")
+            if given is None:
+                continue
+            if data.get(setting) not in (None, given):
+                raise field_error(setting, f"differs from credentials.{use} (or credentials.defaults); give the "
+                                           f"{use} credentials once")
+            data[setting] = given
+        return data
 
     def credentials_hidden(self) -> bool:
-        """Whether the inline cache credentials are what a saved config shows in their place
-        (a config read back from a run directory)."""
-        credentials = self.cache_credentials
-        return isinstance(credentials, dict) and bool(credentials) and set(map(str, credentials.values())) == {HIDDEN}
+        """Whether inline credentials are what a saved config shows in their place (a config read
+        back from a run directory)."""
+        return any(isinstance(credentials, dict) and bool(credentials) and set(map(str, credentials.values())) == {HIDDEN}
+                   for credentials in (self.cache_credentials, self.artifacts_credentials))
 
     @classmethod
     def unknown_field_reason(cls, key: str) -> str | None:

@@ -40,12 +40,18 @@ class PredictionsSink:
     no_rows: Callable[[], pa.Table] | None = None
     """The predictions of no rows (their columns and types): what an input without rows gets, so
     that the file named as the result is this input's, never an older one."""
+    options: dict = field(default_factory=dict, repr=False)
+    """Storage options (credentials) for an output directory on object storage."""
 
     @classmethod
     def for_config(cls, output_directory, fmt: str, config, no_rows: Callable[[], pa.Table] | None = None
                    ) -> "PredictionsSink":
+        from plait.utils.folder import Folder
+
         separators = {f"{f.name}_predictions": "," if f.preprocessing.tokenizer == "comma" else " "
                       for f in config.output_features if f.type == "set"}
+        if isinstance(output_directory, Folder):  # a run directory's, with its credentials
+            return cls(output_directory.url, fmt, separators, no_rows, output_directory.options)
         return cls(os.fspath(output_directory), fmt, separators, no_rows)
 
     @property
@@ -68,7 +74,7 @@ class PredictionsSink:
 
     def write_file(self, tables: Iterable[pa.Table]) -> WrittenPredictions:
         """Stream tables into one file; no tables, a file of no rows (see :attr:`no_rows`)."""
-        fs, folder = resolve(self.output_directory)
+        fs, folder = resolve(self.output_directory, self.options)
         ensure_dir(fs, folder)
         tables = iter(tables)
         first = next(tables, None)
@@ -106,7 +112,7 @@ class PredictionsSink:
     def part_folder(self) -> Iterator["PartFolder"]:
         """A temporary folder for part files, published as ``predictions.<fmt>/`` on success
         (marked complete by ``_SUCCESS``, which is what counts on an object store)."""
-        fs, folder = resolve(self.output_directory)
+        fs, folder = resolve(self.output_directory, self.options)
         with atomic_folder(fs, posixpath.join(folder, self.name)) as tmp:
             parts = PartFolder(fs, tmp, self)
             yield parts

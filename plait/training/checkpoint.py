@@ -3,21 +3,28 @@ the strategy: weights in safetensors, optimizer tensors loaded back with ``weigh
 the scheduler and RNG state, and the progress in JSON. Each folder is written under a temporary
 name and published whole when complete (``plait.utils.fs.publish_folder``), ``state.json``
 written last as its marker; ``latest.json`` names the newest complete one, so a crash never
-leaves a half-written checkpoint that a later run trusts."""
+leaves a half-written checkpoint that a later run trusts.
+
+The checkpoints folder is a :class:`~plait.utils.folder.Folder`: a local (or shared) path, or
+object storage. On object storage no worker needs to see another's disk: each writes its part
+into a local folder of its own and uploads it; a resume downloads the checkpoint on every
+worker."""
 
 from __future__ import annotations
 
 import json
 import logging
-import shutil
+import tempfile
 import zipfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
 
 from plait.errors import ModelError
-from plait.utils.fs import atomic_path, local_fs, publish_folder, remove_folder, write_json
+from plait.utils.folder import Folder
+from plait.utils.fs import atomic_path, local_fs, publish_folder, remove_folder
 
 log = logging.getLogger("plait")
 
@@ -25,6 +32,11 @@ LATEST = "latest.json"
 BEST = "best.safetensors"
 TRAINER_FILE = "trainer.pt"
 STATE_FILE = "state.json"
+
+
+def as_folder(location: Folder | str | Path) -> Folder:
+    """A checkpoint location given as a Folder, or as a local path."""
+    return location if isinstance(location, Folder) else Folder(location)
 
 
 def save_weights(state_dict: dict, path: Path) -> None:
@@ -37,11 +49,28 @@ def load_weights(path: Path) -> dict:
     return load_file(str(path))
 
 
-def save_checkpoint(directory: Path, strategy, model, optimizer, scheduler, state: dict, keep: int = 2,
-                    best_weights: dict | None = None) -> Path:
+def save_checkpoint(directory: Folder | Path, strategy, model, optimizer, scheduler, state: dict, keep: int = 2,
+                    best_weights: dict | None = None) -> Folder:
     """Write checkpoint ``step-<n>`` under ``directory`` and point ``latest.json`` at it. Called
     on every worker (a sharded strategy writes a part from each); the coordinator publishes it.
     ``best_weights``: the best evaluation's weights, where they are not the model's own."""
+    directory = as_folder(directory)
+    final = directory / f"step-{state['step']:09d}"
+    if directory.is_local:
+        _save_in_shared_folder(directory.local(), strategy, model, optimizer, scheduler, state, best_weights)
+    else:
+        _save_to_object_storage(final, strategy, model, optimizer, scheduler, state, best_weights)
+    if strategy.is_coordinator:
+        directory.write_json(LATEST, {"checkpoint": final.name, "step": state["step"]})
+        for old in _step_names(directory)[keep:]:
+            (directory / old).remove(marker=STATE_FILE)
+    strategy.barrier()
+    return final
+
+
+def _save_in_shared_folder(directory: Path, strategy, model, optimizer, scheduler, state: dict,
+                           best_weights: dict | None) -> None:
+    """Every worker writes into one folder all of them see, which the coordinator publishes."""
     final = directory / f"step-{state['step']:09d}"
     # One name every worker can compute (not a random temporary_name): the workers write into
     # the same folder, and the coordinator publishes it.
@@ -55,62 +84,88 @@ def save_checkpoint(directory: Path, strategy, model, optimizer, scheduler, stat
         strategy.state.save(partial, model, optimizer)
         strategy.barrier()
         if strategy.is_coordinator:
-            _publish(partial, final, scheduler, state, best_weights)
+            _write_trainer_files(partial, scheduler, state, best_weights)
+            # A checkpoint of the same step (saved again after a resume) is replaced, never missing.
+            publish_folder(local_fs(), str(partial), str(final), marker=STATE_FILE)
     finally:  # an interrupted write (Ctrl-C, full disk) leaves no half-written folder behind
         if strategy.is_coordinator:
             remove_folder(local_fs(), str(partial))
+
+
+def _save_to_object_storage(final: Folder, strategy, model, optimizer, scheduler, state: dict,
+                            best_weights: dict | None) -> None:
+    """Every worker writes its part in a local folder of its own and uploads it; the coordinator
+    adds its files, the marker last. An older checkpoint of the same step loses its marker
+    first, so no reader trusts the mix."""
     if strategy.is_coordinator:
-        write_json(directory / LATEST, {"checkpoint": final.name, "step": state["step"]})
-        for old in sorted(directory.glob("step-*"))[:-keep]:
-            shutil.rmtree(old, ignore_errors=True)
+        final.remove(marker=STATE_FILE)
     strategy.barrier()
-    return final
+    with tempfile.TemporaryDirectory(prefix="plait-checkpoint-") as staging:
+        strategy.state.save(Path(staging), model, optimizer)
+        final.upload(Path(staging))
+    strategy.barrier()
+    if strategy.is_coordinator:
+        with tempfile.TemporaryDirectory(prefix="plait-checkpoint-") as staging:
+            _write_trainer_files(Path(staging), scheduler, state, best_weights)
+            final.upload(Path(staging), sorted(p.name for p in Path(staging).iterdir() if p.name != STATE_FILE))
+            final.upload(Path(staging), [STATE_FILE])
 
 
-def _publish(partial: Path, final: Path, scheduler, state: dict, best_weights: dict | None) -> None:
-    torch.save({"scheduler": scheduler.state_dict(), "rng": torch.get_rng_state()}, partial / TRAINER_FILE)
+def _write_trainer_files(folder: Path, scheduler, state: dict, best_weights: dict | None) -> None:
+    torch.save({"scheduler": scheduler.state_dict(), "rng": torch.get_rng_state()}, folder / TRAINER_FILE)
     if best_weights is not None:
-        save_weights(best_weights, partial / BEST)
-    (partial / STATE_FILE).write_text(json.dumps(state, indent=2))  # last: its presence marks a whole folder
-    # A checkpoint of the same step (saved again after a resume) is replaced, never missing.
-    publish_folder(local_fs(), str(partial), str(final), marker=STATE_FILE)
+        save_weights(best_weights, folder / BEST)
+    (folder / STATE_FILE).write_text(json.dumps(state, indent=2))  # last: its presence marks a whole folder
 
 
-def latest_checkpoint(directory: Path) -> Path | None:
+def latest_checkpoint(directory: Folder | Path) -> Folder | None:
     """The newest complete checkpoint: the one ``latest.json`` names, or, where that file is
     damaged, the newest folder with its marker."""
+    directory = as_folder(directory)
     pointer = _read_pointer(directory)
-    if pointer is not None and (directory / pointer / STATE_FILE).is_file():
+    if pointer is not None and (directory / pointer).is_file(STATE_FILE):
         return directory / pointer
-    if pointer is None and (directory / LATEST).is_file():
-        complete = [p for p in _step_folders(directory) if (p / STATE_FILE).is_file()]
+    if pointer is None and directory.is_file(LATEST):
+        complete = [directory / name for name in _step_names(directory) if (directory / name).is_file(STATE_FILE)]
         return complete[0] if complete else None
     return None
 
 
-def resumable_checkpoint(directory: Path, warn: bool = True) -> Path | None:
+def resumable_checkpoint(directory: Folder | Path, warn: bool = True) -> Folder | None:
     """The newest checkpoint whose files all read back: the latest, or, where it (or
     ``latest.json``) is damaged (a disk that filled up, a file cut by a copy), the newest whole
     one, with a warning saying so.
     None where there is no checkpoint; a ModelError naming the damaged files where none is whole.
     ``warn``: log the fallback (once per run: where the run is first checked, not on each worker)."""
+    directory = as_folder(directory)
     problems = []
     pointer = _read_pointer(directory)
-    if pointer is None and (directory / LATEST).is_file():
-        problems.append(f"{directory / LATEST} is damaged")
-    candidates = [directory / pointer] if pointer else []
-    candidates += [p for p in _step_folders(directory) if p not in candidates]
-    for path in candidates:
-        problem = checkpoint_problem(path)
+    if pointer is None and directory.is_file(LATEST):
+        problems.append(f"{directory.file(LATEST)} is damaged")
+    names = [pointer] if pointer else []
+    names += [name for name in _step_names(directory) if name not in names]
+    for name in names:
+        candidate = directory / name
+        problem = _problem_of(candidate)
         if problem is None:
             if problems and warn:
-                log.warning(f"{'; '.join(problems)}: resuming from {path}, the newest checkpoint that reads back whole")
-            return path
+                log.warning(f"{'; '.join(problems)}: resuming from {candidate}, the newest checkpoint that reads back whole")
+            return candidate
         problems.append(problem)
     if problems:
         raise ModelError(f"cannot resume: no checkpoint in {str(directory)!r} reads back whole: {'; '.join(problems)}. "
                          "Start a new run instead (without --resume)")
     return None
+
+
+def _problem_of(checkpoint: Folder) -> str | None:
+    """What is damaged in a checkpoint, checked on a local copy where it is on object storage
+    (named by its URL all the same)."""
+    if not checkpoint.exists():
+        return f"checkpoint {checkpoint} is missing"
+    with checkpoint.fetched() as local:
+        problem = checkpoint_problem(local)
+    return problem.replace(str(local), checkpoint.url) if problem else None
 
 
 def checkpoint_problem(path: Path) -> str | None:
@@ -152,18 +207,18 @@ def _torch_file_problem(file: Path) -> str | None:
     return f"member {bad} fails its CRC check" if bad else None
 
 
-def _read_pointer(directory: Path) -> str | None:
+def _read_pointer(directory: Folder) -> str | None:
     """The checkpoint folder name ``latest.json`` holds; None if it is missing or damaged."""
     try:
-        name = json.loads((directory / LATEST).read_text())["checkpoint"]
+        name = json.loads(directory.read_text(LATEST))["checkpoint"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return name if isinstance(name, str) and name.startswith("step-") and "/" not in name else None
 
 
-def _step_folders(directory: Path) -> list[Path]:
-    """Checkpoint folders, newest first (names hold the zero-padded step)."""
-    return sorted((p for p in directory.glob("step-*") if p.is_dir()), reverse=True)
+def _step_names(directory: Folder) -> list[str]:
+    """Checkpoint folder names, newest first (names hold the zero-padded step)."""
+    return sorted((name for name in directory.names() if name.startswith("step-")), reverse=True)
 
 
 def _first_line(exc: Exception) -> str:
@@ -171,11 +226,22 @@ def _first_line(exc: Exception) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+@contextmanager
+def opened(checkpoint: Folder):
+    """The checkpoint as a local folder while the block runs (downloaded from object storage)."""
+    with checkpoint.fetched() as local:
+        yield local
+
+
 def load_checkpoint(path: Path, strategy, model, optimizer, scheduler) -> dict:
-    """Restore a checkpoint into model, optimizer and scheduler (on every worker); returns the
-    saved progress."""
+    """Restore a checkpoint (a local folder: see :func:`opened`) into model, optimizer and
+    scheduler (on every worker); returns the saved progress."""
     strategy.state.load(path, model, optimizer)
     extra = torch.load(path / TRAINER_FILE, weights_only=True)
     scheduler.load_state_dict(extra["scheduler"])
     torch.set_rng_state(extra["rng"])
     return json.loads((path / STATE_FILE).read_text())
+
+
+def saved_step(checkpoint: Folder) -> int:
+    return json.loads(checkpoint.read_text(STATE_FILE))["step"]

@@ -131,10 +131,15 @@ def lockstep(batches: Iterable[dict], strategy, filler: dict, stop=None) -> Iter
 
 
 def _count_active(strategy, has_batch: bool, stop) -> int:
-    """How many workers have a batch; the same all-reduce carries whether any asked to stop."""
-    active, stopping = count_flags(strategy, [has_batch, stop is not None and stop.requested])
+    """How many workers have a batch; the same all-reduce carries whether any asked to stop, or
+    for a checkpoint."""
+    asked = stop is not None
+    active, stopping, checkpointing = count_flags(strategy, [has_batch, asked and stop.requested,
+                                                             asked and stop.checkpoint_requested])
     if stopping:
         stop.agreed = True
+    if checkpointing:
+        stop.checkpoint_agreed = True
     return active
 
 

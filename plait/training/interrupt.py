@@ -22,14 +22,19 @@ class TrainingInterrupted(PlaitError):
 
 
 class StopRequest:
-    """Whether training should stop because someone pressed Ctrl-C.
+    """Whether training should stop because someone pressed Ctrl-C, or save a checkpoint now
+    and go on (a node about to be preempted).
 
     ``requested``: this worker was interrupted. ``agreed``: some worker was, and every worker
-    knows it at the same step (set by the step's all-reduce, or by :meth:`agree`)."""
+    knows it at the same step (set by the step's all-reduce, or by :meth:`agree`). The same
+    pair for a checkpoint: ``checkpoint_requested`` (set by a watcher thread, such as
+    :mod:`plait.backends.ray.preemption`) and ``checkpoint_agreed``."""
 
     def __init__(self):
         self.requested = False
         self.agreed = False
+        self.checkpoint_requested = False
+        self.checkpoint_agreed = False
         self._previous = None
 
     @contextlib.contextmanager

@@ -79,7 +79,12 @@ class Reporter:
             except ImportError:  # tensorboard is a dependency; a trimmed install still trains
                 log.warning("tensorboard is not installed; no TensorBoard logs will be written")
                 return
-            self.writer = SummaryWriter(log_dir=str(self.run_dir.tensorboard))
+            self.writer = SummaryWriter(log_dir=str(self.run_dir.staging(self.run_dir.tensorboard)))
+
+    def flush(self) -> None:
+        """Everything logged so far written to the event file (before the run directory syncs)."""
+        if self.writer:
+            self.writer.flush()
 
     def close(self) -> None:
         if self.writer:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import logging
 import random
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -17,6 +16,7 @@ from plait.data.preprocess import PreprocessedData
 from plait.errors import ModelError
 from plait.models.ecd import ECD
 from plait.run_directory import RunDirectory
+from plait.utils.folder import Folder
 from plait.training import checkpoint as ckpt
 from plait.training.data import Batches, table_tensors
 from plait.training.schedule import evaluation_batch_size, training_batch_size
@@ -84,9 +84,10 @@ def in_memory_batches(job: FitJob, strategy: Strategy) -> tuple[Batches, Batches
     return train, validation
 
 
-def fit(job: FitJob, strategy: Strategy, batches: tuple | None = None) -> FitOutput:
+def fit(job: FitJob, strategy: Strategy, batches: tuple | None = None, watch=None) -> FitOutput:
     """Train on this worker's shard (every worker builds the same initial model from the seed).
-    ``batches``: (training, validation) batches from a loader; default: read the cache whole."""
+    ``batches``: (training, validation) batches from a loader; default: read the cache whole.
+    ``watch``: see :meth:`Trainer.fit`."""
     seed_everything(job.seed)
     module = ECD(job.config, job.metadata)
     train, validation = batches or in_memory_batches(job, strategy)
@@ -96,7 +97,8 @@ def fit(job: FitJob, strategy: Strategy, batches: tuple | None = None) -> FitOut
         log.info("Training on %d rows (validation %d), batch size %d%s.", job.data.rows("training"),
                  job.data.rows("validation"), size, f" per worker x {strategy.world_size} workers" if strategy.world_size > 1 else "")
     trainer = Trainer(job.config, module, strategy, job.seed, job.run_dir, job.progress_bar)
-    progress = trainer.fit(train, validation if validation is not None and validation.rows else None, resume=resume_from)
+    progress = trainer.fit(train, validation if validation is not None and validation.rows else None, resume=resume_from,
+                           watch=watch)
     weights = trainer.final_weights()
     final = ECD(job.config, job.metadata)
     if strategy.is_coordinator:  # a sharded strategy has the whole weights on the coordinator only
@@ -104,7 +106,7 @@ def fit(job: FitJob, strategy: Strategy, batches: tuple | None = None) -> FitOut
     return FitOutput(final, progress.history)
 
 
-def checkpoint_to_resume(job: FitJob, warn: bool = True) -> Path | None:
+def checkpoint_to_resume(job: FitJob, warn: bool = True) -> Folder | None:
     """The checkpoint a job continues from (None unless it resumes); an error if there is none.
     ``warn``: say when a damaged checkpoint is passed over (the API checks first, and says it)."""
     if not job.resume:

@@ -13,7 +13,6 @@ import logging
 import math
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import torch
 
@@ -24,6 +23,7 @@ from plait.training.early_stopping import BestWeights, EarlyStopping
 from plait.training.interrupt import StopRequest, TrainingInterrupted
 from plait.inference.evaluation import Evaluation
 from plait.run_directory import RunDirectory
+from plait.utils.folder import Folder
 from plait.training.reporting import EpochBar, EpochMeter, Reporter
 from plait.training.schedule import (PlateauReduction, apply_now, build_optimizer, build_scheduler, learning_rate,
                                      regularization_penalty)
@@ -75,12 +75,15 @@ class Trainer:
         self.reporter = Reporter(strategy, run_dir, progress_bar)
         self.stop = StopRequest()
         self.epoch_speed: dict | None = None
-        self.saved: tuple[int, Path] | None = None
+        self.saved: tuple[int, Folder] | None = None
         """The step and folder of the last checkpoint this run saved or resumed from."""
 
     # ---- the loop ----------------------------------------------------------------------------
 
-    def fit(self, train: Batches, validation: Batches | None, resume: Path | None = None) -> Progress:
+    def fit(self, train: Batches, validation: Batches | None, resume: Folder | None = None,
+            watch=None) -> Progress:
+        """Train from the start or from checkpoint ``resume``. ``watch(stop_request)``: a context
+        manager around training that may ask for a checkpoint (see ``interrupt.StopRequest``)."""
         accumulation = self.options.gradient_accumulation_steps
         self.train_batches = train
         total = self._build_schedule(len(train), accumulation)
@@ -88,13 +91,15 @@ class Trainer:
             self._resume(resume)
         self.reporter.open()
         try:
-            with self.stop.on_sigint():
+            with self.stop.on_sigint(), (watch(self.stop) if watch else contextlib.nullcontext()):
                 while not self._finished(total) and not self.early_stopping.should_stop(self.state) and not self.stop.agreed:
                     self._run_epoch(train, validation, total, accumulation)
         except KeyboardInterrupt:
             raise self._interrupted_without_agreement()
         finally:
             self.reporter.close()
+            if self.run_dir is not None:
+                self.run_dir.sync()
         # Ctrl-C after the last step (in the last evaluation, say) still stops the run.
         if self.stop.agree(self.strategy):
             raise self._interrupted()
@@ -152,6 +157,8 @@ class Trainer:
                 # Lockstep's all-reduce told every worker at this same batch: all stop before it,
                 # between two optimizer steps, where a checkpoint holds all that was trained.
                 return False
+            if self.stop.checkpoint_agreed and i % accumulation == 0:
+                self._checkpoint_on_request()
             boundary = (i + 1) % accumulation == 0 or last
             loss = self._train_step(batch, accumulation, boundary, weight=1.0 if real else 0.0)
             state.batch_in_epoch = i + 1
@@ -297,20 +304,42 @@ class Trainer:
         total = self.strategy.all_reduce_sum(torch.tensor([value], dtype=torch.float64, device=self.strategy.device))
         return total.item() / self.strategy.world_size
 
-    def _save_checkpoint(self) -> Path:
-        state = {**self.state.__dict__, "best_weights_step": self.state.best_step}
+    def _save_checkpoint(self) -> Folder:
+        state = {**self.state.__dict__, "best_weights_step": self.state.best_step, "world_size": self.strategy.world_size}
         path = ckpt.save_checkpoint(self.run_dir.checkpoints, self.strategy, self.model, self.optimizer,
                                     self.scheduler, state, best_weights=self.best.to_save(self.state))
         self.saved = (self.state.step, path)
+        self.reporter.flush()
+        self.run_dir.sync()  # logs and TensorBoard events on object storage keep up with the checkpoints
         return path
 
-    def _resume(self, path: Path) -> None:
-        saved = ckpt.load_checkpoint(path, self.strategy, self.model, self.optimizer, self.scheduler)
-        saved.pop("best_weights_step", None)
-        self.state = Progress(**saved)
-        self.best.restore(path, self.state)
-        self.saved = (self.state.step, path)
-        log.info("Resumed from %s (epoch %d, step %d).", path, self.state.epoch + 1, self.state.step)
+    def _resume(self, checkpoint: Folder) -> None:
+        with ckpt.opened(checkpoint) as local:
+            saved = ckpt.load_checkpoint(local, self.strategy, self.model, self.optimizer, self.scheduler)
+            saved.pop("best_weights_step", None)
+            saved_world_size = saved.pop("world_size", self.strategy.world_size)
+            self.state = Progress(**saved)
+            self.best.restore(local, self.state)
+        if saved_world_size != self.strategy.world_size:
+            self._adapt_to_world_size(saved_world_size)
+        self.saved = (self.state.step, checkpoint)
+        log.info("Resumed from %s (epoch %d, step %d).", checkpoint, self.state.epoch + 1, self.state.step)
+
+    def _adapt_to_world_size(self, saved: int) -> None:
+        """A checkpoint of another number of workers (an elastic group that shrank or grew).
+        Each worker keeps its batch size, so the global batch follows the worker count, and the
+        learning rate is scaled for the new count by ``learning_rate_scaling``, as it would be for
+        a run started with it. The epoch goes on from the same share of its rows: the shards
+        change with the count, so a few rows of this one epoch may be seen twice or not at all."""
+        now = self.strategy.world_size
+        factor = learning_rate(self.options, now) / learning_rate(self.options, saved)
+        for group in self.optimizer.param_groups:
+            group["lr"] *= factor
+        self.scheduler.base_lrs = [lr * factor for lr in self.scheduler.base_lrs]
+        self.state.batch_in_epoch = self.state.batch_in_epoch * saved // now
+        if self.strategy.is_coordinator:
+            log.info("The checkpoint was saved by %d worker(s); %d now: global batch and learning rate (x%.3g) "
+                     "follow the worker count.", saved, now, factor)
 
     # ---- interruptions -------------------------------------------------------------------------
 
@@ -323,12 +352,22 @@ class Trainer:
             where = f"; a checkpoint is saved at {path}. Continue with: plait {self.run_dir.command()} --resume {self.run_dir}"
         return TrainingInterrupted(f"training interrupted at step {self.state.step}{where}")
 
-    def _checkpoint_of_this_step(self) -> Path:
+    def _checkpoint_of_this_step(self) -> Folder:
         if self.saved is not None and self.saved[0] == self.state.step:
             return self.saved[1]
         if self.strategy.is_coordinator:
             log.info("Interrupted at step %d: saving a checkpoint (interrupt again to abort at once).", self.state.step)
         return self._save_checkpoint()
+
+    def _checkpoint_on_request(self) -> None:
+        """A checkpoint of where every worker stands, asked for by a watcher (a node about to be
+        preempted); training goes on."""
+        self.stop.checkpoint_requested = self.stop.checkpoint_agreed = False
+        if self.run_dir is None or (self.saved is not None and self.saved[0] == self.state.step):
+            return
+        if self.strategy.is_coordinator:
+            log.info("A checkpoint was asked for at step %d (a node is about to go): saving it.", self.state.step)
+        self._save_checkpoint()
 
     def _interrupted_without_agreement(self) -> TrainingInterrupted:
         """A KeyboardInterrupt inside a step: a second Ctrl-C, or an interrupt no handler turned

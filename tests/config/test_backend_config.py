@@ -56,7 +56,8 @@ def test_each_type_takes_its_own_settings(validate, backend):
 def test_a_local_backend_shows_only_its_settings(validate):
     code, out, err = validate(backend={"type": "local", "cache_dir": "/tmp/c"})
     assert code == 0, err
-    assert yaml.safe_load(out)["backend"] == {"type": "local", "cache_dir": "/tmp/c", "cache_credentials": None}
+    assert yaml.safe_load(out)["backend"] == {"type": "local", "cache_dir": "/tmp/c", "cache_credentials": None,
+                                              "artifacts_credentials": None}
 
 
 def test_the_backend_may_be_given_by_name():
@@ -97,7 +98,8 @@ def test_switching_to_local_drops_the_ray_settings_and_keeps_the_cache(caplog):
     assert config.backend.type == "local"
     assert config.backend.cache_credentials == CREDENTIALS  # the real ones, not the hidden ***
     assert resolved_dict(config)["backend"] == {"type": "local", "cache_dir": "s3://b/c",
-                                                "cache_credentials": {"key": "***", "secret": "***"}}
+                                                "cache_credentials": {"key": "***", "secret": "***"},
+                                                "artifacts_credentials": None}
     assert "backend.type local (was ray): ignoring backend.loader, backend.processor, backend.trainer" in caplog.text
 
 
@@ -124,7 +126,7 @@ def test_the_command_line_backend_trains_a_config_with_ray_settings(write_config
     assert code == 0, capsys.readouterr().err
     run_dir = tmp_path / "out" / "experiment_run_0"
     assert yaml.safe_load((run_dir / "config.yaml").read_text())["backend"] == {
-        "type": "local", "cache_dir": str(tmp_path / "cache"), "cache_credentials": None}
+        "type": "local", "cache_dir": str(tmp_path / "cache"), "cache_credentials": None, "artifacts_credentials": None}
     assert len(json.loads((run_dir / "training_statistics.json").read_text())) == 1  # one epoch
 
 
@@ -157,7 +159,10 @@ def test_a_model_saved_with_ray_settings_loads_on_the_local_backend(tmp_path):
     ({"type": "ray", "preprocessor_kwargs": {}}, {"preprocessor_kwargs": {}}),
     ({"type": "ray", "trainer": {"nics": None, "logdir": "/l", "max_retries": 1}}, {"trainer": {"max_retries": 1}}),
     ({"type": "local", "credentials": {"cache": {"key": "K"}}}, {"cache_credentials": {"key": "***"}}),
-    ({"type": "local", "credentials": {"defaults": "~/c.json", "datasets": None}}, {"cache_credentials": "~/c.json"}),
+    ({"type": "local", "credentials": {"defaults": "~/c.json", "datasets": None}},
+     {"cache_credentials": "~/c.json", "artifacts_credentials": "~/c.json"}),
+    ({"type": "local", "credentials": {"artifacts": {"key": "K", "secret": "S"}}},
+     {"cache_credentials": None, "artifacts_credentials": {"key": "***", "secret": "***"}}),
 ])
 def test_ludwig_backend_keys_are_accepted_with_their_meaning(validate, backend, shown):
     code, out, err = validate(backend=backend)
@@ -226,15 +231,11 @@ def test_pin_memory_reaches_deepspeed():
      "backend.credentials.datasets: plait does not use Ludwig's credentials for datasets (only null is accepted): "
      "plait reads datasets with the storage's own credentials: environment variables (AWS_ACCESS_KEY_ID, "
      "AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL, ...) or its config files; remove it"),
-    ({"type": "local", "credentials": {"artifacts": "a.json"}},
-     "backend.credentials.artifacts: plait does not use Ludwig's credentials for artifacts (only null is accepted): "
-     "Ludwig uses them for hyperopt, which plait does not have; plait writes outputs with the storage's own "
-     "credentials (environment variables or its config files); remove it"),
     ({"type": "local", "credentials": {"cahce": {}}}, "backend.credentials.cahce: unknown use; did you mean cache?"),
     ({"type": "local", "credentials": {"cache": 5}},
      "backend.credentials.cache: expected storage options (a mapping) or a JSON file's path"),
     ({"type": "local", "cache_credentials": {"key": "A"}, "credentials": {"cache": {"key": "B"}}},
-     "backend.cache_credentials: differs from credentials.cache (or credentials.defaults); give the cache's "
+     "backend.cache_credentials: differs from credentials.cache (or credentials.defaults); give the cache "
      "credentials once"),
 ])
 def test_ludwig_backend_keys_plait_does_not_implement_are_refused_with_advice(refused, backend, problem):

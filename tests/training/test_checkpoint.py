@@ -11,6 +11,7 @@ import pytest
 from cli_runs import train_with_the_cli
 from plait.cli import main
 from plait.training import checkpoint as ckpt
+from plait.utils.folder import Folder
 
 ROWS = 120
 
@@ -46,7 +47,7 @@ def _truncate(path):
 def test_resume_falls_back_to_the_previous_checkpoint_when_the_latest_is_damaged(run, capsys, damage):
     older, newer = _checkpoints(run)
     _truncate(newer / damage)
-    assert ckpt.resumable_checkpoint(run / "checkpoints") == older
+    assert ckpt.resumable_checkpoint(run / "checkpoints") == Folder(older)
     code = main(["train", "--resume", str(run)])
     err = capsys.readouterr().err
     assert code == 0, err
@@ -57,7 +58,7 @@ def test_resume_falls_back_to_the_previous_checkpoint_when_the_latest_is_damaged
 def test_a_damaged_latest_json_falls_back_to_the_newest_whole_checkpoint(run, capsys):
     _, newer = _checkpoints(run)
     (run / "checkpoints" / "latest.json").write_text('{"checkpoint": "step-0')
-    assert ckpt.resumable_checkpoint(run / "checkpoints") == newer
+    assert ckpt.resumable_checkpoint(run / "checkpoints") == Folder(newer)
     assert main(["train", "--resume", str(run)]) == 0
     assert "latest.json is damaged" in capsys.readouterr().err
 

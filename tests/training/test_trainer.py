@@ -13,6 +13,7 @@ import torch
 from plait.api import Model
 from plait.errors import ConfigError, ModelError, TrainingError
 from plait.training.trainer import Trainer, TrainingInterrupted
+from plait.utils.folder import Folder
 
 
 def _train(config, progress_bar=False, **kwargs):
@@ -315,7 +316,7 @@ def test_a_checkpoint_write_that_fails_leaves_the_previous_one_in_place(train_co
         ckpt.save_checkpoint(checkpoints, LocalStrategy(), model.module, optimizer, scheduler, {"step": 999})
     assert not [p for p in checkpoints.iterdir() if ".tmp-" in p.name or p.name.endswith(".partial")]
     assert json.loads((checkpoints / "latest.json").read_text()) == before
-    assert ckpt.latest_checkpoint(checkpoints) == checkpoints / before["checkpoint"]
+    assert ckpt.latest_checkpoint(checkpoints) == Folder(checkpoints / before["checkpoint"])
 
 
 def test_a_resumed_run_still_returns_the_best_weights_seen_before_the_interruption(train_config, tmp_path, monkeypatch):

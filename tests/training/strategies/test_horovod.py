@@ -108,7 +108,7 @@ def _resume_continues_identically(rank: int, directory: str) -> dict:
     # A new Horovod job in the same processes, as a restarted worker group would start.
     strategy = _strategy()
     model, optimizer, scheduler = _fresh(strategy, seed=10 + rank)
-    load_checkpoint(saved, strategy, model, optimizer, scheduler)
+    load_checkpoint(saved.local(), strategy, model, optimizer, scheduler)
     _train(strategy, model, optimizer, scheduler, range(3, 6))
     resumed = {k: v.clone() for k, v in strategy.state.full_weights(model).items()}
     strategy.shutdown()
