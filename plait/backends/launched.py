@@ -53,9 +53,11 @@ class LaunchedBackend(Backend):
         # Joins the launcher's process group.
         self.strategy = build_strategy(section, trainer=config.trainer, **strategy_options(section.type, launched_device(launch)))
         wanted = config.backend.trainer.num_workers
-        if wanted and wanted != self.strategy.world_size:
-            log.warning("backend.trainer.num_workers is %d but %s started %d processes: the launcher's %d win.",
-                        wanted, kind, self.strategy.world_size, self.strategy.world_size)
+        low, high = wanted if isinstance(wanted, tuple) else (wanted, wanted)
+        if wanted and not low <= self.strategy.world_size <= high:
+            log.warning("backend.trainer.num_workers is %s but %s started %d processes: the launcher's %d win.",
+                        list(wanted) if isinstance(wanted, tuple) else wanted, kind, self.strategy.world_size,
+                        self.strategy.world_size)
         log.info("plait: rank %d of %d (%s, strategy %s); only rank 0 writes outputs.", self.strategy.rank,
                  self.strategy.world_size, kind, section.type)
 

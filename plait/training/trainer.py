@@ -363,11 +363,14 @@ class Trainer:
         """A checkpoint of where every worker stands, asked for by a watcher (a node about to be
         preempted); training goes on."""
         self.stop.checkpoint_requested = self.stop.checkpoint_agreed = False
-        if self.run_dir is None or (self.saved is not None and self.saved[0] == self.state.step):
+        if self.run_dir is None:
             return
+        saved = self.saved is not None and self.saved[0] == self.state.step
         if self.strategy.is_coordinator:
-            log.info("A checkpoint was asked for at step %d (a node is about to go): saving it.", self.state.step)
-        self._save_checkpoint()
+            log.info("A checkpoint was asked for at step %d (a node is about to go): %s.", self.state.step,
+                     "the one of this step is saved already" if saved else "saving it")
+        if not saved:
+            self._save_checkpoint()
 
     def _interrupted_without_agreement(self) -> TrainingInterrupted:
         """A KeyboardInterrupt inside a step: a second Ctrl-C, or an interrupt no handler turned

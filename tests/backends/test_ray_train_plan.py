@@ -15,13 +15,15 @@ from plait.training.strategies import check_strategy
 
 def test_a_cpu_cluster_gets_one_worker_that_leaves_a_cpu_for_reads():
     assert plan(DistributedTrainerConfig(), {"CPU": 2}) == {
-        "num_workers": 1, "use_gpu": False, "resources_per_worker": {"CPU": 1.0}}
+        "num_workers": 1, "min_workers": 1, "use_gpu": False, "resources_per_worker": {"CPU": 1.0},
+        "placement_strategy": "PACK"}
     assert plan(DistributedTrainerConfig(num_workers=2), {"CPU": 2})["resources_per_worker"] == {"CPU": 0.5}
 
 
 def test_a_gpu_cluster_gets_a_worker_per_gpu():
     assert plan(DistributedTrainerConfig(), {"CPU": 16, "GPU": 4}) == {
-        "num_workers": 4, "use_gpu": True, "resources_per_worker": {"CPU": 1.0, "GPU": 1.0}}
+        "num_workers": 4, "min_workers": 4, "use_gpu": True, "resources_per_worker": {"CPU": 1.0, "GPU": 1.0},
+        "placement_strategy": "PACK"}
 
 
 def test_use_gpu_without_a_gpu_says_what_to_change():
@@ -94,3 +96,12 @@ def test_a_custom_resource_no_node_has_is_named():
 def test_room_counts_whole_workers_per_node():
     assert room_for({"CPU": 1, "GPU": 1}, [{"CPU": 8.0, "GPU": 2.0}, {"CPU": 1.0, "GPU": 4.0}, {"CPU": 4.0}]) == 3
     assert room_for({"CPU": 0}, []) >= 1_000_000  # a worker that asks for nothing fits anywhere
+
+
+def test_an_elastic_group_is_refused_only_when_its_minimum_does_not_fit():
+    nodes = [{"CPU": 2.0}, {"CPU": 2.0}]
+    settings = DistributedTrainerConfig(num_workers=[2, 8], resources_per_worker={"CPU": 2}, placement_strategy="SPREAD")
+    scaling = plan(settings, {"CPU": 4}, nodes)
+    assert (scaling["min_workers"], scaling["num_workers"], scaling["placement_strategy"]) == (2, 8, "SPREAD")
+    with pytest.raises(Unschedulable):
+        plan(DistributedTrainerConfig(num_workers=[3, 8], resources_per_worker={"CPU": 2}), {"CPU": 4}, nodes)

@@ -2,9 +2,11 @@
 ``backend.trainer.strategy`` names (ddp, fsdp, deepspeed or horovod).
 
 Each worker reads its shard of the cached splits through the Ray Data loader
-(``plait.backends.ray.loader``); checkpoints are written to the run directory (every worker
-must see it: one machine, or a shared filesystem). Rank 0 hands the final weights and history
-back through Ray Train's own result: a checkpoint it reports when training ends.
+(``plait.backends.ray.loader``); checkpoints, logs and TensorBoard events go to the run
+directory: on object storage (``s3://...``) no node needs to see another's disk; a local path
+must be one every node sees (one machine, or a shared filesystem). Rank 0 hands the final
+weights and history back through Ray Train's own result: a checkpoint it reports when training
+ends, kept in the run directory's ``ray/`` folder.
 
 Failures: the driver runs the worker group again (``backend.trainer.max_retries`` times) after a
 worker dies, resuming from the last checkpoint. plait's own errors (a diverging loss, a missing
@@ -33,6 +35,7 @@ from plait.run_directory import RunDirectory
 from plait.training import checkpoint as ckpt
 from plait.training.run import FitJob, FitOutput, batch_size, eval_batch_size, model_columns
 from plait.training.strategies import build_strategy, check_strategy
+from plait.utils.folder import Folder
 from plait.utils.fs import is_local
 
 log = logging.getLogger("plait")
@@ -47,8 +50,8 @@ def plan(settings, resources: dict, nodes: list[dict] | None = None) -> dict:
     ``resources``; given the ``nodes``' resources, refused (Unschedulable) when the nodes cannot
     hold every worker at once, which Ray Train would wait for forever."""
     scaling = _scaling(settings, resources)
-    if nodes is not None:
-        check_room(scaling["resources_per_worker"], nodes, scaling["num_workers"], "backend.trainer: the worker group")
+    if nodes is not None:  # an elastic group starts once its minimum fits
+        check_room(scaling["resources_per_worker"], nodes, scaling["min_workers"], "backend.trainer: the worker group")
     return scaling
 
 
@@ -57,7 +60,8 @@ def _scaling(settings, resources: dict) -> dict:
     use_gpu = settings.use_gpu if settings.use_gpu is not None else gpus > 0
     if use_gpu and not gpus:
         raise BackendError("backend.trainer.use_gpu is true but the Ray cluster has no GPU; set it to false")
-    workers = settings.num_workers or (int(gpus) if use_gpu else 1)
+    low, workers = settings.num_workers if isinstance(settings.num_workers, tuple) else (None, settings.num_workers)
+    workers = workers or (int(gpus) if use_gpu else 1)
     per_worker = settings.resources_per_worker or {"CPU": _cpus_per_worker(resources.get("CPU", 1), workers),
                                                    **({"GPU": 1.0} if use_gpu else {})}
     if per_worker.get("GPU") and not use_gpu:
@@ -67,7 +71,8 @@ def _scaling(settings, resources: dict) -> dict:
         raise BackendError(f"backend.trainer.resources_per_worker: {per_worker['GPU']:g} GPU per worker would put "
                            f"several of the {workers} workers on one GPU, which NCCL refuses; give each worker a "
                            "whole GPU, or train with one worker (fractions suit one worker per trial)")
-    return {"num_workers": workers, "use_gpu": use_gpu, "resources_per_worker": per_worker}
+    return {"num_workers": workers, "min_workers": low or workers, "use_gpu": use_gpu, "resources_per_worker": per_worker,
+            "placement_strategy": settings.placement_strategy}
 
 
 def _cpus_per_worker(cluster_cpus: float, workers: int) -> float:
@@ -80,8 +85,10 @@ def _cpus_per_worker(cluster_cpus: float, workers: int) -> float:
 
 def describe_plan(scaling: dict, strategy: str, global_batch: int) -> str:
     resources = ", ".join(f"{v:g} {k}" for k, v in scaling["resources_per_worker"].items())
-    return (f"Ray Train: {scaling['num_workers']} worker(s) x {resources}, strategy {strategy}, "
-            f"{'GPU' if scaling['use_gpu'] else 'CPU'}, global batch {global_batch}.")
+    low, high = scaling["min_workers"], scaling["num_workers"]
+    workers = f"{high} worker(s)" if low == high else f"{low} to {high} workers (elastic)"
+    return (f"Ray Train: {workers} x {resources}, strategy {strategy}, {'GPU' if scaling['use_gpu'] else 'CPU'}, "
+            f"global batch {global_batch}{' at the most workers' if low != high else ''}.")
 
 
 def fit_on_ray(job: FitJob, settings) -> FitOutput:
@@ -97,9 +104,9 @@ def fit_on_ray(job: FitJob, settings) -> FitOutput:
     restarts: list[dict] = []
     with _relayed_worker_logs() as logs:
         while True:
-            trainer = _trainer(job, settings, scaling, datasets, {"job": job, "logs": logs, "feed": feed})
+            trainer = _trainer(job, settings, scaling, datasets, {"job": job, "queue": logs, "feed": feed})
             try:
-                with _own_sigint_handler():
+                with _own_sigint_handler(), _quick_restarts(scaling):
                     result = trainer.fit()
                 return _output(job, result, restarts)
             except Exception as failure:  # noqa: BLE001 (Ray wraps what a worker raised)
@@ -110,27 +117,67 @@ def _for_workers(job: FitJob) -> FitJob:
     """The job with absolute paths (Ray workers run in a working directory of their own) and a
     run directory (a temporary one when the caller keeps none)."""
     run = (job.run_dir or RunDirectory(tempfile.mkdtemp(prefix="plait-ray-run-"))).resolved()
+    if run.is_local:
+        _warn_if_nodes_do_not_share(run)
     data = job.data
     if is_local(data.fs):
         data = replace(data, location=os.path.abspath(data.location))
     return replace(job, data=data, run_dir=run, progress_bar=False)  # worker output does not reach this terminal
 
 
+def _warn_if_nodes_do_not_share(run: RunDirectory) -> None:
+    """A local run directory on a cluster of several nodes works only where every node sees it
+    at the same path; plait cannot tell a shared filesystem from a local disk, so it says so."""
+    import ray
+
+    nodes = sum(1 for node in ray.nodes() if node.get("Alive"))
+    if nodes > 1:
+        log.warning("The run directory %s is a local path and the Ray cluster has %d nodes: workers on other nodes "
+                    "write checkpoints and logs there, so it must be a filesystem every node shares. Without one, "
+                    "use object storage: --output-directory s3://bucket/prefix (any fsspec URL).", run, nodes)
+
+
 def _trainer(job: FitJob, settings, scaling: dict, datasets: dict, loop_config: dict):
-    from ray.train import FailureConfig, RunConfig, ScalingConfig
+    from ray.train import FailureConfig
     from ray.train.torch import TorchTrainer
 
-    logdir = str(Path(settings.logdir or job.run_dir.logs).resolve())
+    logs = Folder(settings.logdir).resolved() if settings.logdir else job.run_dir.logs
     return TorchTrainer(
         _worker,
-        train_loop_config={**loop_config, "logdir": logdir},
-        scaling_config=ScalingConfig(**scaling),
+        train_loop_config={**loop_config, "logs": logs},
+        scaling_config=_scaling_config(scaling, settings),
         datasets=datasets,
         dataset_config=exactly_once_data_config(job.config.backend.loader.window_size_bytes),
-        # A unique name: Ray resumes silently when a name is reused under the same storage path.
-        run_config=RunConfig(name=f"plait-{uuid.uuid4().hex[:12]}", storage_path=str(job.run_dir.ray_storage),
-                             failure_config=FailureConfig(max_failures=0)),
+        run_config=_run_config(job.run_dir, FailureConfig(max_failures=0)),
     )
+
+
+def _scaling_config(scaling: dict, settings):
+    """Ray Train's scaling: a fixed count, or ``(min, max)`` for an elastic group, which Ray
+    starts with what fits and restarts larger when room comes back (each start resumes from the
+    run's last checkpoint: see ``_fit_on_worker``)."""
+    from ray.train import ScalingConfig
+
+    low, high = scaling["min_workers"], scaling["num_workers"]
+    elastic = {"num_workers": (low, high), "elastic_resize_monitor_interval_s": settings.elastic_resize_interval_s}
+    return ScalingConfig(**(elastic if low != high else {"num_workers": high}), use_gpu=scaling["use_gpu"],
+                         resources_per_worker=scaling["resources_per_worker"],
+                         placement_strategy=scaling["placement_strategy"])
+
+
+def _run_config(run: RunDirectory, failure_config):
+    """Ray Train's own storage in the run directory's ``ray/`` folder, on the same filesystem."""
+    from ray.train import RunConfig
+
+    # A unique name: Ray resumes silently when a name is reused under the same storage path.
+    name = f"plait-{uuid.uuid4().hex[:12]}"
+    storage = run.ray_storage
+    if storage.is_local:
+        return RunConfig(name=name, storage_path=storage.url, failure_config=failure_config)
+    from pyarrow.fs import FSSpecHandler, PyFileSystem
+
+    return RunConfig(name=name, storage_path=storage.path, storage_filesystem=PyFileSystem(FSSpecHandler(storage.fs)),
+                     failure_config=failure_config)
 
 
 @contextlib.contextmanager
@@ -148,6 +195,27 @@ def _own_sigint_handler():
             signal.signal(signal.SIGINT, previous)
 
 
+ELASTIC_START_TIMEOUT_S = 20
+"""How long an elastic group waits for its workers to start before Ray Train decides its size
+again. Just after a node is lost, the cluster may still count it for a few seconds: a group
+sized for it would wait Ray's default 60 s before going on with the workers that exist."""
+
+
+@contextlib.contextmanager
+def _quick_restarts(scaling: dict):
+    """For an elastic group, Ray Train's worker start timeout set to ELASTIC_START_TIMEOUT_S (the
+    driver's environment reaches Ray Train's controller), unless the user set it."""
+    variable = "RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S"
+    if scaling["min_workers"] == scaling["num_workers"] or variable in os.environ:
+        yield
+        return
+    os.environ[variable] = str(ELASTIC_START_TIMEOUT_S)
+    try:
+        yield
+    finally:
+        os.environ.pop(variable, None)
+
+
 def _after_failure(job: FitJob, failure: Exception, restarts: list, max_retries: int) -> FitJob:
     """The job to run again after a failed try (resuming from the last checkpoint, if any), or
     the error that ends the run: plait's own, or any once the retries are spent."""
@@ -157,7 +225,7 @@ def _after_failure(job: FitJob, failure: Exception, restarts: list, max_retries:
     if len(restarts) >= max_retries:
         raise TrainingError(f"training on Ray failed: {worker_message(failure)}") from None
     latest = ckpt.latest_checkpoint(job.run_dir.checkpoints)
-    step = _step(latest) if latest else None
+    step = ckpt.saved_step(latest) if latest else None
     restarts.append({"resumed_from_step": step})
     log.warning("A worker failed (%s); the worker group was restarted and %s.", worker_message(failure),
                 f"resumed from the checkpoint at step {step}" if step is not None else "started over (no checkpoint yet)")
@@ -168,8 +236,8 @@ def _worker(loop_config: dict) -> None:
     """One Ray Train worker's run: train, then rank 0 reports the final weights and history as
     Ray Train's result. A plait error is tagged with the worker's rank for the driver."""
     _share_cores()
-    _relay_logs(loop_config["logs"], loop_config["logdir"])
     job: FitJob = loop_config["job"]
+    _relay_logs(loop_config["queue"], job.run_dir.staging(loop_config["logs"]))
     section = job.config.backend.trainer.strategy
     strategy = build_strategy(section, trainer=job.config.trainer, **strategy_options(section.type, _assigned_gpu()))
     try:
@@ -177,14 +245,20 @@ def _worker(loop_config: dict) -> None:
         _report_result(output, strategy.is_coordinator)
     finally:
         strategy.shutdown()
+        job.run_dir.sync()  # this worker's log, also after a failure
 
 
 def _fit_on_worker(job: FitJob, strategy, feed: dict) -> FitOutput:
+    from plait.backends.ray.preemption import checkpoint_before_preemption
     from plait.errors import PlaitError
     from plait.training.run import fit
 
+    if not job.resume and ckpt.latest_checkpoint(job.run_dir.checkpoints) is not None:
+        # Ray Train started this group again itself (an elastic group resized): the checkpoints
+        # in this run's directory are this run's, and it goes on from the last.
+        job = replace(job, resume=True)
     try:
-        return fit(job, strategy, _shard_batches(job, strategy, feed))
+        return fit(job, strategy, _shard_batches(job, strategy, feed), watch=checkpoint_before_preemption)
     except PlaitError as error:  # the driver reports it as a training failure, naming the worker
         raise TrainingError(f"{error} (worker {strategy.rank})") from None
 
@@ -281,7 +355,7 @@ class _QueueHandler(logging.Handler):
             pass
 
 
-def _relay_logs(queue, logdir: str) -> None:
+def _relay_logs(queue, logdir: Path) -> None:
     """Every worker's plait log lines to ``<logdir>/rank-<n>.log`` (appended across restarts);
     rank 0's also to the driver."""
     import ray.train
@@ -295,6 +369,8 @@ def _relay_logs(queue, logdir: str) -> None:
     plait_log.addHandler(kept)
     if rank == 0:
         plait_log.addHandler(_QueueHandler(queue))
+    context = ray.train.get_context()
+    plait_log.info("worker rank %d of %d on node %s", rank, context.get_world_size(), ray.get_runtime_context().get_node_id())
 
 
 def _assigned_gpu() -> str | None:
@@ -322,7 +398,3 @@ def _share_cores() -> None:
     workers_here = max(1, ray.train.get_context().get_local_world_size())
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     torch.set_num_threads(max(1, (cores - 1) // workers_here))
-
-
-def _step(checkpoint: Path) -> int:
-    return json.loads((checkpoint / "state.json").read_text())["step"]

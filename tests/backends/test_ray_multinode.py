@@ -1,0 +1,66 @@
+"""A Ray cluster of several nodes on this machine (each node its own raylet and resources),
+started for each test in a process of its own (see ``multinode_cluster.py``): workers spread
+over nodes, a node lost mid-training, and preprocessing and prediction with tasks on several
+nodes against the local backend."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+SCRIPT = Path(__file__).with_name("multinode_cluster.py")
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory, s3_server):
+    """Every scenario, run once on one cluster of a head and two worker nodes."""
+    import boto3
+
+    workdir = tmp_path_factory.mktemp("multinode")
+    bucket = "plait-multinode"
+    boto3.client("s3", endpoint_url=s3_server, aws_access_key_id="plait-test-key",
+                 aws_secret_access_key="plait-test-secret-value", region_name="us-east-1").create_bucket(Bucket=bucket)
+    # RAY_ADDRESS unset: the script starts its own cluster and must not join the session's.
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parents[2]), env.get("PYTHONPATH", "")])
+    done = subprocess.run([sys.executable, str(SCRIPT), str(workdir), s3_server, bucket], cwd=workdir, env=env,
+                          capture_output=True, text=True, timeout=600)
+    (workdir / "stderr.txt").write_text(done.stderr)
+    assert done.returncode == 0, done.stderr[-6000:]
+    return json.loads((workdir / "result.json").read_text())
+
+
+def test_spread_places_the_workers_on_different_nodes(outcomes):
+    placed = outcomes["lose_and_regain_a_node"]["first_group_nodes"]
+    assert sorted(placed) == ["0", "1"] and len(set(placed.values())) == 2, placed
+
+
+def test_a_lost_node_leaves_an_elastic_group_training_and_a_new_one_grows_it(outcomes):
+    """No shared filesystem: the run directory is a bucket. After its first checkpoint the group
+    of two gets a preemption notice for one of its nodes and saves a checkpoint; the node is
+    then removed, the group goes on with one worker from the checkpoint in the bucket, and grows
+    back to two when a node is added; the run finishes every epoch once."""
+    outcome = outcomes["lose_and_regain_a_node"]
+    assert [event for event, _ in outcome["events"]] == ["checkpoint seen", "drained", "checkpoint on notice", "removed",
+                                                         "went on without it", "added", "trained"], outcome["events"]
+    assert outcome["epochs"] == list(range(1, 121)), "every epoch recorded once: resumed, not restarted"
+    assert outcome["restarts"] and outcome["restarts"][0]["resumed_from_step"] > 0
+    log = outcome["rank0_log"]
+    assert "saved by 2 worker(s); 1 now" in log, log[-3000:]
+    assert "saved by 1 worker(s); 2 now" in log, log[-3000:]
+    assert outcome["accuracy"] > 0.9
+
+
+def test_preprocessing_and_prediction_on_several_nodes_match_the_local_backend(outcomes):
+    outcome = outcomes["preprocess_and_predict"]
+    assert outcome["nodes"] == 3
+    assert outcome["same_cache"], "the cache's split files differ from the local backend's"
+    assert outcome["cache_files"] >= 3
+    assert outcome["same_predictions"] and outcome["rows"] == 4000
