@@ -1,9 +1,10 @@
 """The cluster recipe in deploy/, checked as far as a machine without docker or Kubernetes can.
 
 Every YAML parses; every command that runs plait parses with plait's own argument parser; the
-example config validates; the manifests mount what the commands and the config point at; the
-Dockerfiles install what scripts/setup.sh installs, pinned the same way; the images the cluster
-files run are the ones the README builds. Nothing here starts Ray, docker or training.
+example config validates; runs go to object storage and nothing mounts a shared volume; the
+manifests mount what the commands and the config point at; the Dockerfiles install what
+scripts/setup.sh installs, pinned the same way; the images the cluster files run are the ones the
+README builds. Nothing here starts Ray, docker or training.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import yaml
 
 from plait.cli import build_parser
 from plait.config import load_config
+from plait.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -32,6 +34,40 @@ RAYJOB = DEPLOY / "kuberay" / "rayjob.yaml"
 EXAMPLE_CONFIG = DEPLOY / "example-config.yaml"
 
 SEPARATORS = {"&&", "||", ";", "|", "&"}
+
+# What a shared file system looks like in a recipe: none of it may come back.
+SHARED_STORAGE = re.compile(r"/mnt/shared|ReadWriteMany|persistentVolumeClaim|\bnfs|\befs\b|fs-[0-9a-f]{8,}", re.I)
+
+# The settings example-config.yaml uses for object storage and elastic training, each as the
+# smallest ray backend section that has it. While one of them does not validate (the branch that
+# adds them is not merged yet), the tests that validate the whole example config are expected to
+# fail; once all validate they must pass.
+ELASTIC_AND_STORAGE_SETTINGS = {
+    "backend.artifacts_credentials": {"artifacts_credentials": "/etc/plait/secrets/s3.json"},
+    "backend.trainer.num_workers: [1, 2]": {"trainer": {"num_workers": [1, 2]}},
+    "backend.trainer.placement_strategy": {"trainer": {"placement_strategy": "SPREAD"}},
+}
+
+
+def settings_not_yet_known() -> list[str]:
+    """Those of ELASTIC_AND_STORAGE_SETTINGS that plait's config loader refuses."""
+    refused = []
+    for name, backend in ELASTIC_AND_STORAGE_SETTINGS.items():
+        config = {"input_features": [{"name": "x", "type": "number"}],
+                  "output_features": [{"name": "y", "type": "binary"}],
+                  "backend": {"type": "ray", **backend}}
+        try:
+            load_config(config)
+        except ConfigError:
+            refused.append(name)
+    return refused
+
+
+NOT_YET_KNOWN = settings_not_yet_known()
+validates_after_the_merge = pytest.mark.xfail(
+    bool(NOT_YET_KNOWN), strict=True,
+    reason=f"example-config.yaml uses {', '.join(NOT_YET_KNOWN)}, which this checkout's config does not know yet "
+           "(issue 15: run directories on object storage, elastic worker groups)")
 
 
 # ---- parsing helpers -----------------------------------------------------------------------------
@@ -237,6 +273,29 @@ def load_one(path: Path) -> dict:
     return docs[0]
 
 
+def example_backend() -> dict:
+    """The example config's backend section as written (read without validating it, so that the
+    manifests are checked against it whether or not this checkout's config knows every setting)."""
+    return load_one(EXAMPLE_CONFIG)["backend"]
+
+
+def most_workers() -> int:
+    """backend.trainer.num_workers, or the top of its range ([min, max])."""
+    workers = example_backend()["trainer"]["num_workers"]
+    return max(workers) if isinstance(workers, list) else workers
+
+
+def credential_files() -> dict[str, str]:
+    """The example config's credentials given as a file's path: key -> path."""
+    backend = example_backend()
+    return {key: backend[key] for key in ("cache_credentials", "artifacts_credentials")
+            if isinstance(backend.get(key), str)}
+
+
+def is_object_storage(location: str) -> bool:
+    return "://" in location and not location.startswith("file://")
+
+
 def ray_cluster_specs() -> list[tuple[str, dict]]:
     """(where, RayCluster spec) for the RayCluster and the cluster the RayJob makes."""
     return [("raycluster.yaml", load_one(RAYCLUSTER)["spec"]),
@@ -325,18 +384,52 @@ def test_each_plait_command_parses_with_plaits_cli(where, argv, args):
         assert parsed.backend == "ray", f"{where}: `plait {shlex.join(args)}` should say --backend ray"
         assert parsed.config or getattr(parsed, "resume", None), f"{where}: no --config"
     if parsed.command in ("train", "experiment"):
-        # Run directories (checkpoints, the model) go where every node sees them.
+        # Run directories (checkpoints, the model, logs) go to object storage, not to a volume.
         run_dir = getattr(parsed, "resume", None) or parsed.output_directory
-        assert "://" not in run_dir, (
-            f"{where}: {run_dir!r}: plait writes run directories to a local path (--output-directory "
-            "is not a URL); use a file system every node mounts")
-        assert under(run_dir, "/mnt/shared"), f"{where}: run directory {run_dir} is not on the shared mount"
-    if parsed.config and argv[:3] == ["ray", "job", "submit"]:
+        assert is_object_storage(run_dir), f"{where}: run directory {run_dir!r} should be on object storage (s3://...)"
+    if parsed.command in ("predict", "evaluate"):
+        for location in (parsed.model_path, parsed.output_directory):
+            assert is_object_storage(location), f"{where}: {location!r} should be on object storage (s3://...)"
+    config_path = getattr(parsed, "config", None)  # predict and evaluate take none
+    if config_path and argv[:3] == ["ray", "job", "submit"]:
         working_dir = option(argv, "--working-dir")
         assert working_dir, f"{where}: `ray job submit` with a relative --config needs --working-dir"
-        config = ROOT / working_dir / parsed.config
-        assert config.is_file(), f"{where}: --config {parsed.config} is not in --working-dir {working_dir}"
-        load_config(config)
+        config = ROOT / working_dir / config_path
+        assert config.is_file(), f"{where}: --config {config_path} is not in --working-dir {working_dir}"
+        if config.resolve() != EXAMPLE_CONFIG:  # the example config is validated by its own test
+            load_config(config)
+
+
+def run_directories_read() -> list[tuple[str, str]]:
+    """(where, run directory) for each run the README reads back: --resume, --model-path
+    <run>/model, and the runs it syncs down from the bucket."""
+    found = []
+    for argv in readme_commands():
+        args = plait_argv(argv)
+        if args and (resume := option(args, "--resume")):
+            found.append((f"plait {args[0]} --resume", resume))
+        if args and (model := option(args, "--model-path", "-m")):
+            found.append((f"plait {args[0]} --model-path", model.rstrip("/").rsplit("/", 1)[0]))
+        if argv[:3] == ["aws", "s3", "sync"]:
+            found.append(("aws s3 sync", re.sub(r"(_run_\d+)/.*", r"\1", argv[3])))
+    return found
+
+
+def test_the_runs_the_readme_reads_back_are_where_its_train_commands_write():
+    """Resume, predict, evaluate and TensorBoard read <output-directory>/<experiment>_run_<n> of
+    a run the README's own train commands start."""
+    roots = {(option(args, "--output-directory"), option(args, "--experiment-name"))
+             for argv in readme_commands() if (args := plait_argv(argv)) and args[0] == "train"
+             and option(args, "--output-directory")}
+    read = run_directories_read()
+    assert {where for where, _ in read} >= {"plait train --resume", "plait predict --model-path", "aws s3 sync"}
+    for where, run_dir in read:
+        assert is_object_storage(run_dir), f"README {where}: {run_dir} is not on object storage"
+        parent, name = run_dir.rsplit("/", 1)
+        assert any(parent == root and re.fullmatch(rf"{re.escape(experiment)}_run_\d+", name)
+                   for root, experiment in roots), (
+            f"README {where}: {run_dir} is not <output-directory>/<experiment>_run_<n> of a train command "
+            f"({sorted(roots)})")
 
 
 def test_a_wrong_flag_is_caught():
@@ -349,14 +442,27 @@ def test_a_wrong_flag_is_caught():
 
 # ---- the example config -----------------------------------------------------------------------
 
+@validates_after_the_merge
 def test_the_example_config_validates_and_runs_on_ray_gpus():
     config = load_config(EXAMPLE_CONFIG)
     backend = config.backend
     assert backend.type == "ray"
-    assert "://" in (backend.cache_dir or ""), "the cache belongs on shared object storage (s3://...)"
-    assert backend.trainer.use_gpu is True and backend.trainer.num_workers
+    assert is_object_storage(backend.cache_dir or ""), "the cache belongs on object storage (s3://...)"
+    assert backend.trainer.use_gpu is True
     assert backend.trainer.strategy.type == "ddp"
-    assert not isinstance(backend.cache_credentials, dict), "credentials come from a mounted file, not the config"
+    # Elastic: from one worker up to one per GPU worker pod, spread over the nodes.
+    assert list(backend.trainer.num_workers) == [1, 2]
+    assert backend.trainer.placement_strategy == "SPREAD"
+    # The cache and the run directory read the same mounted file; neither is inline in the config.
+    assert backend.cache_credentials == backend.artifacts_credentials == "/etc/plait/secrets/s3.json"
+
+
+def test_the_example_config_keeps_credentials_out_of_the_file():
+    backend = example_backend()
+    for key in ("cache_credentials", "artifacts_credentials", "credentials"):
+        assert not isinstance(backend.get(key), dict), (
+            f"backend.{key}: credentials come from a mounted file, not the config")
+    assert set(credential_files()) == {"cache_credentials", "artifacts_credentials"}
 
 
 # ---- Kubernetes manifests ---------------------------------------------------------------------
@@ -373,7 +479,7 @@ def test_kuberay_kinds_and_ray_version():
 
 
 def test_the_head_is_cpu_only_and_the_workers_have_gpus():
-    num_workers = load_config(EXAMPLE_CONFIG).backend.trainer.num_workers
+    num_workers = most_workers()
     for where, spec in ray_cluster_specs():
         for container in spec["headGroupSpec"]["template"]["spec"]["containers"]:
             for kind in ("requests", "limits"):
@@ -383,7 +489,10 @@ def test_the_head_is_cpu_only_and_the_workers_have_gpus():
             per_pod = sum(int(c["resources"]["limits"].get("nvidia.com/gpu", 0)) for c in group["template"]["spec"]["containers"])
             assert per_pod > 0, f"{where}: worker group {group['groupName']} has no nvidia.com/gpu limit"
             gpus += per_pod * int(group.get("maxReplicas", group.get("replicas", 1)))
-        assert gpus >= num_workers, f"{where}: {gpus} GPUs for backend.trainer.num_workers={num_workers}"
+        message = f"{where}: {gpus} GPUs for up to {num_workers} workers (backend.trainer.num_workers)"
+        assert gpus >= num_workers, message
+        if where == "rayjob.yaml":  # a cluster made for this run: no GPU it cannot use
+            assert gpus == num_workers, message
 
 
 def test_the_rayjob_mounts_its_config_where_the_entrypoint_reads_it():
@@ -412,25 +521,36 @@ def test_the_rayjob_mounts_its_config_where_the_entrypoint_reads_it():
     assert (ROOT / source.split("=", 1)[-1]).resolve() == EXAMPLE_CONFIG
 
 
-def test_every_pod_mounts_the_shared_run_directory_and_the_credentials():
+def test_the_rayjob_writes_its_run_to_object_storage():
     output = option(rayjob_plait_args(), "--output-directory")
-    credentials = load_config(EXAMPLE_CONFIG).backend.cache_credentials
+    assert output and output.startswith("s3://"), f"rayjob.yaml: --output-directory {output!r} should be an s3:// URL"
+
+
+def test_no_pod_mounts_a_shared_volume_and_every_pod_mounts_the_credentials():
     for where, spec in ray_cluster_specs():
         for pod_name, pod in pod_specs(spec):
-            container = pod["containers"][0]
-            paths = mounts(pod, container)
-            shared = [p for p, v in paths if "persistentVolumeClaim" in v]
-            assert any(under(output, p) for p in shared), f"{where} {pod_name}: {output} is not on a shared volume"
-            if isinstance(credentials, str):
-                secrets = [p for p, v in paths if "secret" in v]
-                assert any(under(credentials, p) for p in secrets), (
-                    f"{where} {pod_name}: backend.cache_credentials {credentials} is not on a mounted Secret")
-    claims = {v["persistentVolumeClaim"]["claimName"] for _, spec in ray_cluster_specs()
-              for _, pod in pod_specs(spec) for v in pod.get("volumes", []) if "persistentVolumeClaim" in v}
-    defined = {d["metadata"]["name"] for d in load_all(DEPLOY / "kuberay" / "shared-storage.yaml")
-               if d.get("kind") == "PersistentVolumeClaim"}
-    assert claims <= defined
-    assert all("ReadWriteMany" in d["spec"]["accessModes"] for d in load_all(DEPLOY / "kuberay" / "shared-storage.yaml"))
+            kinds = {kind for volume in pod.get("volumes", []) for kind in volume if kind != "name"}
+            assert kinds <= {"secret", "configMap", "emptyDir"}, (
+                f"{where} {pod_name}: volumes of kind {sorted(kinds - {'secret', 'configMap', 'emptyDir'})}; runs "
+                "go to object storage, so no pod needs storage shared with another")
+            secrets = [p for p, v in mounts(pod, pod["containers"][0]) if "secret" in v]
+            for key, path in credential_files().items():
+                assert any(under(path, p) for p in secrets), (
+                    f"{where} {pod_name}: backend.{key} {path} is not on a mounted Secret")
+
+
+def test_nothing_in_deploy_uses_a_shared_volume():
+    assert not (DEPLOY / "kuberay" / "shared-storage.yaml").exists()
+    for path in sorted(p for p in DEPLOY.rglob("*") if p.is_file()):
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            assert not SHARED_STORAGE.search(line), f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+
+
+def test_the_shared_volume_check_catches_one():
+    """The check above is worth something: the old recipe's lines are caught."""
+    for line in ("--volume /mnt/shared:/mnt/shared", "accessModes: [ReadWriteMany]",
+                 "persistentVolumeClaim: {claimName: plait-shared}", "sudo mount -t nfs4 fs-0123456789abcdef0.efs"):
+        assert SHARED_STORAGE.search(line), line
 
 
 # ---- Ray cluster launcher ---------------------------------------------------------------------
@@ -468,16 +588,16 @@ def test_the_cluster_launcher_has_a_cpu_head_and_gpu_workers():
     gpu_types = {name: t for name, t in types.items() if t.get("resources", {}).get("GPU")}
     assert gpu_types, "no GPU worker node type"
     gpus = sum(t["resources"]["GPU"] * t.get("max_workers", 0) for t in gpu_types.values())
-    assert gpus >= load_config(EXAMPLE_CONFIG).backend.trainer.num_workers
+    assert gpus >= most_workers()
     for name, node in gpu_types.items():
         assert node.get("max_workers", 0) >= node.get("min_workers", 0)
-    # The run directory and the credentials are mounted into every container.
+    # No host folder is mounted into the containers (runs go to object storage); the
+    # credentials file is, by file_mounts.
     run_options = " ".join(cluster["docker"].get("run_options", []))
-    assert re.search(r"(-v|--volume)[ =]/mnt/shared:/mnt/shared", run_options)
-    credentials = load_config(EXAMPLE_CONFIG).backend.cache_credentials
-    if isinstance(credentials, str):
-        assert any(under(credentials, target) for target in cluster.get("file_mounts", {})), (
-            f"backend.cache_credentials {credentials} is not among the launcher's file_mounts")
+    assert not re.search(r"(^|\s)(-v|--volume|--mount)[ =]", run_options), run_options
+    for key, path in credential_files().items():
+        assert any(under(path, target) for target in cluster.get("file_mounts", {})), (
+            f"backend.{key} {path} is not among the launcher's file_mounts")
 
 
 # ---- images -----------------------------------------------------------------------------------
