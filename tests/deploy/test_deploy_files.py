@@ -20,7 +20,6 @@ import yaml
 
 from plait.cli import build_parser
 from plait.config import load_config
-from plait.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -42,34 +41,6 @@ SHARED_STORAGE = re.compile(r"/mnt/shared|ReadWriteMany|persistentVolumeClaim|\b
 # smallest ray backend section that has it. While one of them does not validate (the branch that
 # adds them is not merged yet), the tests that validate the whole example config are expected to
 # fail; once all validate they must pass.
-ELASTIC_AND_STORAGE_SETTINGS = {
-    "backend.artifacts_credentials": {"artifacts_credentials": "/etc/plait/secrets/s3.json"},
-    "backend.trainer.num_workers: [1, 2]": {"trainer": {"num_workers": [1, 2]}},
-    "backend.trainer.placement_strategy": {"trainer": {"placement_strategy": "SPREAD"}},
-}
-
-
-def settings_not_yet_known() -> list[str]:
-    """Those of ELASTIC_AND_STORAGE_SETTINGS that plait's config loader refuses."""
-    refused = []
-    for name, backend in ELASTIC_AND_STORAGE_SETTINGS.items():
-        config = {"input_features": [{"name": "x", "type": "number"}],
-                  "output_features": [{"name": "y", "type": "binary"}],
-                  "backend": {"type": "ray", **backend}}
-        try:
-            load_config(config)
-        except ConfigError:
-            refused.append(name)
-    return refused
-
-
-NOT_YET_KNOWN = settings_not_yet_known()
-validates_after_the_merge = pytest.mark.xfail(
-    bool(NOT_YET_KNOWN), strict=True,
-    reason=f"example-config.yaml uses {', '.join(NOT_YET_KNOWN)}, which this checkout's config does not know yet "
-           "(issue 15: run directories on object storage, elastic worker groups)")
-
-
 # ---- parsing helpers -----------------------------------------------------------------------------
 
 def shell_commands(text: str) -> list[list[str]]:
@@ -442,7 +413,6 @@ def test_a_wrong_flag_is_caught():
 
 # ---- the example config -----------------------------------------------------------------------
 
-@validates_after_the_merge
 def test_the_example_config_validates_and_runs_on_ray_gpus():
     config = load_config(EXAMPLE_CONFIG)
     backend = config.backend
