@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -27,12 +29,15 @@ def outcomes(tmp_path_factory, s3_server):
     bucket = "plait-multinode"
     boto3.client("s3", endpoint_url=s3_server, aws_access_key_id="plait-test-key",
                  aws_secret_access_key="plait-test-secret-value", region_name="us-east-1").create_bucket(Bucket=bucket)
-    # RAY_ADDRESS unset: the script starts its own cluster and must not join the session's.
+    # RAY_ADDRESS unset: the script starts its own cluster and must not join the session's. A
+    # temporary folder of its own (short: Ray's socket paths live there): the cluster's address
+    # file must not point later runs on this machine at it.
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env["RAY_TMPDIR"] = tempfile.mkdtemp(prefix="plait-mn-", dir="/tmp")
     env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parents[2]), env.get("PYTHONPATH", "")])
     done = subprocess.run([sys.executable, str(SCRIPT), str(workdir), s3_server, bucket], cwd=workdir, env=env,
                           capture_output=True, text=True, timeout=600)
-    (workdir / "stderr.txt").write_text(done.stderr)
+    shutil.rmtree(env["RAY_TMPDIR"], ignore_errors=True)
     assert done.returncode == 0, done.stderr[-6000:]
     return json.loads((workdir / "result.json").read_text())
 

@@ -93,3 +93,38 @@ def test_a_second_ctrl_c_aborts_without_a_checkpoint(train_config, tabular_df, t
         Model(train_config(epochs=3)).train(dataset=tabular_df, run_dir=run, progress_bar=False)
     assert "The last good checkpoint is" in str(info.value) and f"--resume {run}" in str(info.value)
     assert json.loads((run / "checkpoints" / "latest.json").read_text())["step"] == 9  # the first epoch's
+
+
+def test_a_checkpoint_asked_for_mid_epoch_is_saved_and_training_goes_on(train_config, tabular_df, tmp_path, caplog):
+    """What a preemption notice does (plait.backends.ray.preemption): a watcher asks for a
+    checkpoint; it is saved at the next optimizer step, mid-epoch, and the run finishes."""
+    import contextlib
+    import logging
+
+    from plait.training.run import FitJob, fit
+    from plait.training.strategies.local import LocalStrategy
+
+    model = Model(train_config(epochs=2, batch_size=8, early_stop=-1))
+    data = model.preprocess(tabular_df)
+    metadata = {"features": data.metadata["features"], "splits": data.metadata["splits"], "seed": 42}
+    job = FitJob(model.config, metadata, data, 42, run_dir=tmp_path / "run", progress_bar=False)
+    strategy, steps, requests = LocalStrategy(), [], {}
+    step = strategy.optimizer_step
+
+    def step_then_ask_at_the_third(*args, **kwargs):  # the watcher thread's part, at a known step
+        steps.append(1)
+        if len(steps) == 3:
+            requests["stop"].checkpoint_requested = True
+        return step(*args, **kwargs)
+
+    @contextlib.contextmanager
+    def watch(stop):
+        requests["stop"] = stop
+        yield
+
+    strategy.optimizer_step = step_then_ask_at_the_third
+    with caplog.at_level(logging.INFO, logger="plait"):
+        output = fit(job, strategy, watch=watch)
+    assert "A checkpoint was asked for at step 3 (a node is about to go): saving it." in caplog.text
+    assert [record["epoch"] for record in output.history] == [1, 2]
+    assert len(steps) == 2 * -(-data.rows("training") // 8)  # nothing skipped, nothing repeated
