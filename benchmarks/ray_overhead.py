@@ -147,7 +147,8 @@ def measure_workload(name: str, rows: int, args) -> dict:
     for i in range(args.repeat):
         load = wait_for_quiet(args.quiet_load, args.quiet_wait)
         for backend in ("local", "ray"):
-            runs[backend].append({**RUNS[name](backend, rows), "load_average_before": os.getloadavg()[0]})
+            runs[backend].append({**RUNS[name](backend, rows), "load_average_before_pair": load,
+                                  "load_average_after": os.getloadavg()[0]})
             print(f"{name} {i + 1}/{args.repeat} {backend:5}: {runs[backend][-1]['rows_per_s']:>10,.0f} rows/s "
                   f"(load average {load:.1f} before the pair)", flush=True)
     return {"rows": rows, "repeat": args.repeat, "runs": runs, **ratios(runs)}

@@ -449,17 +449,17 @@ def _throughput(rows: int, terms: dict, overlapped: tuple = ()) -> dict:
 def checks(parts: dict, p: dict, overhead: dict | None) -> list[dict]:
     """Predicted against measured, for every point measured on this machine."""
     rows = parts["preprocess_1"]["rows"]
-    local2 = dict(p, store_put_bytes_per_s=math.inf, driver_tasks_per_s=math.inf)  # the local engine: no Ray
+    local_engine = dict(p, store_put_bytes_per_s=math.inf, driver_tasks_per_s=math.inf)  # no Ray: no store, no tasks
     out = [
-        _check("preprocess, local, 1 core", predict_preprocess(local2, rows, 1, cores=1), rows / parts["preprocess_1"]["seconds"]),
-        _check("preprocess, local, 2 cores", predict_preprocess(local2, rows, 1, cores=2), rows / parts["preprocess_2"]["seconds"]),
+        _check("preprocess, local, 1 core", predict_preprocess(local_engine, rows, 1, cores=1), rows / parts["preprocess_1"]["seconds"]),
+        _check("preprocess, local, 2 cores", predict_preprocess(local_engine, rows, 1, cores=2), rows / parts["preprocess_2"]["seconds"]),
         _check("training, 1 worker, 1 thread (batch 256)", predict_training(p, 1, workers=1, threads=1),
                256 / parts["training"]["step_seconds"]["256"]),  # keys are strings: the parts went through JSON
         _check("training, 2 workers ddp, 1 thread each (128 each)", predict_training(p, 1, workers=2, threads=1),
                256 / parts["gloo"]["ddp_step_seconds"]),
     ]
     if overhead:
-        out += _overhead_checks(p, overhead, local2)
+        out += _overhead_checks(p, overhead, local_engine)
     return out
 
 
