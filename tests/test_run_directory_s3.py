@@ -111,3 +111,21 @@ def test_a_model_path_in_the_bucket_that_is_no_model_is_one_clear_error(bucket_f
                     "(or the location does not exist)")
     line = cli_error("train", "--resume", f"s3://{name}/nothing")
     assert line == f"plait: error: --resume 's3://{name}/nothing': not a plait run directory (no description.json)"
+
+
+def test_an_experiment_on_ray_writes_its_run_directory_to_the_bucket(ray_cluster, bucket_fs, tmp_path, capsys):
+    """Workers write their logs and checkpoints, Ray Train its result, and Ray Data jobs the
+    predictions' part files, all to the bucket."""
+    name, credentials, fs = bucket_fs
+    config = yaml.safe_load(open(_config(tmp_path, credentials)))
+    config["backend"] = {**config["backend"], "type": "ray", "trainer": {"num_workers": 2}}
+    (tmp_path / "ray.yaml").write_text(yaml.safe_dump(config))
+    _run(capsys, "experiment", "--config", tmp_path / "ray.yaml", "--dataset", _data(tmp_path),
+         "--output-directory", f"s3://{name}/results")
+    run = f"{name}/results/experiment_run_0"
+    files = {path[len(run) + 1:] for path in fs.find(run)}
+    for expected in ("model/plait_model.json", "checkpoints/latest.json", "logs/rank-0.log", "logs/rank-1.log",
+                     "predictions.parquet/_SUCCESS", "test_statistics.json"):
+        assert expected in files, sorted(files)
+    assert any(f.startswith("ray/") for f in files), sorted(files)  # Ray Train's own storage
+    assert b"worker rank 1 of 2 on node" in fs.cat(f"{run}/logs/rank-1.log")

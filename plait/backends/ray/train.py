@@ -104,7 +104,11 @@ def fit_on_ray(job: FitJob, settings) -> FitOutput:
     restarts: list[dict] = []
     with _relayed_worker_logs() as logs:
         while True:
-            trainer = _trainer(job, settings, scaling, datasets, {"job": job, "queue": logs, "feed": feed})
+            # Checkpoints already there were not written by this group: Ray's own restarts resume
+            # only from newer ones (see _fit_on_worker).
+            before = ckpt.latest_checkpoint(job.run_dir.checkpoints)
+            trainer = _trainer(job, settings, scaling, datasets,
+                               {"job": job, "queue": logs, "feed": feed, "checkpoint_before": before and before.name})
             try:
                 with _own_sigint_handler(), _quick_restarts(scaling):
                     result = trainer.fit()
@@ -241,21 +245,22 @@ def _worker(loop_config: dict) -> None:
     section = job.config.backend.trainer.strategy
     strategy = build_strategy(section, trainer=job.config.trainer, **strategy_options(section.type, _assigned_gpu()))
     try:
-        output = _fit_on_worker(job, strategy, loop_config["feed"])
+        output = _fit_on_worker(job, strategy, loop_config["feed"], loop_config["checkpoint_before"])
         _report_result(output, strategy.is_coordinator)
     finally:
         strategy.shutdown()
         job.run_dir.sync()  # this worker's log, also after a failure
 
 
-def _fit_on_worker(job: FitJob, strategy, feed: dict) -> FitOutput:
+def _fit_on_worker(job: FitJob, strategy, feed: dict, checkpoint_before: str | None) -> FitOutput:
     from plait.backends.ray.preemption import checkpoint_before_preemption
     from plait.errors import PlaitError
     from plait.training.run import fit
 
-    if not job.resume and ckpt.latest_checkpoint(job.run_dir.checkpoints) is not None:
-        # Ray Train started this group again itself (an elastic group resized): the checkpoints
-        # in this run's directory are this run's, and it goes on from the last.
+    latest = None if job.resume else ckpt.latest_checkpoint(job.run_dir.checkpoints)
+    if latest is not None and latest.name != checkpoint_before:
+        # Ray Train started this group again itself (an elastic group resized) after it saved a
+        # checkpoint: the group goes on from it.
         job = replace(job, resume=True)
     try:
         return fit(job, strategy, _shard_batches(job, strategy, feed), watch=checkpoint_before_preemption)
