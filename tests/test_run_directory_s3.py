@@ -113,6 +113,7 @@ def test_a_model_path_in_the_bucket_that_is_no_model_is_one_clear_error(bucket_f
     assert line == f"plait: error: --resume 's3://{name}/nothing': not a plait run directory (no description.json)"
 
 
+@pytest.mark.slow
 def test_an_experiment_on_ray_writes_its_run_directory_to_the_bucket(ray_cluster, bucket_fs, tmp_path, capsys):
     """Workers write their logs and checkpoints, Ray Train its result, and Ray Data jobs the
     predictions' part files, all to the bucket."""
