@@ -321,12 +321,16 @@ def _epochs_to_run(trainer, batches_per_epoch: int) -> int:
 @contextlib.contextmanager
 def _relayed_worker_logs():
     """Rank 0's plait log lines (one per evaluation, not per batch) shown here as they come:
-    Ray does not forward worker output to this process."""
+    Ray does not forward worker output to this process. The queue's actor runs on this node,
+    which a run cannot lose and go on; should it die all the same, lines stop, training not."""
     import threading
 
+    import ray
     from ray.util.queue import Empty, Queue
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    queue = Queue(maxsize=10_000, actor_options={"num_cpus": 0})
+    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
+    queue = Queue(maxsize=10_000, actor_options={"num_cpus": 0, "scheduling_strategy": here})
     done = threading.Event()
 
     def show():
@@ -335,6 +339,8 @@ def _relayed_worker_logs():
                 log.info("%s", queue.get(timeout=0.5))
             except Empty:
                 pass
+            except ray.exceptions.RayError:  # the queue's actor is gone
+                return
 
     thread = threading.Thread(target=show, name="plait-worker-logs", daemon=True)
     thread.start()
@@ -343,9 +349,10 @@ def _relayed_worker_logs():
     finally:
         done.set()
         thread.join()
-        while not queue.empty():
-            log.info("%s", queue.get_nowait())
-        queue.shutdown()
+        with contextlib.suppress(ray.exceptions.RayError):
+            while not queue.empty():
+                log.info("%s", queue.get_nowait())
+            queue.shutdown()
 
 
 class _QueueHandler(logging.Handler):
