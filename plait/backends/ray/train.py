@@ -12,6 +12,11 @@ Failures: the driver runs the worker group again (``backend.trainer.max_retries`
 worker dies, resuming from the last checkpoint. plait's own errors (a diverging loss, a missing
 package, bad data) would come back on every try, so they end the run at once; that is why the
 driver, not Ray Train, decides about retries (Ray Train retries every error alike).
+
+Elastic groups (``num_workers: [min, max]``) are Ray Train's own: it starts the group with the
+workers that fit and, when room comes back, restarts it larger by itself; after a lost node the
+driver's restart above starts it with what fits now. Every start resumes from the run's last
+checkpoint (``_fit_on_worker``), and a preemption notice asks for one first (``preemption.py``).
 """
 
 from __future__ import annotations
