@@ -201,13 +201,15 @@ def test_the_actor_pool_fills_the_cluster_unless_told():
     from plait.backends.ray.batches import actor_plan
     from plait.config.backend import DistributedTrainerConfig
 
-    assert actor_plan(DistributedTrainerConfig(), {"CPU": 8}) == {
+    pool = actor_plan(DistributedTrainerConfig(), {"CPU": 8})
+    assert {k: pool[k] for k in ("num_workers", "use_gpu", "resources_per_worker")} == {
         "num_workers": 8, "use_gpu": False, "resources_per_worker": {"CPU": 0.88}}, "a CPU left for reading and writing"
     assert actor_plan(DistributedTrainerConfig(), {"CPU": 2})["resources_per_worker"] == {"CPU": 0.5}
     on_gpus = actor_plan(DistributedTrainerConfig(), {"CPU": 16, "GPU": 2})
     assert on_gpus["num_workers"] == 2 and on_gpus["use_gpu"] and on_gpus["resources_per_worker"]["GPU"] == 1.0
     told = actor_plan(DistributedTrainerConfig(num_workers=3, resources_per_worker={"CPU": 2}), {"CPU": 8})
-    assert told == {"num_workers": 3, "use_gpu": False, "resources_per_worker": {"CPU": 2}}
+    assert {k: told[k] for k in ("num_workers", "use_gpu", "resources_per_worker")} == {
+        "num_workers": 3, "use_gpu": False, "resources_per_worker": {"CPU": 2}}
 
 
 def test_the_actor_pool_needs_room_for_one_actor_only():
