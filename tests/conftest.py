@@ -244,6 +244,18 @@ def s3_server():
 
 
 @pytest.fixture
+def env_s3fs():
+    """s3fs filesystems made from the environment afresh in this test, and after it: fsspec
+    keeps one instance per set of arguments, so an instance an earlier test made with other
+    AWS_* variables would still reach that test's server."""
+    import s3fs
+
+    s3fs.S3FileSystem.clear_instance_cache()
+    yield
+    s3fs.S3FileSystem.clear_instance_cache()
+
+
+@pytest.fixture
 def s3_bucket(s3_server):
     """A fresh bucket on the loopback S3 server; yields (bucket name, credentials dict)."""
     import uuid

@@ -392,7 +392,7 @@ def test_predict_and_evaluate_write_to_an_s3_url(experiment, files, cli, s3_buck
 
 
 def test_an_unreachable_output_directory_is_one_error_naming_the_endpoint_before_any_work(files, cli, tmp_path,
-                                                                                         monkeypatch):
+                                                                                         monkeypatch, env_s3fs):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "plait-test-key")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "plait-test-secret-value")

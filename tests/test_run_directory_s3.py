@@ -72,7 +72,8 @@ def test_an_experiment_writes_its_whole_run_directory_to_the_bucket(bucket_fs, t
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "config-2.yaml", "data"]  # nothing local
 
 
-def test_a_run_in_the_bucket_resumes_and_its_model_predicts_from_there(bucket_fs, tmp_path, capsys, monkeypatch):
+def test_a_run_in_the_bucket_resumes_and_its_model_predicts_from_there(bucket_fs, tmp_path, capsys, monkeypatch,
+                                                                      env_s3fs):
     name, credentials, fs = bucket_fs
     data = _data(tmp_path)
     _run(capsys, "train", "--config", _config(tmp_path, credentials, epochs=2), "--dataset", data,
@@ -101,7 +102,8 @@ def test_a_run_in_the_bucket_resumes_and_its_model_predicts_from_there(bucket_fs
     assert 0.0 <= json.loads(out)["y"]["accuracy"] <= 1.0
 
 
-def test_a_model_path_in_the_bucket_that_is_no_model_is_one_clear_error(bucket_fs, tmp_path, cli_error, monkeypatch):
+def test_a_model_path_in_the_bucket_that_is_no_model_is_one_clear_error(bucket_fs, tmp_path, cli_error, monkeypatch,
+                                                                        env_s3fs):
     name, credentials, _ = bucket_fs
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", credentials["key"])
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", credentials["secret"])
