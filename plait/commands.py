@@ -178,17 +178,18 @@ def _resumed_run(args):
     from plait.api import Model
     from plait.run_directory import RunDirectory
 
-    config_given = bool(args.config or args.config_str)
-    credentials = _config(args).backend.artifacts_credentials if config_given else None
-    run = RunDirectory.existing(args.resume, credentials)
-    saved = run.description()
-    if not config_given:
+    if args.config or args.config_str:
+        config = _config(args)
+        run = RunDirectory.existing(args.resume, config.backend.artifacts_credentials)
+    else:  # the run's own config, read with the storage's own credentials
+        run = RunDirectory.existing(args.resume)
         args.config_str = run.config_text()
-    config = _config(args)
-    if not config_given and config.backend.credentials_hidden():
-        raise UsageError(f"--resume {args.resume!r}: the run's config.yaml hides the credentials it was given "
-                         "inline; resume with the original config as well (--config), or keep the credentials in a "
-                         "JSON file named by backend.cache_credentials or backend.artifacts_credentials")
+        config = _config(args)
+        if config.backend.credentials_hidden():
+            raise UsageError(f"--resume {args.resume!r}: the run's config.yaml hides the credentials it was given "
+                             "inline; resume with the original config as well (--config), or keep the credentials "
+                             "in a JSON file named by backend.cache_credentials or backend.artifacts_credentials")
+    saved = run.description()
     return Model(config), dict(saved["data"]), saved["random_seed"], run
 
 

@@ -91,11 +91,6 @@ class RunDirectory:
         """The same run directory by its absolute path (Ray workers run in folders of their own)."""
         return RunDirectory(self.root.resolved())
 
-    @property
-    def path(self) -> Path:
-        """The folder as a local path (a local run directory only)."""
-        return self.root.local()
-
     # ---- the layout ------------------------------------------------------------------------------
 
     @property

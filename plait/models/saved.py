@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 
 import plait
 from plait.errors import ModelError
 from plait.models.migrate import FORMAT_VERSION as MODEL_FORMAT_VERSION
 from plait.models.migrate import upgrade
-from plait.utils.folder import Folder, upload_folder
-from plait.utils.fs import atomic_folder, local_fs
+from plait.utils.folder import Folder, built_locally
 
 DESCRIPTION = "plait_model.json"
 CONFIG = "model_hyperparameters.json"
@@ -28,13 +26,8 @@ def save_model(path: str | os.PathLike | Folder, config_dict: dict, metadata: di
     """Write the model folder at ``path``, replacing an older model there; a failed save leaves
     that one as it was. The description, written last, marks a complete model."""
     final = path if isinstance(path, Folder) else Folder(path)
-    if final.is_local:  # built beside its final place and renamed there whole
-        with atomic_folder(local_fs(), final.url, marker=DESCRIPTION) as tmp:
-            _write_model_files(Path(tmp), config_dict, metadata, state_dict)
-        return final
-    with tempfile.TemporaryDirectory(prefix="plait-model-") as tmp:
-        _write_model_files(Path(tmp), config_dict, metadata, state_dict)
-        upload_folder(Path(tmp), final, DESCRIPTION)
+    with built_locally(final, marker=DESCRIPTION) as folder:
+        _write_model_files(folder, config_dict, metadata, state_dict)
     return final
 
 

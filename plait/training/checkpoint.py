@@ -16,7 +16,6 @@ import json
 import logging
 import tempfile
 import zipfile
-from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -107,8 +106,7 @@ def _save_to_object_storage(final: Folder, strategy, model, optimizer, scheduler
     if strategy.is_coordinator:
         with tempfile.TemporaryDirectory(prefix="plait-checkpoint-") as staging:
             _write_trainer_files(Path(staging), scheduler, state, best_weights)
-            final.upload(Path(staging), sorted(p.name for p in Path(staging).iterdir() if p.name != STATE_FILE))
-            final.upload(Path(staging), [STATE_FILE])
+            final.upload(Path(staging), last=STATE_FILE)
 
 
 def _write_trainer_files(folder: Path, scheduler, state: dict, best_weights: dict | None) -> None:
@@ -226,16 +224,9 @@ def _first_line(exc: Exception) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-@contextmanager
-def opened(checkpoint: Folder):
-    """The checkpoint as a local folder while the block runs (downloaded from object storage)."""
-    with checkpoint.fetched() as local:
-        yield local
-
-
 def load_checkpoint(path: Path, strategy, model, optimizer, scheduler) -> dict:
-    """Restore a checkpoint (a local folder: see :func:`opened`) into model, optimizer and
-    scheduler (on every worker); returns the saved progress."""
+    """Restore a checkpoint (a local folder: ``Folder.fetched`` gives one) into model, optimizer
+    and scheduler (on every worker); returns the saved progress."""
     strategy.state.load(path, model, optimizer)
     extra = torch.load(path / TRAINER_FILE, weights_only=True)
     scheduler.load_state_dict(extra["scheduler"])

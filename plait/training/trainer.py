@@ -314,7 +314,7 @@ class Trainer:
         return path
 
     def _resume(self, checkpoint: Folder) -> None:
-        with ckpt.opened(checkpoint) as local:
+        with checkpoint.fetched() as local:  # a download, where the checkpoint is on object storage
             saved = ckpt.load_checkpoint(local, self.strategy, self.model, self.optimizer, self.scheduler)
             saved.pop("best_weights_step", None)
             saved_world_size = saved.pop("world_size", self.strategy.world_size)
@@ -332,7 +332,7 @@ class Trainer:
         a run started with it. The epoch goes on from the same share of its rows: the shards
         change with the count, so a few rows of this one epoch may be seen twice or not at all."""
         now = self.strategy.world_size
-        factor = learning_rate(self.options, now) / learning_rate(self.options, saved)
+        factor = self.lr / learning_rate(self.options, saved)
         for group in self.optimizer.param_groups:
             group["lr"] *= factor
         self.scheduler.base_lrs = [lr * factor for lr in self.scheduler.base_lrs]

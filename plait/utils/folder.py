@@ -7,7 +7,7 @@ all, and a folder is complete once its marker file is there.
 
 Code that needs a real local path (a writer that takes a file name, a reader that memory-maps)
 works on a local copy: :meth:`Folder.fetched` downloads an object-storage folder into a
-temporary one (a local folder is used in place), and :func:`upload_folder` publishes a folder
+temporary one (a local folder is used in place), and :func:`built_locally` publishes a folder
 built locally.
 
 The storage options (credentials) travel with the object, to Ray workers too, but never appear
@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import os
 import posixpath
-import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from plait.utils.fs import atomic_open, endpoint_errors, remove_folder, resolve, storage_options, write_json
+from plait.utils.fs import (atomic_folder, atomic_open, endpoint_errors, local_fs, remove_folder, resolve, storage_options,
+                            write_json)
 
 
 def is_url(location: str | os.PathLike) -> bool:
@@ -183,21 +183,15 @@ class Folder:
         with self.errors():
             write_json(self.file(name), data, self.fs)
 
-    def upload(self, source: Path, names: list[str] | None = None) -> None:
-        """Files of the local folder ``source`` (all of them, or ``names``) copied in, each whole.
-        Files already there are replaced."""
-        files = [source / n for n in names] if names is not None else [p for p in source.rglob("*") if p.is_file()]
-        self.make()
+    def upload(self, source: Path, names: list[str] | None = None, last: str | None = None) -> None:
+        """Files of the local folder ``source`` (all of them, or ``names``) put in this folder on
+        object storage, each whole, replacing what is there; ``last`` (a marker file) after all
+        the others. (A local folder is written in place, never uploaded to.)"""
+        files = names if names is not None else sorted(p.relative_to(source).as_posix()
+                                                       for p in source.rglob("*") if p.is_file())
         with self.errors():
-            for file in files:
-                relative = file.relative_to(source).as_posix()
-                if self.is_local:
-                    target = Path(self.url) / relative
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    if file.resolve() != target.resolve():
-                        shutil.copyfile(file, target)
-                else:
-                    self.fs.put_file(str(file), self.file(relative))
+            for name in [f for f in files if f != last] + ([last] if last in files else []):
+                self.fs.put_file(str(source / name), self.file(name))
 
     def remove(self, name: str = "", marker: str | None = None) -> None:
         """Remove the folder (or its entry ``name``) and what it holds; ``marker`` first."""
@@ -210,19 +204,20 @@ class Folder:
                 self.fs.rm_file(self.file(name))
 
 
-def upload_folder(source: Path, final: Folder, marker: str) -> None:
-    """Publish the folder built locally at ``source`` at ``final``, replacing an older one: on a
-    local disk by a rename (``plait.utils.fs.publish_folder``'s guarantees); on object storage
-    the older folder's marker goes first, then the files, ``marker`` last, so a reader never
-    trusts a folder that is half one and half the other."""
-    from plait.utils.fs import local_fs, publish_folder
-
+@contextmanager
+def built_locally(final: Folder, marker: str) -> Iterator[Path]:
+    """A local folder to build ``final`` in, published whole when the block ends (and never on
+    an error), replacing an older folder there. On a local disk it is built beside ``final``
+    and renamed into place (``plait.utils.fs.atomic_folder``). On object storage it is built in
+    a temporary folder; then the older folder's marker goes first, the files follow, ``marker``
+    last, so a reader never trusts a folder that is half one and half the other."""
     if final.is_local:
-        publish_folder(local_fs(), str(source), final.url, marker)
+        with atomic_folder(local_fs(), final.url, marker) as tmp:
+            yield Path(tmp)
         return
-    final.remove(marker=marker)
-    files = sorted(p.relative_to(source).as_posix() for p in source.rglob("*") if p.is_file())
-    final.upload(source, [f for f in files if f != marker])
-    if not (source / marker).is_file():
-        (source / marker).write_bytes(b"")
-    final.upload(source, [marker])
+    with tempfile.TemporaryDirectory(prefix="plait-build-") as tmp:
+        yield Path(tmp)
+        final.remove(marker=marker)
+        if not (Path(tmp) / marker).is_file():
+            (Path(tmp) / marker).write_bytes(b"")
+        final.upload(Path(tmp), last=marker)

@@ -262,7 +262,8 @@ def _fit_on_worker(job: FitJob, strategy, feed: dict, checkpoint_before: str | N
     from plait.errors import PlaitError
     from plait.training.run import fit
 
-    latest = None if job.resume else ckpt.latest_checkpoint(job.run_dir.checkpoints)
+    # Only the coordinator looks: ``fit`` hands its checkpoint to the other workers.
+    latest = None if job.resume or not strategy.is_coordinator else ckpt.latest_checkpoint(job.run_dir.checkpoints)
     if latest is not None and latest.name != checkpoint_before:
         # Ray Train started this group again itself (an elastic group resized) after it saved a
         # checkpoint: the group goes on from it.
@@ -377,7 +378,8 @@ def _relay_logs(queue, logdir: Path) -> None:
     rank 0's also to the driver."""
     import ray.train
 
-    rank = ray.train.get_context().get_world_rank()
+    context = ray.train.get_context()
+    rank = context.get_world_rank()
     plait_log = logging.getLogger("plait")
     plait_log.setLevel(logging.INFO)
     Path(logdir).mkdir(parents=True, exist_ok=True)
@@ -386,7 +388,6 @@ def _relay_logs(queue, logdir: Path) -> None:
     plait_log.addHandler(kept)
     if rank == 0:
         plait_log.addHandler(_QueueHandler(queue))
-    context = ray.train.get_context()
     plait_log.info("worker rank %d of %d on node %s", rank, context.get_world_size(), ray.get_runtime_context().get_node_id())
 
 

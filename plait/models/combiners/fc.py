@@ -10,6 +10,7 @@ from torch import nn
 
 from plait.models.layers import ACTIVATIONS, INITIALIZERS, norm_layer
 
+
 def initialize(tensor: torch.Tensor, initializer) -> None:
     """Fill ``tensor`` with a named initializer, or ``{type: name, **arguments}``. Unlike
     ``plait.models.layers.initialize``, a matrix-only initializer gives a bias zeros (eye,
