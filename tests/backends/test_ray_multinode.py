@@ -56,8 +56,12 @@ def test_a_lost_node_leaves_an_elastic_group_training_and_a_new_one_grows_it(out
     assert [event for event, _ in outcome["events"]] == ["checkpoint seen", "drained", "checkpoint on notice", "removed",
                                                          "went on without it", "added", "trained"], outcome["events"]
     assert outcome["epochs"] == list(range(1, 121)), "every epoch recorded once: resumed, not restarted"
-    assert outcome["restarts"] and outcome["restarts"][0]["resumed_from_step"] > 0
     log = outcome["rank0_log"]
+    # Who restarts the smaller group varies: plait's driver (a worker died), or Ray Train itself
+    # (it saw the drain and counts the loss as a preemption). Either way it resumes from a checkpoint.
+    assert all(restart["resumed_from_step"] for restart in outcome["restarts"]), outcome["restarts"]
+    resumed = [line for line in log.splitlines() if "Resumed from s3://" in line]
+    assert resumed and all(" step 0)" not in line for line in resumed), log[-3000:]
     assert "saved by 2 worker(s); 1 now" in log, log[-3000:]
     assert "saved by 1 worker(s); 2 now" in log, log[-3000:]
     assert outcome["accuracy"] > 0.9
