@@ -43,8 +43,11 @@ class Model:
 
     def __init__(self, config: str | os.PathLike | dict | PlaitConfig, backend: str | None = None):
         self.config = load_config(config)
+        self.requested_backend = backend
         if backend is not None:
             self.config = with_backend_type(self.config, backend)
+        # The config as written, for a search to set its values in (defaults applied per trial).
+        self.source = config if isinstance(config, (str, os.PathLike, dict)) else resolved_dict(self.config)
         self._backend = None
         self.metadata: dict | None = None
         self.module: ECD | None = None
@@ -78,21 +81,32 @@ class Model:
 
     def train(self, dataset: Any = None, *, training_set=None, validation_set=None, test_set=None,
               random_seed: int = 42, run_dir: str | os.PathLike | None = None, resume: bool = False,
-              progress_bar: bool = True) -> TrainResult:
+              progress_bar: bool = True, resume_from=None, on_evaluation=None) -> TrainResult:
         """Preprocess (or hit the cache) and train. With ``run_dir`` (a path or an fsspec URL),
         checkpoints and TensorBoard logs go there and ``resume=True`` continues from its last
-        checkpoint."""
+        checkpoint. ``resume_from``: a checkpoint folder to continue from instead;
+        ``on_evaluation``: see :class:`~plait.training.run.FitJob`."""
         data = self.preprocess(dataset, training_set=training_set, validation_set=validation_set,
                                test_set=test_set, random_seed=random_seed)
         self.metadata = {"features": data.metadata["features"], "splits": data.metadata["splits"], "seed": random_seed}
         run = run_dir
         if run_dir is not None and not isinstance(run_dir, RunDirectory):  # a path or an fsspec URL
             run = RunDirectory(run_dir, self.config.backend.artifacts_credentials)
-        job = FitJob(self.config, self.metadata, data, random_seed, run, resume, progress_bar)
+        job = FitJob(self.config, self.metadata, data, random_seed, run, resume, progress_bar, resume_from, on_evaluation)
         checkpoint_to_resume(job)  # nothing to resume fails here, before a backend starts workers
         output = self.backend.fit(job)
         self.module, self.path = output.module, None
         return TrainResult(output.history, data, run, output.restarts)
+
+    def hyperopt(self, dataset: Any = None, *, training_set=None, validation_set=None, test_set=None,
+                 output_directory: str = "results", experiment_name: str = "hyperopt", random_seed: int = 42,
+                 resume: str | None = None):
+        """Run the search the config's ``hyperopt`` section describes (see :func:`plait.hyperopt.hyperopt`)."""
+        from plait.hyperopt import hyperopt
+
+        return hyperopt(self.source, dataset, training_set=training_set, validation_set=validation_set,
+                        test_set=test_set, output_directory=output_directory, experiment_name=experiment_name,
+                        random_seed=random_seed, backend=self.requested_backend, resume=resume)
 
     # ---- evaluation and prediction -------------------------------------------------------------
 

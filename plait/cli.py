@@ -150,6 +150,23 @@ def _add_experiment(sub) -> None:
     _refuse(p, ("-skfsi", "--skip_save_k_fold_split_indices"), advice="plait has no k-fold cross-validation")
 
 
+def _add_hyperopt(sub) -> None:
+    p = sub.add_parser("hyperopt", help="search hyperparameters on Ray Tune (the config's hyperopt section)")
+    _add_config(p, required=False)
+    _add_data(p)
+    _add_run(p)
+    _add_output(p)
+    p.set_defaults(experiment_name="hyperopt")
+    p.add_argument("--resume", metavar="SEARCH_DIR",
+                   help="continue an interrupted search: finished trials are kept, the others continue")
+    for item in ("model", "training-statistics", "log", "progress", "training-description", "unprocessed-output",
+                 "hyperopt-statistics"):
+        _refuse(p, (f"--skip_save_{item.replace('-', '_')}", f"--skip-save-{item}"), advice=(
+            "a search keeps every trial's checkpoints, model and statistics: schedulers and --resume need them"))
+    p.add_argument("--hyperopt_log_verbosity", "--hyperopt-log-verbosity", type=int, choices=[0, 1, 2, 3],
+                   default=1, help=argparse.SUPPRESS)  # Ludwig's flag: Tune's console output (plait's table follows)
+
+
 def _add_model_path(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model-path", "--model_path", "-m", required=True, help="a model directory written by plait train")
     _refuse(p, ("-bs", "--batch_size"), nargs=1, advice=(
@@ -234,6 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_preprocess(sub)
     _add_train(sub)
     _add_experiment(sub)
+    _add_hyperopt(sub)
     _add_evaluate(sub)
     _add_predict(sub)
     return parser
@@ -244,7 +262,6 @@ LOG_LEVELS = {"critical": logging.CRITICAL, "error": logging.ERROR, "warning": l
 """Ludwig's --logging_level names (notset, which lets everything through there, is debug here)."""
 
 LUDWIG_VERBS_NOT_IMPLEMENTED = {
-    "hyperopt": "plait has no hyperparameter search; run plait experiment once per setting",
     "serve": "plait has no model server; load the model with plait.Model.load and predict from your own service",
     "visualize": "plait has no plots; read training_statistics.json or run tensorboard --logdir results",
     "forecast": "plait has no timeseries features",

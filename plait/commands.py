@@ -291,6 +291,46 @@ def _print_summary(run, result, test_stats, model_saved: bool = True) -> None:
             print(f"  {name}: " + "  ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
 
 
+# ---- hyperopt ------------------------------------------------------------------------------------
+
+def hyperopt(args) -> int:
+    """The search of the config's hyperopt section; --resume continues one."""
+    from plait.hyperopt import hyperopt as run_search
+    from plait.run_directory import RunDirectory
+
+    _check_ludwig_values(args)
+    data = _data_args(args)
+    if args.resume:
+        run = RunDirectory.existing(args.resume)
+        if run.command() != "hyperopt":
+            raise UsageError(f"--resume {args.resume!r}: a {run.command()} run, not a search; continue it with "
+                             f"plait {run.command()} --resume {args.resume}")
+        saved = run.description()
+        source = _config_source(args) if (args.config or args.config_str) else _yaml(run.config_text())
+        data, seed = saved["data"], saved["random_seed"]
+    else:
+        if not (args.config or args.config_str):
+            raise UsageError("--config is required (unless --resume names a search directory)")
+        source, seed = _config_source(args), args.random_seed
+    if getattr(args, "cache_dir", None):
+        source = {**source, "backend": {**(source.get("backend") or {}), "cache_dir": args.cache_dir}}
+    run_search(source, **data, output_directory=args.output_directory, experiment_name=args.experiment_name,
+               random_seed=seed, backend=args.backend, resume=args.resume)
+    return 0
+
+
+def _config_source(args) -> dict:
+    from plait.hyperopt.search import load_source
+
+    return load_source(args.config if args.config else _config_from_string(args.config_str))
+
+
+def _yaml(text: str) -> dict:
+    import yaml
+
+    return yaml.safe_load(text)
+
+
 # ---- evaluate / predict --------------------------------------------------------------------------
 
 def evaluate(args) -> int:

@@ -10,6 +10,7 @@ from pydantic import Field, field_validator, model_validator
 from plait.config.backend import AutoBackendConfig, BackendConfig, backend_data
 from plait.config.base import StrictModel, field_error, ludwig_only, shown
 from plait.config.defaults import APPLIES_TO, MODULE_DEFAULT_TYPES, Defaults, valid_section, with_type
+from plait.config.hyperopt import HyperoptConfig
 from plait.config.features import INPUT_TYPES, OUTPUT_TYPES, InputFeature, OutputFeature, check_dependencies, resolve_tied
 from plait.config.metrics import COMBINED, COMBINED_METRICS, METRICS_BY_OUTPUT_TYPE
 from plait.config.combiners import CombinerConfig, ConcatCombiner
@@ -42,10 +43,9 @@ class PlaitConfig(StrictModel):
     null: LLM fine-tuning is not implemented yet."""
     ludwig_version: str | None = None
     """Accepted for Ludwig compatibility and ignored (older names are upgraded whatever it says)."""
-    hyperopt: dict[str, Any] | None = None
-    """Ludwig's hyperparameter search settings, kept as data (older Ludwig names upgraded, and
-    Ludwig's default executor and search algorithm filled in). Training ignores them, as Ludwig's
-    ``train`` does."""
+    hyperopt: HyperoptConfig | None = None
+    """Ludwig's hyperparameter search (older Ludwig names upgraded): what ``plait hyperopt``
+    searches. Training ignores it, as Ludwig's ``train`` does."""
     preset: Annotated[str | None, ludwig_only(None, instead="set the combiner and trainer settings you want "
                                                          "yourself")] = None
     """Ludwig's quality presets (medium_quality, high_quality, ...), which pick a combiner and
@@ -137,6 +137,22 @@ class PlaitConfig(StrictModel):
             self.trainer.validation_field = _field_of_metric(self.trainer.validation_metric, outputs)
         _check_validation_target(self.trainer.validation_field, self.trainer.validation_metric,
                                  {f.name: f.type for f in self.output_features})
+        return self
+
+    @model_validator(mode="after")
+    def _hyperopt_target(self):
+        """The searched metric must be one the output feature reports."""
+        if self.hyperopt is None:
+            return self
+        outputs = {f.name: f.type for f in self.output_features}
+        feature, metric = self.hyperopt.output_feature, self.hyperopt.metric
+        if feature != COMBINED and feature not in outputs:
+            raise field_error("hyperopt.output_feature", f"got {shown(feature)}, which is no output feature; valid "
+                                                         f"choices are: {', '.join([*outputs, COMBINED])}")
+        known = METRICS_BY_OUTPUT_TYPE[outputs[feature]] if feature in outputs else COMBINED_METRICS
+        if metric not in known:
+            raise field_error("hyperopt.metric", f"got {shown(metric)}, which output feature {feature} does not "
+                                                 f"report; valid choices are: {', '.join(known)}")
         return self
 
     @property

@@ -213,14 +213,11 @@ def preprocess(
     options = fsu.storage_options(config.backend.cache_credentials)
     processors = processors_for(config)
     first = next(iter(sources.values()))
+    signature = preprocessing_signature(config, processors)
+    before_seed = 4 if config.preprocessing.balancing else 3  # the order keys were always made in
     key = cache_key(
         {name: dataset_identity(src, options if is_url(src) else {}) for name, src in sources.items()},
-        [p.config.model_dump(mode="json", include={"name", "type", "column", "preprocessing"}) for p in processors],
-        [p.is_output for p in processors],
-        config.preprocessing.model_dump(mode="json", include={"split", "sample_ratio", "sample_size"}),
-        *([config.preprocessing.balancing] if config.preprocessing.balancing else []),
-        seed,
-        *([[p.cache_inputs() for p in processors]] if any(p.cache_inputs() for p in processors) else []),
+        *signature[:before_seed], seed, *signature[before_seed:],
     )
     cache = Cache(config.backend.cache_dir or default_cache_dir(first), options)
     name = entry_name(first, key)
@@ -245,6 +242,19 @@ def preprocess(
     rows = sum(s["rows"] for s in metadata["splits"].values())
     log.info("Preprocessed %d rows in %.1fs into %s.", rows, time.perf_counter() - started, cache.path(name))
     return PreprocessedData(metadata, cache.path(name), cache.fs)
+
+
+def preprocessing_signature(config: PlaitConfig, processors: list[FeatureProcessor] | None = None) -> list:
+    """The config's part of the cache key: two configs with the same signature preprocess the
+    same data into the same cache entry."""
+    processors = processors if processors is not None else processors_for(config)
+    return [
+        [p.config.model_dump(mode="json", include={"name", "type", "column", "preprocessing"}) for p in processors],
+        [p.is_output for p in processors],
+        config.preprocessing.model_dump(mode="json", include={"split", "sample_ratio", "sample_size"}),
+        *([config.preprocessing.balancing] if config.preprocessing.balancing else []),
+        *([[p.cache_inputs() for p in processors]] if any(p.cache_inputs() for p in processors) else []),
+    ]
 
 
 def _run(engine: DataEngine, steps: PartitionSteps, data, splits_given: bool, fs, directory: str, key: str, seed: int) -> dict:

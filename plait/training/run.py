@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -38,6 +39,12 @@ class FitJob:
     """Where checkpoints and TensorBoard logs go (a path is taken as a run directory)."""
     resume: bool = False
     progress_bar: bool = True
+    resume_from: Folder | None = None
+    """A checkpoint to continue from instead of the run directory's own (another trial's, when a
+    search's scheduler moves a trial onto a better one)."""
+    on_evaluation: Callable[[dict, Strategy], None] | None = None
+    """Called on every worker after each evaluation with its record (epoch, step, metrics) and
+    the worker's strategy: a search reports the metric to its scheduler from here."""
 
     def __post_init__(self):
         if self.run_dir is not None and not isinstance(self.run_dir, RunDirectory):
@@ -96,7 +103,7 @@ def fit(job: FitJob, strategy: Strategy, batches: tuple | None = None, watch=Non
     if strategy.is_coordinator:
         log.info("Training on %d rows (validation %d), batch size %d%s.", job.data.rows("training"),
                  job.data.rows("validation"), size, f" per worker x {strategy.world_size} workers" if strategy.world_size > 1 else "")
-    trainer = Trainer(job.config, module, strategy, job.seed, job.run_dir, job.progress_bar)
+    trainer = Trainer(job.config, module, strategy, job.seed, job.run_dir, job.progress_bar, job.on_evaluation)
     progress = trainer.fit(train, validation if validation is not None and validation.rows else None, resume=resume_from,
                            watch=watch)
     weights = trainer.final_weights()
@@ -109,6 +116,8 @@ def fit(job: FitJob, strategy: Strategy, batches: tuple | None = None, watch=Non
 def checkpoint_to_resume(job: FitJob, warn: bool = True) -> Folder | None:
     """The checkpoint a job continues from (None unless it resumes); an error if there is none.
     ``warn``: say when a damaged checkpoint is passed over (the API checks first, and says it)."""
+    if job.resume_from is not None:
+        return job.resume_from
     if not job.resume:
         return None
     found = ckpt.resumable_checkpoint(job.run_dir.checkpoints, warn) if job.run_dir else None

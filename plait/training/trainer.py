@@ -55,8 +55,9 @@ class Progress:
 
 class Trainer:
     def __init__(self, config, model, strategy: Strategy, seed: int, run_dir: RunDirectory | None = None,
-                 progress_bar: bool = True):
+                 progress_bar: bool = True, on_evaluation=None):
         self.config, self.options = config, config.trainer
+        self.on_evaluation = on_evaluation
         self.strategy = strategy
         self.seed = seed
         self.run_dir = run_dir
@@ -294,6 +295,8 @@ class Trainer:
         self.reporter.evaluation(record)
         if self.run_dir is not None:
             self._save_checkpoint()
+        if self.on_evaluation is not None:  # after the checkpoint, which a search may point its scheduler at
+            self.on_evaluation(record, self.strategy)
         self.strategy.barrier()
 
     def _mean_over_workers(self, value: float) -> float:
@@ -305,7 +308,8 @@ class Trainer:
         return total.item() / self.strategy.world_size
 
     def _save_checkpoint(self) -> Folder:
-        state = {**self.state.__dict__, "best_weights_step": self.state.best_step, "world_size": self.strategy.world_size}
+        state = {**self.state.__dict__, "best_weights_step": self.state.best_step, "world_size": self.strategy.world_size,
+                 "learning_rate": self.lr}
         path = ckpt.save_checkpoint(self.run_dir.checkpoints, self.strategy, self.model, self.optimizer,
                                     self.scheduler, state, best_weights=self.best.to_save(self.state))
         self.saved = (self.state.step, path)
@@ -318,28 +322,40 @@ class Trainer:
             saved = ckpt.load_checkpoint(local, self.strategy, self.model, self.optimizer, self.scheduler)
             saved.pop("best_weights_step", None)
             saved_world_size = saved.pop("world_size", self.strategy.world_size)
+            saved_lr = saved.pop("learning_rate", learning_rate(self.options, saved_world_size))
             self.state = Progress(**saved)
             self.best.restore(local, self.state)
+        self._adopt_learning_rate(saved_lr)
         if saved_world_size != self.strategy.world_size:
             self._adapt_to_world_size(saved_world_size)
         self.saved = (self.state.step, checkpoint)
         log.info("Resumed from %s (epoch %d, step %d).", checkpoint, self.state.epoch + 1, self.state.step)
 
-    def _adapt_to_world_size(self, saved: int) -> None:
-        """A checkpoint of another number of workers (an elastic group that shrank or grew).
-        Each worker keeps its batch size, so the global batch follows the worker count, and the
-        learning rate is scaled for the new count by ``learning_rate_scaling``, as it would be for
-        a run started with it. The epoch goes on from the same share of its rows: the shards
-        change with the count, so a few rows of this one epoch may be seen twice or not at all."""
-        now = self.strategy.world_size
-        factor = self.lr / learning_rate(self.options, saved)
+    def _adopt_learning_rate(self, saved_lr: float) -> None:
+        """Continue at this run's base learning rate where the checkpoint was saved at another:
+        a group of another size (``learning_rate_scaling``), or a search that mutated
+        ``trainer.learning_rate`` (PBT). The checkpoint's schedule goes on, scaled."""
+        factor = self.lr / saved_lr if saved_lr else 1.0
+        if abs(factor - 1.0) < 1e-12:
+            return
         for group in self.optimizer.param_groups:
             group["lr"] *= factor
         self.scheduler.base_lrs = [lr * factor for lr in self.scheduler.base_lrs]
+        if self.strategy.is_coordinator:
+            log.info("The checkpoint's learning rate was %g; this run's is %g: its schedule goes on scaled (x%.3g).",
+                     saved_lr, self.lr, factor)
+
+    def _adapt_to_world_size(self, saved: int) -> None:
+        """A checkpoint of another number of workers (an elastic group that shrank or grew).
+        Each worker keeps its batch size, so the global batch follows the worker count (the
+        learning rate, scaled by ``learning_rate_scaling``, is adopted above). The epoch goes on
+        from the same share of its rows: the shards change with the count, so a few rows of this
+        one epoch may be seen twice or not at all."""
+        now = self.strategy.world_size
         self.state.batch_in_epoch = self.state.batch_in_epoch * saved // now
         if self.strategy.is_coordinator:
-            log.info("The checkpoint was saved by %d worker(s); %d now: global batch and learning rate (x%.3g) "
-                     "follow the worker count.", saved, now, factor)
+            log.info("The checkpoint was saved by %d worker(s); %d now: the global batch follows the worker count.",
+                     saved, now)
 
     # ---- interruptions -------------------------------------------------------------------------
 

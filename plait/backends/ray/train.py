@@ -157,8 +157,15 @@ def _trainer(job: FitJob, settings, scaling: dict, datasets: dict, loop_config: 
         scaling_config=_scaling_config(scaling, settings),
         datasets=datasets,
         dataset_config=exactly_once_data_config(job.config.backend.loader.window_size_bytes),
-        run_config=_run_config(job.run_dir, FailureConfig(max_failures=0)),
+        run_config=_run_config(job.run_dir, FailureConfig(max_failures=0), _callbacks(job)),
     )
+
+
+def _callbacks(job: FitJob) -> list:
+    """Ray Train callbacks that the job's evaluation hook brings (a search trial's reports to
+    Tune); the backend itself knows nothing of them."""
+    train_callbacks = getattr(job.on_evaluation, "train_callbacks", None)
+    return train_callbacks() if train_callbacks else []
 
 
 def _scaling_config(scaling: dict, settings):
@@ -174,7 +181,7 @@ def _scaling_config(scaling: dict, settings):
                          placement_strategy=scaling["placement_strategy"])
 
 
-def _run_config(run: RunDirectory, failure_config):
+def _run_config(run: RunDirectory, failure_config, callbacks: list):
     """Ray Train's own storage in the run directory's ``ray/`` folder, on the same filesystem."""
     from ray.train import RunConfig
 
@@ -182,11 +189,11 @@ def _run_config(run: RunDirectory, failure_config):
     name = f"plait-{uuid.uuid4().hex[:12]}"
     storage = run.ray_storage
     if storage.is_local:
-        return RunConfig(name=name, storage_path=storage.url, failure_config=failure_config)
+        return RunConfig(name=name, storage_path=storage.url, failure_config=failure_config, callbacks=callbacks)
     from pyarrow.fs import FSSpecHandler, PyFileSystem
 
     return RunConfig(name=name, storage_path=storage.path, storage_filesystem=PyFileSystem(FSSpecHandler(storage.fs)),
-                     failure_config=failure_config)
+                     failure_config=failure_config, callbacks=callbacks)
 
 
 @contextlib.contextmanager

@@ -1,0 +1,128 @@
+"""What a search leaves: ``hyperopt_statistics.json`` and the one-screen summary.
+
+Each trial is ``completed`` (it trained all its epochs and saved its model), ``stopped`` (a
+scheduler or the time budget ended it: its model is made afterwards from the best weights of its
+last checkpoint, Ludwig #1866) or ``error`` (its error line is kept).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+from plait.config.render import resolved_dict
+from plait.hyperopt.tune_parts import METRIC
+
+log = logging.getLogger("plait")
+
+STATISTICS = "hyperopt_statistics.json"
+SUMMARY_ROWS = 20
+
+
+def trial_records(analysis, paths: tuple[str, ...], trials) -> list[dict]:
+    """One record per trial of Tune's ``ExperimentAnalysis``, best first. ``trials``: the
+    folder of the trials' run directories."""
+    records = []
+    for trial in analysis.trials:
+        history = analysis.trial_dataframes.get(trial.trial_id)
+        run = trials / trial.trial_id
+        records.append({
+            "trial_id": trial.trial_id,
+            "parameters": {path: trial.config.get(f"p{i}") for i, path in enumerate(paths)},
+            "metric_score": _score(trial.last_result),
+            "status": _status(trial, run),
+            "history": _history(history),
+            "model_path": (run / "model").url if (run / "model").exists() else None,
+            "run_directory": run.url,
+            "error": _error_line(trial),
+        })
+    return records
+
+
+def ranked(records: list[dict], mode: str) -> list[dict]:
+    """Best first; trials without a score last."""
+    def order(record):
+        score = record["metric_score"]
+        if score is None:
+            return (1, 0.0)
+        return (0, score if mode == "min" else -score)
+
+    return sorted(records, key=order)
+
+
+def _score(result: dict) -> float | None:
+    value = (result or {}).get(METRIC)
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+
+def _status(trial, run) -> str:
+    """completed: the trial saved its statistics, or reported its last epoch (ASHA ends a trial
+    at max_t right after that report, before it can save)."""
+    if trial.status == "ERROR":
+        return "error"
+    if run.is_file("training_statistics.json"):
+        return "completed"
+    epochs = _epochs(run)
+    return "completed" if epochs and (trial.last_result or {}).get("epoch") == epochs else "stopped"
+
+
+def _epochs(run) -> int | None:
+    import yaml
+
+    try:
+        return yaml.safe_load(run.read_text("config.yaml"))["trainer"]["epochs"]
+    except (OSError, KeyError, TypeError):
+        return None
+
+
+def _history(frame) -> list[dict]:
+    if frame is None or METRIC not in getattr(frame, "columns", ()):
+        return []
+    rows = frame[["epoch", "step", METRIC]].dropna().to_dict("records")
+    return [{"epoch": int(r["epoch"]), "step": int(r["step"]), "metric_score": float(r[METRIC])} for r in rows]
+
+
+def _error_line(trial) -> str | None:
+    if trial.status != "ERROR":
+        return None
+    error = trial.get_error()
+    text = str(error) if error is not None else "the trial failed"
+    lines = [line for line in text.splitlines() if line.strip()]
+    plait_lines = [line for line in lines if "plait" in line.lower() and "error" in line.lower()]
+    return (plait_lines or lines or ["the trial failed"])[-1].strip()[:500]
+
+
+def statistics(config, records: list[dict]) -> dict:
+    """The content of hyperopt_statistics.json."""
+    section = config.hyperopt
+    best = next((r for r in records if r["metric_score"] is not None), None)
+    return {
+        "hyperopt_config": resolved_dict(config)["hyperopt"],
+        "metric": {"output_feature": section.output_feature, "metric": section.metric, "split": section.split,
+                   "goal": section.goal},
+        "best": best,
+        "hyperopt_results": records,
+    }
+
+
+def summary(stats: dict) -> str:
+    """A one-screen table of the trials, best first."""
+    records = stats["hyperopt_results"]
+    target = stats["metric"]
+    lines = [f"Search: {len(records)} trials; {target['split']} {target['output_feature']} {target['metric']} "
+             f"({target['goal']})", f"  {'trial':<18} {'status':<10} {'score':>12}  parameters"]
+    for record in records[:SUMMARY_ROWS]:
+        score = "-" if record["metric_score"] is None else f"{record['metric_score']:.6g}"
+        values = ", ".join(f"{path}={_short(value)}" for path, value in record["parameters"].items())
+        lines.append(f"  {record['trial_id']:<18} {record['status']:<10} {score:>12}  {values}")
+    if len(records) > SUMMARY_ROWS:
+        lines.append(f"  ... {len(records) - SUMMARY_ROWS} more in {stats.get('file', 'hyperopt_statistics.json')}")
+    best = stats["best"]
+    if best:
+        lines.append(f"Best: {best['trial_id']} ({best['metric_score']:.6g}); model in {best['model_path']}")
+    return "\n".join(lines)
+
+
+def _short(value) -> str:
+    text = f"{value:.4g}" if isinstance(value, float) else repr(value) if isinstance(value, str) else str(value)
+    return text if len(text) <= 40 else text[:37] + "..."

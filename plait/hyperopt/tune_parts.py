@@ -1,0 +1,117 @@
+"""The search algorithm and the scheduler of a search, built from the config for Ray Tune."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+
+from plait.config import hyperopt as hc
+from plait.errors import ConfigError
+
+METRIC = "hyperopt_metric"
+"""The name under which a trial reports the searched metric to Tune."""
+
+
+def check_packages(section: hc.HyperoptConfig) -> None:
+    """An optional searcher's or scheduler's package that is missing, named before the search."""
+    kind = section.search_alg.type
+    if kind in hc.SEARCHERS:
+        module, _, packages = hc.SEARCHERS[kind]
+        for package in packages.split():
+            if importlib.util.find_spec(_module_of(package)) is None:
+                raise ConfigError(f"hyperopt.search_alg.type: {kind} needs the package {package!r}, which is not "
+                                  f"installed: pip install {packages}, or use type: variant_generator")
+    scheduler = section.executor.scheduler
+    if isinstance(scheduler, hc.PB2Scheduler) and importlib.util.find_spec("GPy") is None:
+        raise ConfigError("hyperopt.executor.scheduler.type: pb2 needs the package 'GPy', which is not installed: "
+                          "pip install GPy, or use type: pbt")
+
+
+def _module_of(package: str) -> str:
+    return {"ax-platform": "ax", "bayesian-optimization": "bayes_opt", "HEBO": "hebo"}.get(package, package)
+
+
+def searcher(section: hc.HyperoptConfig, seed: int, max_concurrent: int):
+    """Tune's search algorithm, limited to ``max_concurrent`` trials at once. The limit is given
+    to the searcher itself: Tune's own ``max_concurrent_trials`` is not applied to the variant
+    generator, which would then start as many trials as there are resources for drivers."""
+    from ray.tune.search import BasicVariantGenerator, ConcurrencyLimiter
+
+    options = section.search_alg
+    if options.type in ("variant_generator", "random"):
+        seed = options.random_state if options.random_state is not None else seed
+        return BasicVariantGenerator(max_concurrent=max_concurrent, random_state=seed, **options.options)
+    module, name, _ = hc.SEARCHERS[options.type]
+    cls = getattr(importlib.import_module(module), name)
+    try:
+        algorithm = cls(**options.options)  # metric and mode come from Tune's own config
+    except TypeError as error:
+        raise ConfigError(f"hyperopt.search_alg: {options.type} does not take these settings: {error}") from None
+    return ConcurrencyLimiter(algorithm, max_concurrent=max_concurrent)
+
+
+def scheduler(section: hc.HyperoptConfig, domains: dict):
+    """Tune's trial scheduler. ``domains``: the Tune domains by key (``space.param_space``), for
+    PBT's default mutations."""
+    from ray.tune import schedulers as ts
+
+    options = section.executor.scheduler
+    fields = options.model_dump(exclude={"type"})  # metric and mode come from Tune's own config
+    if isinstance(options, hc.FifoScheduler):
+        return ts.FIFOScheduler()
+    if isinstance(options, hc.AsyncHyperbandScheduler):
+        return ts.AsyncHyperBandScheduler(**fields)
+    if isinstance(options, hc.BOHBScheduler):
+        return ts.HyperBandForBOHB(**fields)
+    if isinstance(options, hc.HyperbandScheduler):
+        return ts.HyperBandScheduler(**fields)
+    if isinstance(options, hc.MedianStoppingScheduler):
+        return ts.MedianStoppingRule(**fields)
+    if isinstance(options, hc.PBTScheduler):
+        fields["hyperparam_mutations"] = _mutations(section, domains)
+        return ts.PopulationBasedTraining(**fields)
+    from ray.tune.schedulers.pb2 import PB2
+
+    fields["hyperparam_bounds"] = _bounds(section)
+    return PB2(**fields)
+
+
+def _mutations(section: hc.HyperoptConfig, domains: dict) -> dict:
+    """PBT's mutations by Tune key: the given ones, else every searched ``trainer.`` parameter
+    (a changed model shape could not load the donor's weights)."""
+    from pydantic import TypeAdapter
+
+    from plait.hyperopt.space import tune_domain
+
+    key_of = {path: f"p{i}" for i, path in enumerate(section.parameters)}
+    given = section.executor.scheduler.hyperparam_mutations
+    chosen = given or {path: None for path in key_of if path.startswith("trainer.")}
+    if not chosen:
+        raise ConfigError("hyperopt.executor.scheduler.hyperparam_mutations: pbt needs parameters to mutate; search "
+                          "at least one trainer.* parameter, or name them here")
+    mutations = {}
+    for path, value in chosen.items():
+        if path not in key_of:
+            raise ConfigError(f"hyperopt.executor.scheduler.hyperparam_mutations: {path} is not a searched parameter; "
+                              f"searched: {', '.join(key_of)}")
+        if isinstance(value, dict):
+            value = tune_domain(TypeAdapter(hc.Space).validate_python(value))
+        mutations[key_of[path]] = domains[key_of[path]] if value is None else value
+    return mutations
+
+
+def _bounds(section: hc.HyperoptConfig) -> dict:
+    key_of = {path: f"p{i}" for i, path in enumerate(section.parameters)}
+    given = section.executor.scheduler.hyperparam_bounds
+    if given:
+        unknown = [path for path in given if path not in key_of]
+        if unknown:
+            raise ConfigError(f"hyperopt.executor.scheduler.hyperparam_bounds: {', '.join(unknown)} is not a searched "
+                              f"parameter; searched: {', '.join(key_of)}")
+        return {key_of[path]: list(bounds) for path, bounds in given.items()}
+    bounds = {key_of[path]: [space.lower, space.upper] for path, space in section.parameters.items()
+              if path.startswith("trainer.") and hasattr(space, "upper")}
+    if not bounds:
+        raise ConfigError("hyperopt.executor.scheduler.hyperparam_bounds: pb2 needs ranges to search; search a "
+                          "trainer.* parameter with lower and upper bounds, or give them here")
+    return bounds
