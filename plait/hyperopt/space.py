@@ -116,7 +116,7 @@ def check_parameters(source: dict, parameters: dict, validate) -> None:
     shape must make a valid config (``validate(config dict)`` raises ConfigError)."""
     known = known_paths(source, validate)
     for path in parameters:
-        _check_path(path, source, known)
+        _check_path(path, known, parameters)
     choices = [[(path, v) for v in space.sample_values()] for path, space in parameters.items()]
     for combination in itertools.islice(itertools.product(*choices), MAX_CHECKED_CONFIGS):
         values = dict(combination)
@@ -124,7 +124,7 @@ def check_parameters(source: dict, parameters: dict, validate) -> None:
             validate(apply(source, values))
         except ConfigError as error:
             shown = ", ".join(f"{path}={value!r}" for path, value in values.items())
-            raise ConfigError(f"hyperopt.parameters: with {shown} the config is invalid: {error}") from None
+            raise ConfigError([f"hyperopt.parameters: {shown} makes the config invalid:", *error.problems]) from None
 
 
 def known_paths(source: dict, validate) -> set[str]:
@@ -150,15 +150,16 @@ def _flatten(value: Any, prefix: str, into: set[str]) -> None:
             _flatten(child, f"{prefix}.{key}", into)
 
 
-def _check_path(path: str, source: dict, known: set[str]) -> None:
+def _check_path(path: str, known: set[str], parameters: dict) -> None:
+    """A path must name a setting of the config with its defaults, or one of a sub-config whose
+    type another parameter searches (rnn's ``num_layers`` while the default encoder is
+    parallel_cnn): the values are checked for those."""
     if path == WHOLE_CONFIG or path in known:
         return
-    first = path.split(".")[0]
-    sections = {p.split(".")[0] for p in known}
-    # A setting of a sub-config whose type another parameter changes (rnn's num_layers while the
-    # default encoder is parallel_cnn) is checked with the values below.
     parent = path.rpartition(".")[0]
-    if first in sections and parent in known:
+    retyped = WHOLE_CONFIG in parameters or any(
+        other in (parent, f"{parent}.type") or parent.startswith(f"{other}.") for other in parameters if other != path)
+    if retyped and parent in known:
         return
     nearest = difflib.get_close_matches(path, sorted(known), n=1, cutoff=0.5)
     hint = f"; the nearest valid path is {nearest[0]}" if nearest else ""

@@ -92,17 +92,36 @@ def run_trial(tune_config: dict, spec: SearchSpec) -> None:
 
         ray.get(spec.broker.build.remote(resolved_dict(config), spec.data, spec.seed))
     donor = _donor_checkpoint(tune.get_checkpoint())
+    if donor is None and run.root.is_file("training_statistics.json") and run.model_dir.exists():
+        # Finished before the search was interrupted (Tune's saved state may lag behind by a
+        # second): its result stands, and nothing is trained again.
+        _report_last(spec.target, json.loads(run.root.read_text("training_statistics.json")))
+        return
     own = ckpt.latest_checkpoint(run.checkpoints)
+    resumed_step = ckpt.saved_step(donor or own) if (donor or own) is not None else None  # read now: it may rotate out
+    report = TrialReport(spec.target, spec.worker_resources is not None,
+                         run.root.url if spec.pointer_checkpoints else None)
     model = Model(config)
     try:
         result = model.train(**spec.data, random_seed=spec.seed, run_dir=run, resume=donor is None and own is not None,
-                             resume_from=donor, progress_bar=False,
-                             on_evaluation=TrialReport(spec.target, spec.worker_resources is not None,
-                                                       run.root.url if spec.pointer_checkpoints else None))
+                             resume_from=donor, progress_bar=False, on_evaluation=report)
         model.save(run.model_dir)
         run.write_statistics("training", result.training_statistics)
     finally:
         model.close()
+    if result.training_statistics and result.training_statistics[-1]["step"] == resumed_step:
+        _report_last(spec.target, result.training_statistics)  # nothing was left to train: no report was made
+
+
+def _report_last(target: tuple[str, str, str], history: list[dict]) -> None:
+    """Tune gets the trial's last score (a trial with no report would have none)."""
+    from ray import tune
+
+    split, feature, metric = target
+    scored = [r for r in history if r.get(split, {}).get(feature, {}).get(metric) is not None]
+    if scored:
+        last = scored[-1]
+        tune.report({METRIC: float(last[split][feature][metric]), "epoch": last["epoch"], "step": last["step"]})
 
 
 def _donor_checkpoint(checkpoint):

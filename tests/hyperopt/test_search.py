@@ -1,0 +1,153 @@
+"""Searches on the session's Ray cluster: what a user of plait hyperopt sees.
+
+Each search is small (300 rows, a few epochs); trials train in their own processes unless the
+config's backend is ray, where each trial is a Ray Train worker group.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from plait.api import Model
+from plait.hyperopt import hyperopt
+
+pytestmark = pytest.mark.usefixtures("ray_cluster")
+
+LR = "trainer.learning_rate"
+
+
+def cache_entries(cache_dir: str) -> list[str]:
+    return sorted(p.name for p in Path(cache_dir).iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+def test_a_grid_search_runs_every_point_once_on_one_cache_entry(search_config, table, tmp_path, cache_dir, capsys):
+    config = search_config({LR: {"space": "grid_search", "values": [0.003, 0.03]},
+                            "combiner.output_size": {"space": "grid_search", "values": [8, 16]}})
+    result = hyperopt(config, table, output_directory=str(tmp_path / "out"))
+
+    tried = sorted((t["parameters"][LR], t["parameters"]["combiner.output_size"]) for t in result.trials)
+    assert tried == sorted(itertools.product([0.003, 0.03], [8, 16]))
+    assert [t["status"] for t in result.trials] == ["completed"] * 4
+    assert all(len(t["history"]) == 2 for t in result.trials)  # one report per epoch
+    scores = [t["metric_score"] for t in result.trials]
+    assert scores == sorted(scores, reverse=True) and result.best == result.trials[0]  # maximize: best first
+    assert cache_entries(cache_dir) == cache_entries(cache_dir)[:1]  # preprocessed once, for every trial
+    written = json.loads((result.run.root.local() / "hyperopt_statistics.json").read_text())
+    assert written["best"]["trial_id"] == result.best["trial_id"]
+    assert written["metric"] == {"output_feature": "y", "metric": "accuracy", "split": "validation", "goal": "maximize"}
+    trial_config = Model.load(result.best["model_path"]).config
+    assert trial_config.trainer.learning_rate == result.best["parameters"][LR]
+    assert trial_config.combiner.output_size == result.best["parameters"]["combiner.output_size"]
+    assert "Search: 4 trials; validation y accuracy (maximize)" in capsys.readouterr().out
+
+
+def test_asha_stops_hopeless_trials_which_keep_a_model(search_config, table, tmp_path):
+    # One trial at a time, in grid order: the first one sets each rung, the hopeless ones fall below it.
+    config = search_config({LR: {"space": "grid_search", "values": [0.05, 1e-7, 1e-7]}}, trainer={"epochs": 5},
+                           executor={"max_concurrent_trials": 1, "scheduler": {
+                               "type": "async_hyperband", "time_attr": "training_iteration", "max_t": 5,
+                               "grace_period": 1, "reduction_factor": 2}})
+    result = hyperopt(config, table, output_directory=str(tmp_path / "out"))
+
+    by_lr = sorted(result.trials, key=lambda t: -t["parameters"][LR])
+    assert by_lr[0]["status"] == "completed" and len(by_lr[0]["history"]) == 5
+    stopped = [t for t in by_lr[1:] if t["status"] == "stopped"]
+    assert stopped and all(len(t["history"]) < 5 for t in stopped)
+    for trial in stopped:  # Ludwig #1866: a stopped trial's best model is there all the same
+        model = Model.load(trial["model_path"])
+        assert len(model.predict(table)) == 300
+
+
+def test_trials_that_are_two_worker_ddp_groups_report_every_evaluation(search_config, table, tmp_path):
+    config = search_config({LR: {"space": "grid_search", "values": [0.02]}}, trainer={"epochs": 2},
+                           backend={"type": "ray", "trainer": {"num_workers": 2, "strategy": "ddp"}})
+    result = hyperopt(config, table, output_directory=str(tmp_path / "out"))
+
+    (trial,) = result.trials
+    assert trial["status"] == "completed" and [h["epoch"] for h in trial["history"]] == [1, 2]
+    assert trial["metric_score"] == trial["history"][-1]["metric_score"]
+    logs = sorted(p.name for p in (Path(trial["run_directory"]) / "logs").iterdir())
+    assert logs == ["rank-0.log", "rank-1.log"]
+
+
+def test_a_searched_preprocessing_setting_is_built_once_per_value(search_config, table, tmp_path, cache_dir):
+    config = search_config({"x1.preprocessing.normalization": {"space": "grid_search", "values": ["zscore", "minmax"]},
+                            LR: {"space": "grid_search", "values": [0.01, 0.02]}})
+    config["input_features"][0]["preprocessing"] = {"normalization": "zscore"}
+    result = hyperopt(config, table, output_directory=str(tmp_path / "out"))
+
+    assert len(result.trials) == 4 and {t["status"] for t in result.trials} == {"completed"}
+    assert len(cache_entries(cache_dir)) == 2  # the config's own (zscore, shared) and minmax
+    for trial in result.trials:
+        wanted = trial["parameters"]["x1.preprocessing.normalization"]
+        assert Model.load(trial["model_path"]).config.input_features[0].preprocessing.normalization == wanted
+
+
+def test_resume_after_the_driver_is_killed_keeps_the_finished_trials(search_config, table, tmp_path, ray_cluster,
+                                                                     write_config, cli):
+    config = search_config({LR: {"space": "grid_search", "values": [0.001, 0.003, 0.01, 0.03]}},
+                           trainer={"epochs": 30, "batch_size": 8}, executor={"max_concurrent_trials": 1})
+    out = tmp_path / "out"
+    env = {**os.environ, "RAY_ADDRESS": ray_cluster.get_runtime_context().gcs_address}
+    driver = subprocess.Popen([sys.executable, "-m", "plait.cli", "hyperopt", "--config", write_config(config),
+                               "--dataset", table, "--output-directory", str(out)], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    search = out / "hyperopt_run_0"
+    try:
+        deadline = time.monotonic() + 240
+        while len(list(search.glob("trials/*/model"))) < 2 and driver.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+    finally:
+        os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait()
+    finished = {p.parts[-3]: p.stat().st_mtime_ns for p in search.glob("trials/*/model/model_weights.safetensors")}
+    assert len(finished) >= 2
+
+    code, out_text, err = cli("hyperopt", "--resume", search)
+    assert code == 0, err
+    stats = json.loads((search / "hyperopt_statistics.json").read_text())
+    assert sorted(t["parameters"][LR] for t in stats["hyperopt_results"]) == [0.001, 0.003, 0.01, 0.03]
+    assert {t["status"] for t in stats["hyperopt_results"]} == {"completed"}
+    assert all(t["metric_score"] is not None for t in stats["hyperopt_results"])
+    for trial, mtime in finished.items():  # finished trials were not trained again
+        assert (search / "trials" / trial / "model" / "model_weights.safetensors").stat().st_mtime_ns == mtime
+
+
+GOOD = {LR: {"space": "uniform", "lower": 0.01, "upper": 0.1}}
+
+
+@pytest.mark.parametrize(("parameters", "section", "backend", "message"), [
+    ({"trainer.learning_rat": GOOD[LR]}, {}, {},
+     "hyperopt.parameters.trainer.learning_rat: names nothing in the config; the nearest valid path is "
+     "trainer.learning_rate"),
+    ({LR: {"space": "uniform", "lower": 0.01}}, {}, {}, "hyperopt.parameters.trainer.learning_rate.uniform.upper: "
+                                                        "required field is missing"),
+    (GOOD, {"metric": "r2"}, {}, "hyperopt.metric: got 'r2', which output feature y does not report"),
+    (GOOD, {"executor": {"scheduler": {"type": "pb2"}}}, {}, "pb2 needs the package 'GPy', which is not installed"),
+    (GOOD, {"search_alg": {"type": "optuna"}}, {}, "optuna needs the package 'optuna', which is not installed"),
+    (GOOD, {"executor": {"gpu_resources_per_trial": 1}}, {}, "gpu_resources_per_trial: got 1, but this Ray cluster "
+                                                             "has no GPU"),
+    (GOOD, {"executor": {"cpu_resources_per_trial": 64}}, {}, "a trial needs 64 CPU, but no node of this Ray cluster "
+                                                              "has room for one"),
+    (GOOD, {"executor": {"max_concurrent_trials": 9}}, {"type": "ray", "trainer": {"num_workers": 1}},
+     "max_concurrent_trials: got 9, but this Ray cluster holds"),
+    (GOOD, {"executor": {"scheduler": {"type": "asha"}}}, {"type": "ray"},
+     "asha stops or restarts running trials, and a trial that is a Ray Train worker group"),
+])
+def test_a_bad_search_is_one_error_before_any_trial(search_config, table, tmp_path, write_config, cli,
+                                                    parameters, section, backend, message):
+    config = search_config(parameters, backend=backend, **section)
+    code, out, err = cli("hyperopt", "--config", write_config(config), "--dataset", table,
+                         "--output-directory", tmp_path / "out")
+    assert code == 2 and "Traceback" not in err and err.count("plait: error:") == 1
+    assert message in " ".join(err.split())
+    assert not (tmp_path / "out").exists()  # nothing started

@@ -1,0 +1,47 @@
+"""On a 2-CPU Ray cluster, a search whose trials are Ray Train worker groups finishes.
+
+A trial's driver and worker holding both CPUs would leave none for the Ray Data read tasks
+that feed the worker, and the search would hang (Ludwig #1441, #2465, #2709). The search runs in
+a process of its own that starts its own 2-CPU Ray (the session's cluster has 4).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+SCRIPT = """
+import json, logging, sys
+import ray
+logging.getLogger("plait").addHandler(logging.StreamHandler())
+logging.getLogger("plait").setLevel(logging.INFO)
+ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+from plait.hyperopt import hyperopt
+result = hyperopt(json.loads(sys.argv[1]), sys.argv[2], output_directory=sys.argv[3])
+print(json.dumps({"statuses": [t["status"] for t in result.trials]}))
+"""
+
+
+def test_a_worker_group_search_on_two_cpus_finishes(search_config, table, tmp_path):
+    config = search_config({"trainer.learning_rate": {"space": "grid_search", "values": [0.01, 0.03]}},
+                           trainer={"epochs": 1}, backend={"type": "ray", "trainer": {"num_workers": 1}})
+    ray_tmp = tempfile.mkdtemp(prefix="plait-2cpu-", dir="/tmp")  # no address file pointing at the session's Ray
+    env = {key: value for key, value in os.environ.items() if key != "RAY_ADDRESS"}
+    env.update(RAY_TMPDIR=ray_tmp, RAY_AUTH_MODE="disabled")
+    try:
+        done = subprocess.run([sys.executable, "-c", SCRIPT, json.dumps(config), table, str(tmp_path / "out")],
+                              env=env, capture_output=True, text=True, timeout=300)
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    outcome = json.loads(done.stdout.strip().splitlines()[-1])
+    assert outcome["statuses"] == ["completed", "completed"]
+    assert "each trial drives a Ray Train group of 1 worker(s) x (1 CPU) from a driver (0.5 CPU)" in done.stderr
