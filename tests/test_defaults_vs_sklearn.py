@@ -52,7 +52,8 @@ def scores(name: str, seed: int, cache_dir: str) -> tuple[float, float]:
     model = Model({
         "input_features": [{"name": c, "type": "number"} for c in x_train.columns],
         "output_features": [{"name": TARGET, "type": output_type}],
-        "backend": {"cache_dir": cache_dir},
+        # local: once the session's Ray is up, auto would train every model on a Ray Train group
+        "backend": {"type": "local", "cache_dir": cache_dir},
     })
     model.train(training_set=fit, validation_set=validation, random_seed=seed, progress_bar=False)
     predicted = model.predict(x_test)[f"{TARGET}_predictions"].to_numpy()

@@ -116,7 +116,7 @@ def check_parameters(source: dict, parameters: dict, validate) -> None:
     shape must make a valid config (``validate(config dict)`` raises ConfigError)."""
     known = known_paths(source, validate)
     for path in parameters:
-        _check_path(path, known, parameters)
+        _check_path(path, _as_feature_path(path, source, known), known, parameters)
     choices = [[(path, v) for v in space.sample_values()] for path, space in parameters.items()]
     for combination in itertools.islice(itertools.product(*choices), MAX_CHECKED_CONFIGS):
         values = dict(combination)
@@ -150,18 +150,33 @@ def _flatten(value: Any, prefix: str, into: set[str]) -> None:
             _flatten(child, f"{prefix}.{key}", into)
 
 
-def _check_path(path: str, known: set[str], parameters: dict) -> None:
+def _as_feature_path(path: str, source: dict, known: set[str]) -> str:
+    """``defaults.<type>.<rest>`` names ``<feature>.<rest>`` of each feature of that type: it
+    is checked as the first such feature's (or as itself where no feature has the type)."""
+    parts = path.split(".")
+    if len(parts) < 3 or parts[0] != "defaults":
+        return path
+    names = [f.get("name") for section in ("input_features", "output_features") for f in source.get(section) or []
+             if isinstance(f, dict) and f.get("type") == parts[1]]
+    rest = ".".join(parts[2:])
+    return next((f"{name}.{rest}" for name in names if f"{name}.{rest}" in known), f"{names[0]}.{rest}" if names else path)
+
+
+def _check_path(path: str, checked_as: str, known: set[str], parameters: dict) -> None:
     """A path must name a setting of the config with its defaults, or one of a sub-config whose
     type another parameter searches (rnn's ``num_layers`` while the default encoder is
-    parallel_cnn): the values are checked for those."""
-    if path == WHOLE_CONFIG or path in known:
+    parallel_cnn): the values are checked for those. ``checked_as``: the path a ``defaults.``
+    path stands for."""
+    if path == WHOLE_CONFIG or checked_as in known:
         return
-    parent = path.rpartition(".")[0]
+    parent = checked_as.rpartition(".")[0]
     retyped = WHOLE_CONFIG in parameters or any(
         other in (parent, f"{parent}.type") or parent.startswith(f"{other}.") for other in parameters if other != path)
     if retyped and parent in known:
         return
-    nearest = difflib.get_close_matches(path, sorted(known), n=1, cutoff=0.5)
+    nearest = difflib.get_close_matches(checked_as, sorted(known), n=1, cutoff=0.5)
+    if nearest and checked_as != path:  # shown in the defaults spelling the user wrote
+        nearest = [".".join(path.split(".")[:2] + nearest[0].split(".")[1:])]
     hint = f"; the nearest valid path is {nearest[0]}" if nearest else ""
     raise ConfigError(f"hyperopt.parameters.{path}: names nothing in the config{hint} (paths are config sections "
                       "such as trainer.learning_rate, or a feature's name then its settings: <feature>.encoder.dropout)")

@@ -63,3 +63,13 @@ def test_a_value_that_makes_an_invalid_config_is_refused_naming_it():
                          validate)
     assert caught.value.problems[0] == "hyperopt.parameters: trainer.batch_size=-4 makes the config invalid:"
     assert caught.value.problems[1].startswith("trainer.batch_size: got -4")
+
+
+def test_a_defaults_path_is_checked_on_the_features_of_its_type():
+    check_parameters(SOURCE, spaces(**{"defaults.category.encoder.embedding_size": {"space": "randint", "lower": 2,
+                                                                                    "upper": 9}}), validate)
+    with pytest.raises(ConfigError, match="hyperopt.parameters.defaults.category.encoder.embeding_size: names nothing "
+                                          "in the config; the nearest valid path is "
+                                          "defaults.category.encoder.embedding_size"):
+        check_parameters(SOURCE, spaces(**{"defaults.category.encoder.embeding_size": {
+            "space": "randint", "lower": 2, "upper": 9}}), validate)

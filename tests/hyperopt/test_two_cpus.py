@@ -31,7 +31,7 @@ print(json.dumps({"statuses": [t["status"] for t in result.trials]}))
 
 
 def test_a_worker_group_search_on_two_cpus_finishes(search_config, table, tmp_path):
-    config = search_config({"trainer.learning_rate": {"space": "grid_search", "values": [0.01, 0.03]}},
+    config = search_config({"trainer.learning_rate": {"space": "grid_search", "values": [0.01]}},
                            trainer={"epochs": 1}, backend={"type": "ray", "trainer": {"num_workers": 1}})
     ray_tmp = tempfile.mkdtemp(prefix="plait-2cpu-", dir="/tmp")  # no address file pointing at the session's Ray
     env = {key: value for key, value in os.environ.items() if key != "RAY_ADDRESS"}
@@ -43,5 +43,5 @@ def test_a_worker_group_search_on_two_cpus_finishes(search_config, table, tmp_pa
         shutil.rmtree(ray_tmp, ignore_errors=True)
     assert done.returncode == 0, done.stderr[-3000:]
     outcome = json.loads(done.stdout.strip().splitlines()[-1])
-    assert outcome["statuses"] == ["completed", "completed"]
+    assert outcome["statuses"] == ["completed"]
     assert "each trial drives a Ray Train group of 1 worker(s) x (1 CPU) from a driver (0.5 CPU)" in done.stderr
