@@ -6,7 +6,7 @@ Importing ``plait`` stays cheap (no torch): :class:`Model` is loaded on first us
 from plait.errors import ConfigError, DataError, ModelError, PlaitError
 
 __version__ = "0.1.0"
-__all__ = ["Model", "PlaitError", "ConfigError", "DataError", "ModelError", "__version__"]
+__all__ = ["Model", "hyperopt", "PlaitError", "ConfigError", "DataError", "ModelError", "__version__"]
 
 
 def __getattr__(name: str):
@@ -14,4 +14,8 @@ def __getattr__(name: str):
         from plait.api import Model
 
         return Model
+    if name == "hyperopt":  # the search of a config's hyperopt section (plait.search)
+        from plait.search import hyperopt
+
+        return hyperopt
     raise AttributeError(f"module 'plait' has no attribute {name!r}")

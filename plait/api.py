@@ -43,11 +43,8 @@ class Model:
 
     def __init__(self, config: str | os.PathLike | dict | PlaitConfig, backend: str | None = None):
         self.config = load_config(config)
-        self.requested_backend = backend
         if backend is not None:
             self.config = with_backend_type(self.config, backend)
-        # The config as written, for a search to set its values in (defaults applied per trial).
-        self.source = config if isinstance(config, (str, os.PathLike, dict)) else resolved_dict(self.config)
         self._backend = None
         self.metadata: dict | None = None
         self.module: ECD | None = None
@@ -97,16 +94,6 @@ class Model:
         output = self.backend.fit(job)
         self.module, self.path = output.module, None
         return TrainResult(output.history, data, run, output.restarts)
-
-    def hyperopt(self, dataset: Any = None, *, training_set=None, validation_set=None, test_set=None,
-                 output_directory: str = "results", experiment_name: str = "hyperopt", random_seed: int = 42,
-                 resume: str | None = None):
-        """Run the search the config's ``hyperopt`` section describes (see :func:`plait.hyperopt.hyperopt`)."""
-        from plait.hyperopt import hyperopt
-
-        return hyperopt(self.source, dataset, training_set=training_set, validation_set=validation_set,
-                        test_set=test_set, output_directory=output_directory, experiment_name=experiment_name,
-                        random_seed=random_seed, backend=self.requested_backend, resume=resume)
 
     # ---- evaluation and prediction -------------------------------------------------------------
 

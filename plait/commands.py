@@ -295,7 +295,7 @@ def _print_summary(run, result, test_stats, model_saved: bool = True) -> None:
 
 def hyperopt(args) -> int:
     """The search of the config's hyperopt section; --resume continues one."""
-    from plait.hyperopt import hyperopt as run_search
+    from plait.search import hyperopt as run_search
     from plait.run_directory import RunDirectory
 
     _check_ludwig_values(args)
@@ -320,7 +320,7 @@ def hyperopt(args) -> int:
 
 
 def _config_source(args) -> dict:
-    from plait.hyperopt.search import load_source
+    from plait.search.run import load_source
 
     return load_source(args.config if args.config else _config_from_string(args.config_str))
 

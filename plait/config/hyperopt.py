@@ -3,7 +3,7 @@
 A search has a goal (a metric of an output feature on a split), parameters (dotted paths into
 the config, each with a space of values), a search algorithm and an executor (how many trials,
 their resources, and the scheduler that may stop or mutate them). The search itself runs in
-``plait.hyperopt``; this module is plain data and knows nothing of Ray.
+``plait.search``; this module is plain data and knows nothing of Ray.
 """
 
 from __future__ import annotations

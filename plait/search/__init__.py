@@ -1,6 +1,6 @@
 """Hyperparameter search on Ray Tune: the config's ``hyperopt`` section, Ludwig's schema.
 
-``search`` checks and runs a search, ``trial`` is one trial (a plait training run that reports to
+``run`` checks and runs a search, ``trial`` is one trial (a plait training run that reports to
 Tune), ``plan`` sizes trials to the cluster, ``space`` turns parameters into Tune domains and
 trial values into configs, ``tune_parts`` builds the searcher and scheduler, ``preprocessing``
 builds each distinct preprocessing once, and ``results`` writes what the search found.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from plait.hyperopt.search import HyperoptResult
+from plait.search.run import HyperoptResult
 
 
 def hyperopt(config: str | os.PathLike | dict, dataset: Any = None, *, training_set=None, validation_set=None,
@@ -19,7 +19,7 @@ def hyperopt(config: str | os.PathLike | dict, dataset: Any = None, *, training_
              random_seed: int = 42, backend: str | None = None, resume: str | None = None) -> HyperoptResult:
     """Run the search the config's ``hyperopt`` section describes (``resume``: continue the
     search in that folder). Returns every trial's record and the best one."""
-    from plait.hyperopt.search import load_source, search
+    from plait.search.run import load_source, search
 
     data = {"dataset": dataset, "training_set": training_set, "validation_set": validation_set, "test_set": test_set}
     return search(load_source(config), data, seed=random_seed, output_directory=output_directory,

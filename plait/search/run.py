@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from plait.config import load_config, with_backend_type
 from plait.config.hyperopt import FifoScheduler
 from plait.errors import ConfigError, UsageError
-from plait.hyperopt import plan as trial_plan
-from plait.hyperopt import results, space, tune_parts
-from plait.hyperopt.trial import SearchSpec, run_trial
+from plait.search import plan as trial_plan
+from plait.search import results, space, tune_parts
+from plait.search.trial import SearchSpec, run_trial
 from plait.run_directory import RunDirectory
 from plait.utils.folder import is_url
 
@@ -142,7 +142,7 @@ def _preprocess_once(config, data: dict, seed: int) -> None:
 def _tune(config, source: dict, data: dict, seed: int, plan, run: RunDirectory, resuming: bool) -> HyperoptResult:
     from ray import tune
 
-    from plait.hyperopt.preprocessing import start_broker
+    from plait.search.preprocessing import start_broker
 
     section = config.hyperopt
     domains = space.param_space(section.parameters)

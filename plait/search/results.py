@@ -11,7 +11,7 @@ import logging
 import math
 
 from plait.config.render import resolved_dict
-from plait.hyperopt.tune_parts import METRIC
+from plait.search.tune_parts import METRIC
 
 log = logging.getLogger("plait")
 

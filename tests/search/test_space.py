@@ -4,8 +4,8 @@ import pytest
 
 from plait.config import load_config
 from plait.errors import ConfigError
-from plait.hyperopt.space import apply, check_parameters
-from tests.hyperopt.conftest import INPUTS, OUTPUTS
+from plait.search.space import apply, check_parameters
+from tests.search.conftest import INPUTS, OUTPUTS
 
 SOURCE = {"input_features": [dict(f) for f in INPUTS], "output_features": [dict(f) for f in OUTPUTS],
           "combiner": {"type": "concat", "output_size": 32}, "hyperopt": {"parameters": {}}}

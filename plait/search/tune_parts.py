@@ -81,7 +81,7 @@ def _mutations(section: hc.HyperoptConfig, domains: dict) -> dict:
     (a changed model shape could not load the donor's weights)."""
     from pydantic import TypeAdapter
 
-    from plait.hyperopt.space import tune_domain
+    from plait.search.space import tune_domain
 
     key_of = {path: f"p{i}" for i, path in enumerate(section.parameters)}
     given = section.executor.scheduler.hyperparam_mutations

@@ -15,7 +15,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from plait.hyperopt.tune_parts import METRIC
+from plait.search.tune_parts import METRIC
 
 log = logging.getLogger("plait")
 
@@ -51,7 +51,7 @@ class SearchSpec:
 def trial_config(spec: SearchSpec, values: dict) -> dict:
     """The trial's config: the user's with the trial's values, the metric that picks the best
     model set to the searched one, and the backend fixed for a trial."""
-    from plait.hyperopt.space import apply
+    from plait.search.space import apply
 
     config = apply(spec.source, values)
     split, feature, metric = spec.target
@@ -77,7 +77,7 @@ def run_trial(tune_config: dict, spec: SearchSpec) -> None:
     from plait.api import Model
     from plait.config import load_config
     from plait.config.render import resolved_dict
-    from plait.hyperopt.space import trial_values
+    from plait.search.space import trial_values
     from plait.run_directory import RunDirectory
     from plait.training import checkpoint as ckpt
     from plait.utils.folder import Folder

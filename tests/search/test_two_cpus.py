@@ -24,7 +24,7 @@ import ray
 logging.getLogger("plait").addHandler(logging.StreamHandler())
 logging.getLogger("plait").setLevel(logging.INFO)
 ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-from plait.hyperopt import hyperopt
+from plait import hyperopt
 result = hyperopt(json.loads(sys.argv[1]), sys.argv[2], output_directory=sys.argv[3])
 print(json.dumps({"statuses": [t["status"] for t in result.trials]}))
 """

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from plait.api import Model
-from plait.hyperopt import hyperopt
+from plait import hyperopt
 
 pytestmark = pytest.mark.usefixtures("ray_cluster")
 

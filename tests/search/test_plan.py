@@ -4,7 +4,7 @@ import pytest
 
 from plait.config import load_config
 from plait.errors import ConfigError
-from plait.hyperopt.plan import DATA_CPUS, plan_trials
+from plait.search.plan import DATA_CPUS, plan_trials
 
 LR = {"trainer.learning_rate": {"space": "uniform", "lower": 0.01, "upper": 0.1}}
 
