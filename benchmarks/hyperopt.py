@@ -5,50 +5,58 @@
     .venv/bin/python benchmarks/hyperopt.py --reduction-factor 2 --concurrent 1
 
 The data is a seeded synthetic table (``plait.synthesize.synthesize_dataset``: 4 number and 2
-category inputs, one binary output; written once to ``benchmarks/data/``). Both searches run
-the same 16 settings, a grid of ``trainer.learning_rate`` (4 values) x ``combiner.output_size``
-(4 values), ``--epochs`` epochs each, early stopping off, goal: maximize validation accuracy,
-``--concurrent`` trials at once (one CPU each, backend local), one report per epoch. FIFO runs
-every trial to the end; ASHA (``async_hyperband``, ``time_attr: training_iteration``,
-``max_t: epochs``, ``grace_period: 1``) stops the trials in the bottom part of each rung. Every
-figure is printed and written as JSON (default ``benchmarks/out/hyperopt.json``) with the
-machine's details and the load average before each search (other work on the machine slows it).
+category inputs, a binary output; written once to ``benchmarks/data/``). Both searches run the
+same 16 settings, ``trainer.learning_rate`` (4 values) x ``combiner.output_size`` (4 values) as
+grid_search, ``--epochs`` epochs each, early stopping off, maximizing validation accuracy,
+``--concurrent`` trials at once (1 CPU each, backend local), one report per epoch. FIFO runs every
+trial to the end; ASHA (``async_hyperband``, ``time_attr: training_iteration``, ``max_t``: the
+epochs, ``grace_period: 1``, ``--reduction-factor``) stops those in the bottom part of a rung.
+Every figure is printed and written as JSON (default ``benchmarks/out/hyperopt.json``) with the
+machine's details and the load average before each search. The searches' folders and logs stay
+in ``benchmarks/out/hyperopt-*/``.
 
 What is timed
 -------------
-* **Ray start**: ``ray.init`` once, in a Ray temp folder of this run's own (never joining another
-  cluster); both searches share it, so neither figure below includes it.
-* **preprocessing**: the config is preprocessed once into a fresh cache before either search;
-  both searches (and the plain run) then find it in the cache, so neither pays for it.
-* **wall**: the ``hyperopt()`` call, end to end: checks, plan, cache hit, Tune's start, every
-  trial, building models for stopped trials, writing the statistics.
-* **best**: the highest validation accuracy of any report (any trial, any epoch) of the search;
-  plait's own pick (the best trial's last report) is recorded too.
-* **time to FIFO's best**: seconds from the ``hyperopt()`` call's start to the first report that
-  scores at least FIFO's best minus 0.01 (one point). Report times are Tune's ``timestamp``
-  column of each trial's ``progress.csv`` (whole seconds: +-1 s). The target: ASHA gets there in
-  at most half of FIFO's wall time (the stricter check, against FIFO's own time to that score,
-  is printed beside it).
-* **slot use**: the trials' time inside Tune's trainable (sum of ``time_total_s``) over
-  wall x concurrent trials: what is left is Tune's and plait's bookkeeping and idle slots.
-* **per-trial overhead**: Tune times each report of a trial (``time_this_iter_s``); the first
-  runs from the start of the trial's function (actor already up: Tune reuses actors) to its first
-  report, the others from one report to the next, i.e. one epoch of training plus one evaluation.
-  Overhead = first - median(others): config, cache read, model build and the first epoch's
-  warm-up (trials with at least 3 reports). The plain run, ``plait train`` as a subprocess with
-  ``OMP_NUM_THREADS=1`` (a trial's one CPU) on the same config without its hyperopt section, is
-  measured the same way from the evaluation log lines' arrival: from the process's start
-  (interpreter and imports included) to the first, minus the median gap between them.
+* **Ray start**: one ``ray.init`` with every core, in a Ray temp folder of its own (so it never
+  joins another cluster on the machine), shared by both searches: in neither figure below.
+* **preprocessing**: the config is preprocessed once, into a fresh cache, before anything else;
+  both searches and the plain run find it in the cache: none of them pays for it.
+* **wall**: the ``hyperopt()`` call, end to end: checks, plan, cache hit, Tune's start, the
+  trials' processes and trials, models for stopped trials, the statistics.
+* **best**: the highest validation accuracy of any report (any trial, any epoch). Plait's own pick
+  (the best trial's last report) is in the JSON too.
+* **time to best / to FIFO's best-0.01**: seconds from the ``hyperopt()`` call's start to the first
+  report scoring at least the search's own best / FIFO's best minus one point. Report times are
+  the ``timestamp`` column of each trial's Tune ``progress.csv`` (whole seconds: -1 s to 0 s).
+  The target: ASHA reaches FIFO's best-0.01 in at most half FIFO's wall time (the stricter
+  reading, half FIFO's own time to that score, is printed beside it).
+* **slot use**: the trials' time inside Tune's trainable (the sum of each trial's
+  ``time_total_s``) over wall x concurrent trials; the rest is start-up, bookkeeping, idle slots.
+* **overhead**: Tune times each report (``time_this_iter_s``): a trial's first from its function's
+  start (its process already up) to its first report, the next ones from report to report (the
+  *epoch interval*: one epoch's training and one evaluation; median over the search). Per search:
+  *first step after the start* is the ``hyperopt()`` call's start to the first report of any
+  trial, minus the epoch interval (Tune's start, new trial processes, imports, model build);
+  *in trial* is a trial's first report minus the epoch interval (median; in a new process, or in
+  one Tune reused from an earlier trial); *between trials* is, per reused process, the time from
+  the first trial's start to the last trial's last report that was not inside a trial's reports,
+  per change of trial (saving the model, Tune stopping and starting trials). The plain run is
+  ``plait train`` as a subprocess (``OMP_NUM_THREADS=1``: a trial's one CPU) on the same config
+  without its hyperopt section: *first step after the start* is from the process's start to its
+  first evaluation log line minus the median gap between those lines (its epoch interval).
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import json
+import logging
 import os
 import platform
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -97,12 +105,13 @@ def dataset(rows: int, seed: int) -> Path:
 
 
 def start_ray(cores: int) -> float:
-    """Ray in a temp folder of its own (``RAY_TMPDIR``): ``ray.init`` never joins another cluster."""
     import ray
 
     os.environ.pop("RAY_ADDRESS", None)
     os.environ["RAY_AUTH_MODE"] = "disabled"
-    os.environ["RAY_TMPDIR"] = tempfile.mkdtemp(prefix="hb-", dir="/tmp")  # short: socket paths <= 107 bytes
+    folder = tempfile.mkdtemp(prefix="hb-", dir="/tmp")  # a short path: Ray's socket paths must fit 107 bytes
+    os.environ["RAY_TMPDIR"] = folder
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)  # after Ray's own shutdown (registered later)
     start = time.perf_counter()
     ray.init(num_cpus=cores, include_dashboard=False, log_to_driver=False)
     return time.perf_counter() - start
@@ -120,33 +129,6 @@ def preprocess(config: dict, data: Path) -> float:
     return time.perf_counter() - start
 
 
-def reports(run_root: Path):
-    """Every Tune report of the search (each trial's ``progress.csv``), one DataFrame."""
-    import pandas as pd
-
-    frames = [pd.read_csv(p) for p in sorted((run_root / "tune").glob("*/progress.csv")) if p.stat().st_size]
-    return pd.concat(frames, ignore_index=True).sort_values(["timestamp", "training_iteration"])
-
-
-def overheads(frame, started: float) -> dict:
-    """Per-trial overhead (see the module's docstring): seconds, from Tune's report times."""
-    epoch = float(frame.loc[frame["training_iteration"] > 1, "time_this_iter_s"].median())
-    trials = frame.groupby("trial_id", sort=False).agg(
-        pid=("pid", "first"), first_s=("time_this_iter_s", "first"), first_at=("timestamp", "first"),
-        last_at=("timestamp", "last"), busy_s=("time_total_s", "max"))
-    trials["start"] = trials["first_at"] - trials["first_s"]
-    trials = trials.sort_values("start")
-    fresh = ~trials["pid"].duplicated()
-    spans = trials.groupby("pid").agg(n=("busy_s", "size"), busy=("busy_s", "sum"), start=("start", "min"),
-                                      end=("last_at", "max"))
-    switches = int((spans["n"] - 1).sum())
-    idle = float((spans["end"] - spans["start"] - spans["busy"])[spans["n"] > 1].sum())
-    return {"epoch_interval_s": epoch, "first_step_after_search_start_s": float(frame["timestamp"].min() - started) - epoch,
-            "new_process_trials": int(fresh.sum()), "in_trial_new_process_s": float((trials["first_s"][fresh] - epoch).median()),
-            "in_trial_reused_process_s": float((trials["first_s"][~fresh] - epoch).median()) if switches else None,
-            "between_trials_s": idle / switches if switches else None}
-
-
 def search_function():
     """``hyperopt()``: in ``plait.search`` (formerly ``plait.hyperopt``)."""
     try:
@@ -157,72 +139,85 @@ def search_function():
 
 
 def run_search(name: str, config: dict, data: Path, out: Path, concurrent: int) -> dict:
-    hyperopt = search_function()
-    load = os.getloadavg()
-    log = out / f"{name}.log"
+    import pandas as pd
+
+    hyperopt, load, log = search_function(), os.getloadavg(), out / f"{name}.log"
     with open(log, "w") as sink, contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
         started = time.time()
         result = hyperopt(config, str(data), output_directory=str(out / name), random_seed=42)
         wall = time.time() - started
-    frame = reports(result.run.root.local())
+    root = result.run.root.local()
+    frame = pd.concat([pd.read_csv(p) for p in sorted(root.glob("tune/*/progress.csv")) if p.stat().st_size],
+                      ignore_index=True).sort_values(["timestamp", "training_iteration"])
     statuses = [t["status"] for t in result.trials]
     return {"wall_s": wall, "started": started, "frame": frame, "load_before": load, "log": str(log),
-            "search_directory": str(result.run.root.local()), "trials": len(result.trials),
-            "completed": statuses.count("completed"), "stopped_early": statuses.count("stopped"),
-            "errors": statuses.count("error"), "reports": len(frame), "best": float(frame["hyperopt_metric"].max()),
+            "search_directory": str(root), "trials": len(result.trials), "completed": statuses.count("completed"),
+            "stopped_early": statuses.count("stopped"), "errors": statuses.count("error"), "reports": len(frame),
+            "best": float(frame["hyperopt_metric"].max()),
             "plait_best": result.best and {k: result.best[k] for k in ("trial_id", "parameters", "metric_score")},
             "slot_use": float(frame.groupby("trial_id")["time_total_s"].max().sum()) / (wall * concurrent),
             "overhead": overheads(frame, started),
-            "trial_records": [{k: t[k] for k in ("trial_id", "parameters", "metric_score", "status")}
-                              | {"reports": len(t["history"]), "error": t.get("error")} for t in result.trials]}
+            "trial_records": [{k: t[k] for k in ("trial_id", "parameters", "metric_score", "status", "error")}
+                              | {"reports": len(t["history"])} for t in result.trials]}
 
 
-def time_to(run: dict, threshold: float) -> float | None:
-    hits = run["frame"].loc[run["frame"]["hyperopt_metric"] >= threshold, "timestamp"]
-    return float(hits.min() - run["started"]) if len(hits) else None
+def overheads(frame, started: float) -> dict:
+    """The search's overhead figures (see the module's docstring), in seconds."""
+    epoch = float(frame.loc[frame["training_iteration"] > 1, "time_this_iter_s"].median())
+    trials = frame.groupby("trial_id").agg(pid=("pid", "first"), first_s=("time_this_iter_s", "first"),
+                                           first_at=("timestamp", "first"), end=("timestamp", "last"),
+                                           busy=("time_total_s", "max"))
+    trials = trials.assign(start=trials["first_at"] - trials["first_s"]).sort_values("start")
+    fresh = ~trials["pid"].duplicated()
+    per_process = trials.groupby("pid").agg(n=("busy", "size"), busy=("busy", "sum"), start=("start", "min"),
+                                            end=("end", "max"))
+    reused = per_process[per_process["n"] > 1]
+    changes = int((reused["n"] - 1).sum())
+    return {"epoch_interval_s": epoch, "first_step_after_start_s": float(frame["timestamp"].min() - started) - epoch,
+            "new_processes": int(fresh.sum()), "in_trial_new_process_s": float((trials["first_s"][fresh] - epoch).median()),
+            "in_trial_reused_process_s": float((trials["first_s"][~fresh] - epoch).median()) if changes else None,
+            "between_trials_s": float((reused["end"] - reused["start"] - reused["busy"]).sum()) / changes if changes else None}
 
 
 def plain_train(config: dict, data: Path, out: Path) -> dict:
-    """``plait train`` as a subprocess; each evaluation log line timed as it arrives."""
+    """``plait train`` as a subprocess; each evaluation's log line timed as it arrives."""
     import yaml
 
     path = out / "plain.yaml"
-    path.write_text(yaml.safe_dump({k: v for k, v in config.items() if k != "hyperopt"}))
+    path.write_text(yaml.safe_dump(config))
     command = [str(ROOT / ".venv/bin/plait"), "train", "--config", str(path), "--dataset", str(data),
                "--output-directory", str(out / "plain"), "--logging-level", "info"]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
     started, times, lines = time.perf_counter(), [], []
-    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env) as proc:
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"}) as proc:
         for line in proc.stdout:
             lines.append(line)
             if re.search(r"epoch \d+ \| step \d+ \|", line):
                 times.append(time.perf_counter() - started)
     wall = time.perf_counter() - started
-    if proc.returncode != 0 or len(times) < 3:
+    if proc.returncode != 0 or len(times) < 2:
         sys.stderr.write("".join(lines[-40:]))
         raise SystemExit(f"plait train failed (exit {proc.returncode}, {len(times)} evaluations seen)")
     gap = statistics.median(b - a for a, b in zip(times, times[1:]))
-    return {"wall_s": wall, "first_evaluation_s": times[0], "evaluation_gap_s": gap, "overhead_s": times[0] - gap}
+    return {"wall_s": wall, "first_evaluation_s": times[0], "epoch_interval_s": gap, "first_step_after_start_s": times[0] - gap}
 
 
-def machine() -> dict:
-    import ray
-    import torch
-
-    return {"cpu_count": os.cpu_count(), "python": platform.python_version(), "torch": torch.__version__,
-            "ray": ray.__version__, "platform": platform.platform()}
+def time_to(run: dict, score: float) -> float | None:
+    """Seconds from the search's start to its first report of at least ``score``."""
+    hits = run["frame"].loc[run["frame"]["hyperopt_metric"] >= score, "timestamp"]
+    return float(hits.min() - run["started"]) if len(hits) else None
 
 
-def summary(runs: dict) -> dict:
+def compare(runs: dict) -> dict:
     fifo, asha = runs["fifo"], runs["asha"]
     threshold = fifo["best"] - TARGET_POINTS
     for run in runs.values():
-        run["time_to_fifo_best_s"] = time_to(run, threshold)
+        run["time_to_best_s"], run["time_to_fifo_best_s"] = time_to(run, run["best"]), time_to(run, threshold)
     reached, fifo_reached = asha["time_to_fifo_best_s"], fifo["time_to_fifo_best_s"]
     return {"threshold": threshold, "asha_over_fifo_wall": asha["wall_s"] / fifo["wall_s"],
-            "asha_over_fifo_time_to_best": reached / fifo_reached if reached is not None and fifo_reached else None,
+            "asha_over_fifo_time_to_fifo_best": reached / fifo_reached if reached is not None and fifo_reached else None,
             "target_met": reached is not None and reached <= TARGET_TIME_RATIO * fifo["wall_s"],
-            "stricter_met": reached is not None and reached <= TARGET_TIME_RATIO * fifo_reached}
+            "stricter_target_met": reached is not None and reached <= TARGET_TIME_RATIO * fifo_reached}
 
 
 def fmt(value, spec: str = ".1f") -> str:
@@ -231,27 +226,24 @@ def fmt(value, spec: str = ".1f") -> str:
 
 def show(args, ray_s: float, prep_s: float, plain: dict, runs: dict, comparison: dict) -> None:
     print(f"\n{args.rows:,} rows, {args.epochs} epochs, 16 trials, {args.concurrent} at once; "
-          f"Ray start {ray_s:.1f} s, preprocessing (once, before both) {prep_s:.1f} s")
-    print(f"{'':<6}{'wall s':>8}{'best':>8}{'to FIFO best-0.01 s':>21}{'reports':>9}{'stopped':>9}"
-          f"{'errors':>8}{'slot use':>10}{'load':>7}")
+          f"Ray start {ray_s:.1f} s, preprocessing (once, before everything) {prep_s:.1f} s")
+    print(f"{'':<6}{'wall s':>8}{'best':>8}{'to best s':>11}{'to FIFO best-0.01 s':>21}{'reports':>9}"
+          f"{'stopped':>9}{'errors':>8}{'slot use':>10}{'load':>7}")
     for name, run in runs.items():
-        print(f"{name:<6}{run['wall_s']:>8.1f}{run['best']:>8.4f}{fmt(run['time_to_fifo_best_s']):>21}"
-              f"{run['reports']:>9}{run['stopped_early']:>9}{run['errors']:>8}{run['slot_use']:>10.0%}"
-              f"{run['load_before'][0]:>7.2f}")
+        print(f"{name:<6}{run['wall_s']:>8.1f}{run['best']:>8.4f}{run['time_to_best_s']:>11.0f}"
+              f"{fmt(run['time_to_fifo_best_s'], '.0f'):>21}{run['reports']:>9}{run['stopped_early']:>9}"
+              f"{run['errors']:>8}{run['slot_use']:>10.0%}{run['load_before'][0]:>7.2f}")
+    met = {True: "met", False: "NOT met"}
     print(f"ASHA/FIFO: wall {comparison['asha_over_fifo_wall']:.2f}, time to FIFO's best-0.01 "
-          f"{fmt(comparison['asha_over_fifo_time_to_best'], '.2f')}")
-    print(f"target (ASHA within 0.01 of FIFO's best {runs['fifo']['best']:.4f} in <= half FIFO's wall time): "
-          f"{'met' if comparison['target_met'] else 'NOT met'}; in <= half FIFO's own time to it: "
-          f"{'met' if comparison['stricter_met'] else 'NOT met'}")
-    rows = [("first step after the start", "first_step_after_search_start_s", plain["overhead_s"]),
-            ("in trial, new process", "in_trial_new_process_s", None),
-            ("in trial, reused process", "in_trial_reused_process_s", None),
-            ("between trials, same process", "between_trials_s", None),
-            ("epoch interval", "epoch_interval_s", plain["evaluation_gap_s"])]
+          f"{fmt(comparison['asha_over_fifo_time_to_fifo_best'], '.2f')}\ntarget (ASHA within 0.01 of FIFO's best "
+          f"{runs['fifo']['best']:.4f} in <= half FIFO's wall time): {met[comparison['target_met']]}; "
+          f"in <= half FIFO's own time to it: {met[comparison['stricter_target_met']]}")
     print(f"\n{'overhead, seconds':<30}{'fifo':>8}{'asha':>8}{'plait train':>13}")
-    for label, key, plain_value in rows:
+    for label, key in [("first step after the start", "first_step_after_start_s"), ("epoch interval", "epoch_interval_s"),
+                       ("in trial, new process", "in_trial_new_process_s"),
+                       ("in trial, reused process", "in_trial_reused_process_s"), ("between trials", "between_trials_s")]:
         print(f"{label:<30}{fmt(runs['fifo']['overhead'][key], '.2f'):>8}{fmt(runs['asha']['overhead'][key], '.2f'):>8}"
-              f"{fmt(plain_value, '.2f'):>13}")
+              f"{fmt(plain.get(key), '.2f'):>13}")
 
 
 def main() -> None:
@@ -263,28 +255,28 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7, help="the data's seed")
     parser.add_argument("--output", type=Path, default=OUT_DIR / "hyperopt.json")
     args = parser.parse_args()
-    import logging
-
-    for name in ("plait", "ray"):
-        logging.getLogger(name).setLevel(logging.WARNING)
     data = dataset(args.rows, args.seed)
-    work = Path(tempfile.mkdtemp(prefix="hyperopt-", dir=OUT_DIR.mkdir(parents=True, exist_ok=True) or OUT_DIR))
+    OUT_DIR.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="hyperopt-", dir=OUT_DIR))
     base = base_config(args.epochs, str(work / "cache"))
     ray_s = start_ray(os.cpu_count() or 1)
+    for name in ("plait", "ray", "ray.tune"):
+        logging.getLogger(name).setLevel(logging.WARNING)
     prep_s = preprocess(base, data)
     plain = plain_train(base, data, work)
-    runs = {}
-    for name in ("fifo", "asha"):
-        runs[name] = run_search(name, search_config(base, args, name), data, work, args.concurrent)
-        print(f"{name}: {runs[name]['wall_s']:.1f} s, best {runs[name]['best']:.4f} (log: {runs[name]['log']})")
-    comparison = summary(runs)
+    runs = {name: run_search(name, search_config(base, args, name), data, work, args.concurrent)
+            for name in ("fifo", "asha")}
+    comparison = compare(runs)
     show(args, ray_s, prep_s, plain, runs, comparison)
-    for run in runs.values():
-        del run["frame"]
-    report = {"settings": {**vars(args), "output": str(args.output), "learning_rates": LEARNING_RATES,
-                           "output_sizes": OUTPUT_SIZES, "dataset": str(data), "work": str(work)},
-              "machine": machine(), "ray_start_s": ray_s, "preprocess_s": prep_s, "plain_train": plain,
-              "runs": runs, "comparison": comparison}
+    import ray
+    import torch
+
+    report = {"settings": {**vars(args), "learning_rates": LEARNING_RATES, "output_sizes": OUTPUT_SIZES,
+                           "dataset": str(data), "work": str(work)},
+              "machine": {"cpu_count": os.cpu_count(), "python": platform.python_version(), "torch": torch.__version__,
+                          "ray": ray.__version__, "platform": platform.platform()},
+              "ray_start_s": ray_s, "preprocess_s": prep_s, "plain_train": plain, "comparison": comparison,
+              "runs": {name: {k: v for k, v in run.items() if k != "frame"} for name, run in runs.items()}}
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(report, indent=2, default=str))
     print(f"Written: {args.output}")
