@@ -12,11 +12,15 @@ from plait.errors import UsageError
 log = logging.getLogger("plait")
 
 
-def _config(args):
+def _config(args, source: dict | None = None):
+    """The validated config of ``--config`` or ``--config_str`` (or ``source``), with the
+    command line's --cache-dir and --backend applied."""
     from plait.config import load_config, with_backend_type
 
     _check_ludwig_values(args)
-    config = load_config(args.config if args.config else _config_from_string(args.config_str))
+    if source is None:
+        source = args.config if args.config else _config_from_string(args.config_str)
+    config = load_config(source)
     if getattr(args, "cache_dir", None):
         config = config.model_copy(update={"backend": config.backend.model_copy(update={"cache_dir": args.cache_dir})})
     if getattr(args, "backend", None):
@@ -180,9 +184,9 @@ def _resumed_run(args):
 
     if args.config or args.config_str:
         config = _config(args)
-        run = RunDirectory.existing(args.resume, config.backend.artifacts_credentials)
+        run = _not_a_search(RunDirectory.existing(args.resume, config.backend.artifacts_credentials), args.resume)
     else:  # the run's own config, read with the storage's own credentials
-        run = RunDirectory.existing(args.resume)
+        run = _not_a_search(RunDirectory.existing(args.resume), args.resume)
         args.config_str = run.config_text()
         config = _config(args)
         if config.backend.credentials_hidden():
@@ -191,6 +195,14 @@ def _resumed_run(args):
                              "in a JSON file named by backend.cache_credentials or backend.artifacts_credentials")
     saved = run.description()
     return Model(config), dict(saved["data"]), saved["random_seed"], run
+
+
+def _not_a_search(run, location: str):
+    if run.command() == "hyperopt":
+        raise UsageError(f"--resume {location!r}: a search, not a training run; continue it with plait hyperopt "
+                         f"--resume {location} (or one of its trials with plait train --resume "
+                         f"{location}/trials/<trial id>)")
+    return run
 
 
 def _new_run(args, config, data: dict):
@@ -307,6 +319,10 @@ def hyperopt(args) -> int:
                              f"plait {run.command()} --resume {args.resume}")
         saved = run.description()
         source = _config_source(args) if (args.config or args.config_str) else _yaml(run.config_text())
+        if not (args.config or args.config_str) and _config(args, source).backend.credentials_hidden():
+            raise UsageError(f"--resume {args.resume!r}: the search's config.yaml hides the credentials it was given "
+                             "inline; resume with the original config as well (--config), or keep the credentials in "
+                             "a JSON file named by backend.cache_credentials")
         data, seed = saved["data"], saved["random_seed"]
     else:
         if not (args.config or args.config_str):

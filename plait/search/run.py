@@ -123,8 +123,21 @@ def _run_directory(source: dict, data: dict, seed: int, output_directory: str, e
     if resume is not None:
         return RunDirectory.existing(resume).resolved()
     run = RunDirectory.create(output_directory, experiment_name).resolved()  # trials run in folders of their own
-    run.write_start(yaml.safe_dump(source, sort_keys=False), data, seed, "hyperopt")
+    run.write_start(yaml.safe_dump(_without_secrets(source), sort_keys=False), data, seed, "hyperopt")
     return run
+
+
+def _without_secrets(source: dict) -> dict:
+    """The config as written, inline credentials hidden as a saved config hides them (a file
+    that holds them is named, not read)."""
+    from plait.config.backend import HIDDEN
+
+    backend = source.get("backend")
+    if not isinstance(backend, dict):
+        return source
+    hidden = {key: {name: HIDDEN for name in value} for key, value in backend.items()
+              if key in ("cache_credentials", "artifacts_credentials") and isinstance(value, dict)}
+    return {**source, "backend": {**backend, **hidden}}
 
 
 def _preprocess_once(config, data: dict, seed: int) -> None:

@@ -151,3 +151,29 @@ def test_a_bad_search_is_one_error_before_any_trial(search_config, table, tmp_pa
     assert code == 2 and "Traceback" not in err and err.count("plait: error:") == 1
     assert message in " ".join(err.split())
     assert not (tmp_path / "out").exists()  # nothing started
+
+
+def test_inline_credentials_are_hidden_in_the_search_directory_and_resume_asks_for_the_config(
+        search_config, tmp_path, cli):
+    from plait.run_directory import RunDirectory
+    from plait.search.run import _without_secrets
+
+    config = search_config(GOOD, backend={"cache_credentials": {"key": "k", "secret": "s3cr3t"}})
+    shown = _without_secrets(config)
+    assert shown["backend"]["cache_credentials"] == {"key": "***", "secret": "***"}
+    assert config["backend"]["cache_credentials"]["secret"] == "s3cr3t"  # the config itself is left as it was
+    run = RunDirectory.create(tmp_path, "hyperopt")
+    run.write_start(json.dumps(shown), {"dataset": "d.csv"}, 42, "hyperopt")
+    code, _, err = cli("hyperopt", "--resume", run)
+    assert code == 2 and "hides the credentials it was given inline; resume with the original config" in err
+    code, _, err = cli("train", "--resume", run)
+    assert code == 2 and f"a search, not a training run; continue it with plait hyperopt --resume {run}" in err
+
+
+def test_resume_of_a_training_run_is_refused_with_the_command_that_continues_it(tmp_path, cli):
+    from plait.run_directory import RunDirectory
+
+    run = RunDirectory.create(tmp_path, "experiment")
+    run.write_start("{}", {"dataset": "d.csv"}, 42, "train")
+    code, _, err = cli("hyperopt", "--resume", run)
+    assert code == 2 and f"a train run, not a search; continue it with plait train --resume {run}" in err
