@@ -1,49 +1,48 @@
 """Benchmark of plait's hyperparameter search: the same 16-trial grid with FIFO and with ASHA.
 
     .venv/bin/python benchmarks/hyperopt.py                          # 50,000 rows, 10 epochs
-    .venv/bin/python benchmarks/hyperopt.py --rows 10000 --epochs 4  # a quick look
-    .venv/bin/python benchmarks/hyperopt.py --reduction-factor 2 --concurrent 1
+    .venv/bin/python benchmarks/hyperopt.py --rows 10000 --epochs 4 --reduction-factor 2
 
 The data is a seeded synthetic table (``plait.synthesize.synthesize_dataset``: 4 number and 2
-category inputs, a binary output; written once to ``benchmarks/data/``). Both searches run the
-same 16 settings, ``trainer.learning_rate`` (4 values) x ``combiner.output_size`` (4 values) as
-grid_search, ``--epochs`` epochs each, early stopping off, maximizing validation accuracy,
-``--concurrent`` trials at once (1 CPU each, backend local), one report per epoch. FIFO runs every
-trial to the end; ASHA (``async_hyperband``, ``time_attr: training_iteration``, ``max_t``: the
-epochs, ``grace_period: 1``, ``--reduction-factor``) stops those in the bottom part of a rung.
+category inputs, a binary output; kept in ``benchmarks/data/``). Both searches run the same 16
+settings, a grid of ``trainer.learning_rate`` (4 values) x ``combiner.output_size`` (4 values),
+``--epochs`` epochs each, early stopping off, maximizing validation accuracy, ``--concurrent``
+trials at once (1 CPU each, backend local), one report per epoch. FIFO runs every trial to the
+end; ASHA (``async_hyperband``, ``time_attr: training_iteration``, ``max_t``: the epochs,
+``grace_period: 1``, ``--reduction-factor``) stops the trials in the bottom part of a rung.
 Every figure is printed and written as JSON (default ``benchmarks/out/hyperopt.json``) with the
-machine's details and the load average before each search. The searches' folders and logs stay
+machine's details and the load average before each search; the searches' folders and logs stay
 in ``benchmarks/out/hyperopt-*/``.
 
 What is timed
 -------------
-* **Ray start**: one ``ray.init`` with every core, in a Ray temp folder of its own (so it never
-  joins another cluster on the machine), shared by both searches: in neither figure below.
-* **preprocessing**: the config is preprocessed once, into a fresh cache, before anything else;
-  both searches and the plain run find it in the cache: none of them pays for it.
-* **wall**: the ``hyperopt()`` call, end to end: checks, plan, cache hit, Tune's start, the
-  trials' processes and trials, models for stopped trials, the statistics.
-* **best**: the highest validation accuracy of any report (any trial, any epoch). Plait's own pick
-  (the best trial's last report) is in the JSON too.
-* **time to best / to FIFO's best-0.01**: seconds from the ``hyperopt()`` call's start to the first
-  report scoring at least the search's own best / FIFO's best minus one point. Report times are
-  the ``timestamp`` column of each trial's Tune ``progress.csv`` (whole seconds: -1 s to 0 s).
-  The target: ASHA reaches FIFO's best-0.01 in at most half FIFO's wall time (the stricter
-  reading, half FIFO's own time to that score, is printed beside it).
-* **slot use**: the trials' time inside Tune's trainable (the sum of each trial's
-  ``time_total_s``) over wall x concurrent trials; the rest is start-up, bookkeeping, idle slots.
+* **Ray start**: one ``ray.init`` with every core in a Ray temp folder of its own (it never joins
+  another cluster on the machine), shared by both searches: in neither figure below.
+* **preprocessing**: once, into a fresh cache, before anything else: both searches and the plain
+  run find it in the cache.
+* **wall**: the ``hyperopt()`` call: checks, plan, cache hit, Tune's start, the trials' processes
+  and trials, models for stopped trials, the statistics.
+* **best**: the highest validation accuracy of any report (any trial, any epoch); plait's own
+  pick (the best trial's last report) is in the JSON.
+* **to best / to FIFO best-0.01**: from the ``hyperopt()`` call's start to the first report that
+  scores the search's own best / FIFO's best minus one point. Report times are the ``timestamp``
+  column of each trial's Tune ``progress.csv``: whole seconds, so 0 to 1 s early. The target:
+  ASHA reaches FIFO's best-0.01 in at most half FIFO's wall time (the stricter reading, half
+  FIFO's own time to that score, is checked too).
+* **slot use**: the sum of the trials' ``time_total_s`` (time inside Tune's trainable) over wall x
+  concurrent trials; the rest is start-up, bookkeeping and idle slots.
 * **overhead**: Tune times each report (``time_this_iter_s``): a trial's first from its function's
-  start (its process already up) to its first report, the next ones from report to report (the
-  *epoch interval*: one epoch's training and one evaluation; median over the search). Per search:
-  *first step after the start* is the ``hyperopt()`` call's start to the first report of any
-  trial, minus the epoch interval (Tune's start, new trial processes, imports, model build);
-  *in trial* is a trial's first report minus the epoch interval (median; in a new process, or in
-  one Tune reused from an earlier trial); *between trials* is, per reused process, the time from
-  the first trial's start to the last trial's last report that was not inside a trial's reports,
-  per change of trial (saving the model, Tune stopping and starting trials). The plain run is
-  ``plait train`` as a subprocess (``OMP_NUM_THREADS=1``: a trial's one CPU) on the same config
-  without its hyperopt section: *first step after the start* is from the process's start to its
-  first evaluation log line minus the median gap between those lines (its epoch interval).
+  start (its process already up) to its first report, the others from report to report. *epoch
+  interval*: the median of the others (one epoch's training and evaluation). *first step after
+  the start*: the call's start to the search's first report, minus the epoch interval (Tune's
+  start, new trial processes, imports, model build). *in trial*: a trial's first report minus the
+  epoch interval, median over trials in a new process / in a process Tune reused. *between
+  trials*: per reused process, its time from its first trial's start to its last report outside
+  any trial's ``time_total_s``, per change of trial (saving the model, Tune's stop and start).
+  The plain run is ``plait train`` as a subprocess (``OMP_NUM_THREADS=1``: a trial's one CPU) on
+  the same config without the hyperopt section: its evaluation log lines are timed as they
+  arrive; the epoch interval is their median gap, the first step after the start the process's
+  start to the first, minus that.
 """
 
 from __future__ import annotations
@@ -100,7 +99,8 @@ def dataset(rows: int, seed: int) -> Path:
     path = DATA_DIR / f"hyperopt-{rows}-{seed}.csv"
     if not path.exists():
         DATA_DIR.mkdir(parents=True, exist_ok=True)
-        synthesize_dataset(base_config(1, ""), rows, seed=seed).to_csv(path, index=False)
+        synthesize_dataset(base_config(1, ""), rows, seed=seed).to_csv(path.with_suffix(".part"), index=False)
+        path.with_suffix(".part").rename(path)
     return path
 
 
@@ -120,35 +120,29 @@ def start_ray(cores: int) -> float:
 def preprocess(config: dict, data: Path) -> float:
     from plait.api import Model
 
-    start = time.perf_counter()
-    model = Model(config)
-    try:
-        model.preprocess(str(data), random_seed=42)
-    finally:
-        model.close()
+    start, model = time.perf_counter(), Model(config)
+    model.preprocess(str(data), random_seed=42)
+    model.close()
     return time.perf_counter() - start
-
-
-def search_function():
-    """``hyperopt()``: in ``plait.search`` (formerly ``plait.hyperopt``)."""
-    try:
-        from plait.search import hyperopt
-    except ModuleNotFoundError:
-        from plait.hyperopt import hyperopt
-    return hyperopt
 
 
 def run_search(name: str, config: dict, data: Path, out: Path, concurrent: int) -> dict:
     import pandas as pd
+    try:
+        from plait.search import hyperopt
+    except ModuleNotFoundError:  # its former place
+        from plait.hyperopt import hyperopt
 
-    hyperopt, load, log = search_function(), os.getloadavg(), out / f"{name}.log"
+    load, log = os.getloadavg(), out / f"{name}.log"
     with open(log, "w") as sink, contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
         started = time.time()
         result = hyperopt(config, str(data), output_directory=str(out / name), random_seed=42)
         wall = time.time() - started
     root = result.run.root.local()
-    frame = pd.concat([pd.read_csv(p) for p in sorted(root.glob("tune/*/progress.csv")) if p.stat().st_size],
-                      ignore_index=True).sort_values(["timestamp", "training_iteration"])
+    frames = [pd.read_csv(p) for p in sorted(root.glob("tune/*/progress.csv")) if p.stat().st_size]
+    if not frames:
+        raise SystemExit(f"the {name} search made no report: see {log} and {root}")
+    frame = pd.concat(frames, ignore_index=True).sort_values(["timestamp", "training_iteration"])
     statuses = [t["status"] for t in result.trials]
     return {"wall_s": wall, "started": started, "frame": frame, "load_before": load, "log": str(log),
             "search_directory": str(root), "trials": len(result.trials), "completed": statuses.count("completed"),
@@ -173,10 +167,12 @@ def overheads(frame, started: float) -> dict:
                                             end=("end", "max"))
     reused = per_process[per_process["n"] > 1]
     changes = int((reused["n"] - 1).sum())
+    idle = float((reused["end"] - reused["start"] - reused["busy"]).sum())
+    first = trials["first_s"] - epoch
     return {"epoch_interval_s": epoch, "first_step_after_start_s": float(frame["timestamp"].min() - started) - epoch,
-            "new_processes": int(fresh.sum()), "in_trial_new_process_s": float((trials["first_s"][fresh] - epoch).median()),
-            "in_trial_reused_process_s": float((trials["first_s"][~fresh] - epoch).median()) if changes else None,
-            "between_trials_s": float((reused["end"] - reused["start"] - reused["busy"]).sum()) / changes if changes else None}
+            "new_processes": int(fresh.sum()), "in_trial_new_process_s": float(first[fresh].median()),
+            "in_trial_reused_process_s": float(first[~fresh].median()) if changes else None,
+            "between_trials_s": idle / changes if changes else None}
 
 
 def plain_train(config: dict, data: Path, out: Path) -> dict:
@@ -199,7 +195,8 @@ def plain_train(config: dict, data: Path, out: Path) -> dict:
         sys.stderr.write("".join(lines[-40:]))
         raise SystemExit(f"plait train failed (exit {proc.returncode}, {len(times)} evaluations seen)")
     gap = statistics.median(b - a for a, b in zip(times, times[1:]))
-    return {"wall_s": wall, "first_evaluation_s": times[0], "epoch_interval_s": gap, "first_step_after_start_s": times[0] - gap}
+    return {"wall_s": wall, "first_evaluation_s": times[0], "epoch_interval_s": gap,
+            "first_step_after_start_s": times[0] - gap}
 
 
 def time_to(run: dict, score: float) -> float | None:
@@ -214,8 +211,9 @@ def compare(runs: dict) -> dict:
     for run in runs.values():
         run["time_to_best_s"], run["time_to_fifo_best_s"] = time_to(run, run["best"]), time_to(run, threshold)
     reached, fifo_reached = asha["time_to_fifo_best_s"], fifo["time_to_fifo_best_s"]
+    ratio = reached / fifo_reached if reached is not None and fifo_reached else None  # FIFO may hit it at 0 s
     return {"threshold": threshold, "asha_over_fifo_wall": asha["wall_s"] / fifo["wall_s"],
-            "asha_over_fifo_time_to_fifo_best": reached / fifo_reached if reached is not None and fifo_reached else None,
+            "asha_over_fifo_time_to_fifo_best": ratio,
             "target_met": reached is not None and reached <= TARGET_TIME_RATIO * fifo["wall_s"],
             "stricter_target_met": reached is not None and reached <= TARGET_TIME_RATIO * fifo_reached}
 
@@ -239,11 +237,11 @@ def show(args, ray_s: float, prep_s: float, plain: dict, runs: dict, comparison:
           f"{runs['fifo']['best']:.4f} in <= half FIFO's wall time): {met[comparison['target_met']]}; "
           f"in <= half FIFO's own time to it: {met[comparison['stricter_target_met']]}")
     print(f"\n{'overhead, seconds':<30}{'fifo':>8}{'asha':>8}{'plait train':>13}")
-    for label, key in [("first step after the start", "first_step_after_start_s"), ("epoch interval", "epoch_interval_s"),
-                       ("in trial, new process", "in_trial_new_process_s"),
-                       ("in trial, reused process", "in_trial_reused_process_s"), ("between trials", "between_trials_s")]:
-        print(f"{label:<30}{fmt(runs['fifo']['overhead'][key], '.2f'):>8}{fmt(runs['asha']['overhead'][key], '.2f'):>8}"
-              f"{fmt(plain.get(key), '.2f'):>13}")
+    for key in ("first_step_after_start_s", "epoch_interval_s", "in_trial_new_process_s", "in_trial_reused_process_s",
+                "between_trials_s"):
+        values = [fmt(runs[name]["overhead"][key], ".2f") for name in ("fifo", "asha")]
+        label = key.removesuffix("_s").replace("_", " ")
+        print(f"{label:<30}{values[0]:>8}{values[1]:>8}{fmt(plain.get(key), '.2f'):>13}")
 
 
 def main() -> None:

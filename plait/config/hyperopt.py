@@ -39,8 +39,8 @@ class _Bounded(_Space):
         return self
 
 
-class _Positive(_Bounded):
-    base: float = 10
+class _LogScale(_Bounded):
+    base: float = Field(10, gt=1)
     """The logarithm's base."""
 
     @model_validator(mode="after")
@@ -60,11 +60,11 @@ class QUniformSpace(_Bounded):
     """Values are rounded to a multiple of q."""
 
 
-class LogUniformSpace(_Positive):
+class LogUniformSpace(_LogScale):
     space: Literal["loguniform"]
 
 
-class QLogUniformSpace(_Positive):
+class QLogUniformSpace(_LogScale):
     space: Literal["qloguniform"]
     q: float = Field(gt=0)
     """Values are rounded to a multiple of q."""
@@ -87,17 +87,11 @@ class QRandnSpace(RandnSpace):
     """Values are rounded to a multiple of q."""
 
 
-class _IntBounded(_Space):
+class _IntBounded(_Bounded):
     lower: int
     """The smallest value (inclusive)."""
     upper: int
     """The largest value (exclusive, as in Ray Tune)."""
-
-    @model_validator(mode="after")
-    def _ordered(self):
-        if self.lower >= self.upper:
-            raise ValueError(f"lower ({self.lower}) must be below upper ({self.upper})")
-        return self
 
 
 class RandintSpace(_IntBounded):
@@ -110,18 +104,14 @@ class QRandintSpace(_IntBounded):
     """Values are rounded to a multiple of q."""
 
 
-class LogRandintSpace(_IntBounded):
+class LogRandintSpace(_IntBounded, _LogScale):
     space: Literal["lograndint"]
-    base: float = 10
-    """The logarithm's base."""
 
 
-class QLogRandintSpace(_IntBounded):
+class QLogRandintSpace(_IntBounded, _LogScale):
     space: Literal["qlograndint"]
     q: int = Field(1, gt=0)
     """Values are rounded to a multiple of q."""
-    base: float = 10
-    """The logarithm's base."""
 
 
 class ChoiceSpace(_Space):
