@@ -16,10 +16,9 @@ in ``benchmarks/out/hyperopt-*/``.
 
 What is timed
 -------------
-* **Ray start**: one ``ray.init`` with every core in a Ray temp folder of its own (it never joins
-  another cluster on the machine), shared by both searches: in neither figure below.
-* **preprocessing**: once, into a fresh cache, before anything else: both searches and the plain
-  run find it in the cache.
+* **not timed**: Ray's start (one ``ray.init`` with every core, in a Ray temp folder of its own so
+  that it joins no other cluster; both searches share it) and preprocessing (once, into a fresh
+  cache, before anything else: the searches and the plain run find it there). Both are printed.
 * **wall**: the ``hyperopt()`` call: checks, plan, cache hit, Tune's start, the trials' processes
   and trials, models for stopped trials, the statistics.
 * **best**: the highest validation accuracy of any report (any trial, any epoch); plait's own
@@ -27,22 +26,21 @@ What is timed
 * **to best / to FIFO best-0.01**: from the ``hyperopt()`` call's start to the first report that
   scores the search's own best / FIFO's best minus one point. Report times are the ``timestamp``
   column of each trial's Tune ``progress.csv``: whole seconds, so 0 to 1 s early. The target:
-  ASHA reaches FIFO's best-0.01 in at most half FIFO's wall time (the stricter reading, half
-  FIFO's own time to that score, is checked too).
-* **slot use**: the sum of the trials' ``time_total_s`` (time inside Tune's trainable) over wall x
+  ASHA reaches FIFO's best-0.01 in at most half FIFO's wall time (also checked: half FIFO's own
+  time to that score).
+* **slot use**: the trials' time inside Tune's trainable (sum of ``time_total_s``) over wall x
   concurrent trials; the rest is start-up, bookkeeping and idle slots.
 * **overhead**: Tune times each report (``time_this_iter_s``): a trial's first from its function's
-  start (its process already up) to its first report, the others from report to report. *epoch
-  interval*: the median of the others (one epoch's training and evaluation). *first step after
-  the start*: the call's start to the search's first report, minus the epoch interval (Tune's
-  start, new trial processes, imports, model build). *in trial*: a trial's first report minus the
-  epoch interval, median over trials in a new process / in a process Tune reused. *between
-  trials*: per reused process, its time from its first trial's start to its last report outside
-  any trial's ``time_total_s``, per change of trial (saving the model, Tune's stop and start).
-  The plain run is ``plait train`` as a subprocess (``OMP_NUM_THREADS=1``: a trial's one CPU) on
-  the same config without the hyperopt section: its evaluation log lines are timed as they
-  arrive; the epoch interval is their median gap, the first step after the start the process's
-  start to the first, minus that.
+  start (its process already up) to the report, the others from report to report, whose median
+  is the *epoch interval* (one epoch's training and evaluation). *first step after start*: the
+  call's start to the first report, minus an epoch interval (Tune's start, trial processes,
+  imports, model build). *in trial*: a trial's first report minus an epoch interval (median over
+  trials in a new process / in one Tune reused). *between trials*: a reused process's time from
+  its first trial's start to its last report not inside a trial's ``time_total_s``, per change of
+  trial (saving a model, Tune stopping and starting trials). The plain run: ``plait train`` as a
+  subprocess (``OMP_NUM_THREADS=1``, a trial's one CPU) on the same config without its hyperopt
+  section, its evaluation log lines timed as they arrive: the epoch interval is their median gap,
+  the first step after start from the process's start to the first line, minus that.
 """
 
 from __future__ import annotations
@@ -117,21 +115,10 @@ def start_ray(cores: int) -> float:
     return time.perf_counter() - start
 
 
-def preprocess(config: dict, data: Path) -> float:
-    from plait.api import Model
-
-    start, model = time.perf_counter(), Model(config)
-    model.preprocess(str(data), random_seed=42)
-    model.close()
-    return time.perf_counter() - start
-
-
 def run_search(name: str, config: dict, data: Path, out: Path, concurrent: int) -> dict:
     import pandas as pd
-    try:
-        from plait.search import hyperopt
-    except ModuleNotFoundError:  # its former place
-        from plait.hyperopt import hyperopt
+
+    from plait.search import hyperopt
 
     load, log = os.getloadavg(), out / f"{name}.log"
     with open(log, "w") as sink, contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
@@ -237,10 +224,11 @@ def show(args, ray_s: float, prep_s: float, plain: dict, runs: dict, comparison:
           f"{runs['fifo']['best']:.4f} in <= half FIFO's wall time): {met[comparison['target_met']]}; "
           f"in <= half FIFO's own time to it: {met[comparison['stricter_target_met']]}")
     print(f"\n{'overhead, seconds':<30}{'fifo':>8}{'asha':>8}{'plait train':>13}")
-    for key in ("first_step_after_start_s", "epoch_interval_s", "in_trial_new_process_s", "in_trial_reused_process_s",
-                "between_trials_s"):
+    for label, key in [("first step after start", "first_step_after_start_s"),
+                       ("epoch interval", "epoch_interval_s"), ("in trial, new process", "in_trial_new_process_s"),
+                       ("in trial, reused process", "in_trial_reused_process_s"),
+                       ("between trials", "between_trials_s")]:
         values = [fmt(runs[name]["overhead"][key], ".2f") for name in ("fifo", "asha")]
-        label = key.removesuffix("_s").replace("_", " ")
         print(f"{label:<30}{values[0]:>8}{values[1]:>8}{fmt(plain.get(key), '.2f'):>13}")
 
 
@@ -260,7 +248,11 @@ def main() -> None:
     ray_s = start_ray(os.cpu_count() or 1)
     for name in ("plait", "ray", "ray.tune"):
         logging.getLogger(name).setLevel(logging.WARNING)
-    prep_s = preprocess(base, data)
+    from plait.api import Model
+
+    start = time.perf_counter()
+    Model(base).preprocess(str(data), random_seed=42)  # the local backend: nothing to close
+    prep_s = time.perf_counter() - start
     plain = plain_train(base, data, work)
     runs = {name: run_search(name, search_config(base, args, name), data, work, args.concurrent)
             for name in ("fifo", "asha")}

@@ -163,8 +163,9 @@ def _add_hyperopt(sub) -> None:
                  "hyperopt-statistics"):
         _refuse(p, (f"--skip_save_{item.replace('-', '_')}", f"--skip-save-{item}"), advice=(
             "a search keeps every trial's checkpoints, model and statistics: schedulers and --resume need them"))
-    p.add_argument("--hyperopt_log_verbosity", "--hyperopt-log-verbosity", type=int, choices=[0, 1, 2, 3],
-                   default=1, help=argparse.SUPPRESS)  # Ludwig's flag: Tune's console output (plait's table follows)
+    p.add_argument("--hyperopt-log-verbosity", "--hyperopt_log_verbosity", type=int, choices=[0, 1, 2, 3], default=1,
+                   help="Ray Tune's console output: 0 none, 1 status tables (default), 2 and 3 every result; "
+                        "plait's summary table follows it")
 
 
 def _add_model_path(p: argparse.ArgumentParser) -> None:

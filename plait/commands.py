@@ -331,7 +331,7 @@ def hyperopt(args) -> int:
     if getattr(args, "cache_dir", None):
         source = {**source, "backend": {**(source.get("backend") or {}), "cache_dir": args.cache_dir}}
     run_search(source, **data, output_directory=args.output_directory, experiment_name=args.experiment_name,
-               random_seed=seed, backend=args.backend, resume=args.resume)
+               random_seed=seed, backend=args.backend, resume=args.resume, tune_verbosity=args.hyperopt_log_verbosity)
     return 0
 
 

@@ -16,14 +16,16 @@ from plait.search.run import HyperoptResult
 
 def hyperopt(config: str | os.PathLike | dict, dataset: Any = None, *, training_set=None, validation_set=None,
              test_set=None, output_directory: str = "results", experiment_name: str = "hyperopt",
-             random_seed: int = 42, backend: str | None = None, resume: str | None = None) -> HyperoptResult:
+             random_seed: int = 42, backend: str | None = None, resume: str | None = None,
+             tune_verbosity: int = 1) -> HyperoptResult:
     """Run the search the config's ``hyperopt`` section describes (``resume``: continue the
-    search in that folder). Returns every trial's record and the best one."""
+    search in that folder). Returns every trial's record and the best one. ``tune_verbosity``:
+    Ray Tune's console output, 0 (none) to 3 (every result); plait's summary table follows it."""
     from plait.search.run import load_source, search
 
     data = {"dataset": dataset, "training_set": training_set, "validation_set": validation_set, "test_set": test_set}
     return search(load_source(config), data, seed=random_seed, output_directory=output_directory,
-                  experiment_name=experiment_name, backend=backend, resume=resume)
+                  experiment_name=experiment_name, backend=backend, resume=resume, tune_verbosity=tune_verbosity)
 
 
 __all__ = ["HyperoptResult", "hyperopt"]

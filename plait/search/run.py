@@ -74,7 +74,8 @@ def _validated(source: dict, backend: str | None):
 
 
 def search(source: dict, data: dict, *, seed: int = 42, output_directory: str = "results",
-           experiment_name: str = "hyperopt", backend: str | None = None, resume: str | None = None) -> HyperoptResult:
+           experiment_name: str = "hyperopt", backend: str | None = None, resume: str | None = None,
+           tune_verbosity: int = 1) -> HyperoptResult:
     """Run (or, with ``resume``, continue) the search that ``source``'s hyperopt section
     describes. ``source``: the config as written (a dict, Ludwig names upgraded)."""
     source = _absolute_paths(source, backend)
@@ -93,7 +94,7 @@ def search(source: dict, data: dict, *, seed: int = 42, output_directory: str = 
         run = _run_directory(source, data, seed, output_directory, experiment_name, resume)
         log.info("Search directory: %s", run)
         _preprocess_once(config, data, seed)
-        return _tune(config, source, data, seed, plan, run, resume is not None)
+        return _tune(config, source, data, seed, plan, run, resume is not None, tune_verbosity)
     finally:
         if started:
             import ray
@@ -152,7 +153,8 @@ def _preprocess_once(config, data: dict, seed: int) -> None:
         model.close()
 
 
-def _tune(config, source: dict, data: dict, seed: int, plan, run: RunDirectory, resuming: bool) -> HyperoptResult:
+def _tune(config, source: dict, data: dict, seed: int, plan, run: RunDirectory, resuming: bool,
+          verbosity: int) -> HyperoptResult:
     from ray import tune
 
     from plait.search.preprocessing import start_broker
@@ -169,7 +171,7 @@ def _tune(config, source: dict, data: dict, seed: int, plan, run: RunDirectory, 
     trainable = tune.with_resources(tune.with_parameters(run_trial, spec=spec), plan.trial_resources)
     try:
         with _tune_checkpoint_period():
-            tuner = _tuner(trainable, config, domains, seed, plan, run, resuming)
+            tuner = _tuner(trainable, config, domains, seed, plan, run, resuming, verbosity)
             tuner.fit()
         analysis = _analysis(run)
     finally:
@@ -179,7 +181,7 @@ def _tune(config, source: dict, data: dict, seed: int, plan, run: RunDirectory, 
     return _finish(config, spec, analysis, run)
 
 
-def _tuner(trainable, config, domains: dict, seed: int, plan, run: RunDirectory, resuming: bool):
+def _tuner(trainable, config, domains: dict, seed: int, plan, run: RunDirectory, resuming: bool, verbosity: int):
     from ray import tune
 
     storage = _storage(run)
@@ -195,7 +197,7 @@ def _tuner(trainable, config, domains: dict, seed: int, plan, run: RunDirectory,
         # A worker-group trial's process ends only with its group: it cannot be reset for another.
         reuse_actors=not plan.worker_group,
     )
-    run_config = tune.RunConfig(name=TUNE, verbose=1, failure_config=tune.FailureConfig(max_failures=0), **storage)
+    run_config = tune.RunConfig(name=TUNE, verbose=verbosity, failure_config=tune.FailureConfig(max_failures=0), **storage)
     return tune.Tuner(trainable, param_space=domains, tune_config=tune_config, run_config=run_config)
 
 
