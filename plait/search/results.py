@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
+import posixpath
 
 from plait.config.render import resolved_dict
 from plait.search.tune_parts import METRIC
@@ -19,12 +20,13 @@ STATISTICS = "hyperopt_statistics.json"
 SUMMARY_ROWS = 20
 
 
-def trial_records(analysis, paths: tuple[str, ...], trials) -> list[dict]:
-    """One record per trial of Tune's ``ExperimentAnalysis``, best first. ``trials``: the
-    folder of the trials' run directories."""
+def trial_records(analysis, paths: tuple[str, ...], trials, tune) -> list[dict]:
+    """One record per trial of Tune's ``ExperimentAnalysis``. ``trials``: the folder of the
+    trials' run directories; ``tune``: Tune's folder, where each trial's ``progress.csv`` holds
+    every report (its ``result.json`` starts over when PBT restarts a trial)."""
     records = []
     for trial in analysis.trials:
-        history = analysis.trial_dataframes.get(trial.trial_id)
+        history = _progress(tune / posixpath.basename(trial.path.rstrip("/")))
         run = trials / trial.trial_id
         records.append({
             "trial_id": trial.trial_id,
@@ -75,11 +77,25 @@ def _epochs(run) -> int | None:
         return None
 
 
+def _progress(folder):
+    import io
+
+    import pandas as pd
+
+    try:
+        return pd.read_csv(io.StringIO(folder.read_text("progress.csv")))
+    except (OSError, ValueError):  # a trial that never reported has no rows
+        return None
+
+
 def _history(frame) -> list[dict]:
-    if frame is None or METRIC not in getattr(frame, "columns", ()):
+    """The trial's reports in order, one per step (a trial resumed at its last step reports it
+    again)."""
+    if frame is None or METRIC not in frame.columns:
         return []
-    rows = frame[["epoch", "step", METRIC]].dropna().to_dict("records")
-    return [{"epoch": int(r["epoch"]), "step": int(r["step"]), "metric_score": float(r[METRIC])} for r in rows]
+    rows = frame[["epoch", "step", METRIC]].dropna().drop_duplicates(subset=["step"], keep="last")
+    return [{"epoch": int(r["epoch"]), "step": int(r["step"]), "metric_score": float(r[METRIC])}
+            for r in rows.to_dict("records")]
 
 
 def _error_line(trial) -> str | None:

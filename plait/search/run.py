@@ -60,6 +60,7 @@ def check(source: dict, backend: str | None = None):
         raise ConfigError("trainer.skip_all_evaluation: a search needs the metric of every evaluation; set it to false")
     space.check_parameters(source, section.parameters, lambda d: _validated(d, backend))
     tune_parts.check_packages(section)
+    tune_parts.check_scheduler(section)
     if not isinstance(section.executor.scheduler, FifoScheduler) and config.backend.type == "ray":
         raise ConfigError(f"hyperopt.executor.scheduler.type: {section.executor.scheduler.type} stops or restarts "
                           "running trials, and a trial that is a Ray Train worker group leaves its workers' "
@@ -193,7 +194,7 @@ def _tuner(trainable, config, domains: dict, seed: int, plan, run: RunDirectory,
     tune_config = tune.TuneConfig(
         metric=tune_parts.METRIC, mode=section.mode, num_samples=section.num_samples,
         search_alg=tune_parts.searcher(section, seed, plan.max_concurrent),
-        scheduler=tune_parts.scheduler(section, domains), time_budget_s=section.executor.time_budget_s,
+        scheduler=tune_parts.scheduler(section), time_budget_s=section.executor.time_budget_s,
         # A worker-group trial's process ends only with its group: it cannot be reset for another.
         reuse_actors=not plan.worker_group,
     )
@@ -241,7 +242,8 @@ def _finish(config, spec: SearchSpec, analysis, run: RunDirectory) -> HyperoptRe
     for trial in analysis.trials:
         if trial.status != "ERROR":
             _model_of_stopped_trial(spec, trials / trial.trial_id)
-    records = results.ranked(results.trial_records(analysis, spec.paths, trials), config.hyperopt.mode)
+    records = results.ranked(results.trial_records(analysis, spec.paths, trials, run.root / TUNE),
+                             config.hyperopt.mode)
     stats = results.statistics(config, records)
     run.root.write_json(results.STATISTICS, stats)
     print(results.summary({**stats, "file": run.root.file(results.STATISTICS)}))

@@ -27,6 +27,15 @@ def check_packages(section: hc.HyperoptConfig) -> None:
                           "pip install GPy, or use type: pbt")
 
 
+def check_scheduler(section: hc.HyperoptConfig) -> None:
+    """PBT's mutations and PB2's bounds must name searched parameters (checked before the search)."""
+    kind = section.executor.scheduler.type
+    if kind == "pbt":
+        _mutations(section)
+    elif kind == "pb2":
+        _bounds(section)
+
+
 def _module_of(package: str) -> str:
     return {"ax-platform": "ax", "bayesian-optimization": "bayes_opt", "HEBO": "hebo"}.get(package, package)
 
@@ -50,9 +59,8 @@ def searcher(section: hc.HyperoptConfig, seed: int, max_concurrent: int):
     return ConcurrencyLimiter(algorithm, max_concurrent=max_concurrent)
 
 
-def scheduler(section: hc.HyperoptConfig, domains: dict):
-    """Tune's trial scheduler. ``domains``: the Tune domains by key (``space.param_space``), for
-    PBT's default mutations."""
+def scheduler(section: hc.HyperoptConfig):
+    """Tune's trial scheduler."""
     from ray.tune import schedulers as ts
 
     options = section.executor.scheduler
@@ -68,7 +76,7 @@ def scheduler(section: hc.HyperoptConfig, domains: dict):
     if isinstance(options, hc.MedianStoppingScheduler):
         return ts.MedianStoppingRule(**fields)
     if isinstance(options, hc.PBTScheduler):
-        fields["hyperparam_mutations"] = _mutations(section, domains)
+        fields["hyperparam_mutations"] = _mutations(section)
         return ts.PopulationBasedTraining(**fields)
     from ray.tune.schedulers.pb2 import PB2
 
@@ -76,7 +84,7 @@ def scheduler(section: hc.HyperoptConfig, domains: dict):
     return PB2(**fields)
 
 
-def _mutations(section: hc.HyperoptConfig, domains: dict) -> dict:
+def _mutations(section: hc.HyperoptConfig) -> dict:
     """PBT's mutations by Tune key: the given ones, else every searched ``trainer.`` parameter
     (a changed model shape could not load the donor's weights)."""
     from pydantic import TypeAdapter
@@ -94,10 +102,22 @@ def _mutations(section: hc.HyperoptConfig, domains: dict) -> dict:
         if path not in key_of:
             raise ConfigError(f"hyperopt.executor.scheduler.hyperparam_mutations: {path} is not a searched parameter; "
                               f"searched: {', '.join(key_of)}")
-        if isinstance(value, dict):
-            value = tune_domain(TypeAdapter(hc.Space).validate_python(value))
-        mutations[key_of[path]] = domains[key_of[path]] if value is None else value
+        space = section.parameters[path] if value is None else value
+        if isinstance(space, dict):
+            space = TypeAdapter(hc.Space).validate_python(space)
+        mutations[key_of[path]] = _mutation(space, tune_domain)
     return mutations
+
+
+def _mutation(space, tune_domain):
+    """A PBT mutation: a list of values (PBT moves to a neighbour or resamples), else a domain."""
+    if isinstance(space, (list, tuple)):
+        return list(space)
+    if isinstance(space, hc.GridSearchSpace):
+        return list(space.values)
+    if isinstance(space, hc.ChoiceSpace):
+        return list(space.categories)
+    return tune_domain(space)
 
 
 def _bounds(section: hc.HyperoptConfig) -> dict:

@@ -67,6 +67,19 @@ def test_asha_stops_hopeless_trials_which_keep_a_model(search_config, table, tmp
         assert len(model.predict(table)) == 300
 
 
+def test_pbt_continues_a_lagging_trial_from_the_leaders_checkpoint(search_config, table, tmp_path):
+    config = search_config({LR: {"space": "grid_search", "values": [1e-5, 0.05]}}, trainer={"epochs": 4, "batch_size": 16},
+                           executor={"max_concurrent_trials": 2, "scheduler": {
+                               "type": "pbt", "time_attr": "training_iteration", "perturbation_interval": 2,
+                               "quantile_fraction": 0.5, "synch": True}})
+    result = hyperopt(config, table, output_directory=str(tmp_path / "out"))
+
+    assert list((result.run.root.local() / "tune").glob("pbt_policy_*.txt"))  # Tune's record of an exploit
+    for trial in result.trials:  # every report kept, across the restart from the other's checkpoint
+        assert [h["epoch"] for h in trial["history"]] == [1, 2, 3, 4] and trial["status"] == "completed"
+    assert {t["parameters"][LR] for t in result.trials} <= {1e-5, 0.05}  # mutations stay in the grid
+
+
 def test_trials_that_are_two_worker_ddp_groups_report_every_evaluation(search_config, table, tmp_path):
     config = search_config({LR: {"space": "grid_search", "values": [0.02]}}, trainer={"epochs": 2},
                            backend={"type": "ray", "trainer": {"num_workers": 2, "strategy": "ddp"}})

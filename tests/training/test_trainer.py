@@ -249,6 +249,21 @@ def test_resume_continues_from_the_checkpoint_step(train_config, tabular_df, tmp
     assert [r["epoch"] for r in history] == [1, 2, 3, 4]
 
 
+def test_a_run_resumed_from_another_runs_checkpoint_continues_at_its_own_learning_rate(train_config, tabular_df,
+                                                                                         tmp_path, monkeypatch):
+    """What a search's PBT does: continue a better trial's checkpoint with a mutated learning rate."""
+    _train(train_config(epochs=1, learning_rate=0.001), dataset=tabular_df, run_dir=tmp_path / "donor")
+    (donor,) = [Folder(p) for p in (tmp_path / "donor" / "checkpoints").glob("step-*")]
+    seen = []
+    original = Trainer._run_epoch
+    monkeypatch.setattr(Trainer, "_run_epoch", lambda self, *a: (seen.append(self.optimizer.param_groups[0]["lr"]),
+                                                                 original(self, *a)))
+    _, resumed = _train(train_config(epochs=2, learning_rate=0.004, learning_rate_scheduler={"decay": None}),
+                        dataset=tabular_df, run_dir=tmp_path / "mutated", resume_from=donor)
+    assert [r["epoch"] for r in resumed.training_statistics] == [1, 2]  # the donor's epoch, then its own
+    assert seen == [pytest.approx(0.004)]
+
+
 def test_resume_after_an_interruption_matches_an_uninterrupted_run(train_config, tabular_df, tmp_path, monkeypatch):
     config = train_config(epochs=3)
     _, reference = _train(config, dataset=tabular_df, random_seed=5)
