@@ -21,8 +21,8 @@ What is timed
   cache, before anything else: the searches and the plain run find it there). Both are printed.
 * **wall**: the ``hyperopt()`` call: checks, plan, cache hit, Tune's start, the trials' processes
   and trials, models for stopped trials, the statistics.
-* **best**: the highest validation accuracy of any report (any trial, any epoch); plait's own
-  pick (the best trial's last report) is in the JSON.
+* **best**: the highest validation accuracy of any report (any trial, any epoch), which is also
+  the best trial's score in plait's statistics (a trial scores its best evaluation).
 * **to best / to FIFO best-0.01**: from the ``hyperopt()`` call's start to the first report that
   scores the search's own best / FIFO's best minus one point. Report times are the ``timestamp``
   column of each trial's Tune ``progress.csv``: whole seconds, so 0 to 1 s early. The target,

@@ -20,7 +20,7 @@ STATISTICS = "hyperopt_statistics.json"
 SUMMARY_ROWS = 20
 
 
-def trial_records(analysis, paths: tuple[str, ...], trials, tune) -> list[dict]:
+def trial_records(analysis, paths: tuple[str, ...], trials, tune, mode: str) -> list[dict]:
     """One record per trial of Tune's ``ExperimentAnalysis``. ``trials``: the folder of the
     trials' run directories; ``tune``: Tune's folder, where each trial's ``progress.csv`` holds
     every report (its ``result.json`` starts over when PBT restarts a trial)."""
@@ -28,12 +28,13 @@ def trial_records(analysis, paths: tuple[str, ...], trials, tune) -> list[dict]:
     for trial in analysis.trials:
         history = _progress(tune / posixpath.basename(trial.path.rstrip("/")))
         run = trials / trial.trial_id
+        reports = _history(history)
         records.append({
             "trial_id": trial.trial_id,
             "parameters": {path: trial.config.get(f"p{i}") for i, path in enumerate(paths)},
-            "metric_score": _score(trial.last_result),
+            "metric_score": _best(reports, mode, _score(trial.last_result)),
             "status": _status(trial, run),
-            "history": _history(history),
+            "history": reports,
             "model_path": (run / "model").url if (run / "model").exists() else None,
             "run_directory": run.url,
             "error": _error_line(trial),
@@ -50,6 +51,15 @@ def ranked(records: list[dict], mode: str) -> list[dict]:
         return (0, score if mode == "min" else -score)
 
     return sorted(records, key=order)
+
+
+def _best(reports: list[dict], mode: str, last: float | None) -> float | None:
+    """The trial's best evaluation: the one whose weights its model keeps (the trial's
+    validation_metric is the searched one)."""
+    scores = [r["metric_score"] for r in reports if math.isfinite(r["metric_score"])]
+    if not scores:
+        return last
+    return min(scores) if mode == "min" else max(scores)
 
 
 def _score(result: dict) -> float | None:

@@ -242,8 +242,8 @@ def _finish(config, spec: SearchSpec, analysis, run: RunDirectory) -> HyperoptRe
     for trial in analysis.trials:
         if trial.status != "ERROR":
             _model_of_stopped_trial(spec, trials / trial.trial_id)
-    records = results.ranked(results.trial_records(analysis, spec.paths, trials, run.root / TUNE),
-                             config.hyperopt.mode)
+    mode = config.hyperopt.mode
+    records = results.ranked(results.trial_records(analysis, spec.paths, trials, run.root / TUNE, mode), mode)
     stats = results.statistics(config, records)
     run.root.write_json(results.STATISTICS, stats)
     print(results.summary({**stats, "file": run.root.file(results.STATISTICS)}))

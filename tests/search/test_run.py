@@ -40,6 +40,8 @@ def test_a_grid_search_runs_every_point_once_on_one_cache_entry(search_config, t
     assert all(len(t["history"]) == 2 for t in result.trials)  # one report per epoch
     scores = [t["metric_score"] for t in result.trials]
     assert scores == sorted(scores, reverse=True) and result.best == result.trials[0]  # maximize: best first
+    # a trial's score is its best evaluation, whose weights its model keeps
+    assert all(t["metric_score"] == max(h["metric_score"] for h in t["history"]) for t in result.trials)
     assert cache_entries(cache_dir) == cache_entries(cache_dir)[:1]  # preprocessed once, for every trial
     written = json.loads((result.run.root.local() / "hyperopt_statistics.json").read_text())
     assert written["best"]["trial_id"] == result.best["trial_id"]
@@ -87,7 +89,7 @@ def test_trials_that_are_two_worker_ddp_groups_report_every_evaluation(search_co
 
     (trial,) = result.trials
     assert trial["status"] == "completed" and [h["epoch"] for h in trial["history"]] == [1, 2]
-    assert trial["metric_score"] == trial["history"][-1]["metric_score"]
+    assert trial["metric_score"] == max(h["metric_score"] for h in trial["history"])  # its best evaluation
     logs = sorted(p.name for p in (Path(trial["run_directory"]) / "logs").iterdir())
     assert logs == ["rank-0.log", "rank-1.log"]
 
