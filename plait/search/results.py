@@ -20,7 +20,8 @@ STATISTICS = "hyperopt_statistics.json"
 SUMMARY_ROWS = 20
 
 
-def trial_records(analysis, paths: tuple[str, ...], trials, tune, mode: str) -> list[dict]:
+def trial_records(analysis, paths: tuple[str, ...], trials, tune, target: tuple[str, str, str],
+                  mode: str) -> list[dict]:
     """One record per trial of Tune's ``ExperimentAnalysis``. ``trials``: the folder of the
     trials' run directories; ``tune``: Tune's folder, where each trial's ``progress.csv`` holds
     every report (its ``result.json`` starts over when PBT restarts a trial)."""
@@ -28,7 +29,9 @@ def trial_records(analysis, paths: tuple[str, ...], trials, tune, mode: str) -> 
     for trial in analysis.trials:
         history = _progress(tune / posixpath.basename(trial.path.rstrip("/")))
         run = trials / trial.trial_id
-        reports = _history(history)
+        # A trial the time budget ended during its first report has none in Tune: its own
+        # statistics, or its last checkpoint, still hold its evaluations.
+        reports = _history(history) or _own_history(run, target)
         records.append({
             "trial_id": trial.trial_id,
             "parameters": {path: trial.config.get(f"p{i}") for i, path in enumerate(paths)},
@@ -85,6 +88,24 @@ def _epochs(run) -> int | None:
         return yaml.safe_load(run.read_text("config.yaml"))["trainer"]["epochs"]
     except (OSError, KeyError, TypeError):
         return None
+
+
+def _own_history(run, target: tuple[str, str, str]) -> list[dict]:
+    import json
+
+    from plait.training import checkpoint as ckpt
+
+    try:
+        if run.is_file("training_statistics.json"):
+            records = json.loads(run.read_text("training_statistics.json"))
+        else:
+            latest = ckpt.latest_checkpoint(run / "checkpoints")
+            records = json.loads(latest.read_text(ckpt.STATE_FILE))["history"] if latest else []
+    except (OSError, ValueError, KeyError):
+        return []
+    split, feature, metric = target
+    return [{"epoch": r["epoch"], "step": r["step"], "metric_score": float(r[split][feature][metric])}
+            for r in records if r.get(split, {}).get(feature, {}).get(metric) is not None]
 
 
 def _progress(folder):

@@ -243,7 +243,8 @@ def _finish(config, spec: SearchSpec, analysis, run: RunDirectory) -> HyperoptRe
         if trial.status != "ERROR":
             _model_of_stopped_trial(spec, trials / trial.trial_id)
     mode = config.hyperopt.mode
-    records = results.ranked(results.trial_records(analysis, spec.paths, trials, run.root / TUNE, mode), mode)
+    records = results.ranked(results.trial_records(analysis, spec.paths, trials, run.root / TUNE, spec.target, mode),
+                             mode)
     stats = results.statistics(config, records)
     run.root.write_json(results.STATISTICS, stats)
     print(results.summary({**stats, "file": run.root.file(results.STATISTICS)}))
