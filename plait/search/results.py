@@ -12,6 +12,7 @@ import math
 import posixpath
 
 from plait.config.render import resolved_dict
+from plait.search.space import trial_values
 from plait.search.tune_parts import METRIC
 
 log = logging.getLogger("plait")
@@ -34,7 +35,7 @@ def trial_records(analysis, paths: tuple[str, ...], trials, tune, target: tuple[
         reports = _history(history) or _own_history(run, target)
         records.append({
             "trial_id": trial.trial_id,
-            "parameters": {path: trial.config.get(f"p{i}") for i, path in enumerate(paths)},
+            "parameters": trial_values(paths, trial.config),
             "metric_score": _best(reports, mode, _score(trial.last_result)),
             "status": _status(trial, run),
             "history": reports,

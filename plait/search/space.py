@@ -43,17 +43,20 @@ def tune_domain(space):
 
 def param_space(parameters: dict) -> dict:
     """Tune's parameter space. Tune reads dots in a key as nesting, so each path is stored
-    under a key of its own (``p0``, ``p1``, ...) and :func:`trial_values` maps them back."""
-    return {_key(i): tune_domain(space) for i, space in enumerate(parameters.values())}
+    under a key of its own (``p0``, ``p1``, ...: :func:`tune_keys`) and :func:`trial_values` maps
+    them back."""
+    keys = tune_keys(parameters)
+    return {keys[path]: tune_domain(space) for path, space in parameters.items()}
 
 
-def trial_values(parameters: dict, tune_config: dict) -> dict:
-    """{parameter path: value} of one trial, from the config Tune gave it."""
-    return {path: tune_config[_key(i)] for i, path in enumerate(parameters)}
+def tune_keys(paths) -> dict[str, str]:
+    """{parameter path: its key in Tune's config}, in the order the parameters are given."""
+    return {path: f"p{i}" for i, path in enumerate(paths)}
 
 
-def _key(i: int) -> str:
-    return f"p{i}"
+def trial_values(paths, tune_config: dict) -> dict:
+    """{parameter path: value} of one trial, from the config Tune gave it (None for a key it lacks)."""
+    return {path: tune_config.get(key) for path, key in tune_keys(paths).items()}
 
 
 def apply(source: dict, values: dict[str, Any]) -> dict:

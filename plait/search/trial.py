@@ -82,7 +82,7 @@ def run_trial(tune_config: dict, spec: SearchSpec) -> None:
     from plait.training import checkpoint as ckpt
     from plait.utils.folder import Folder
 
-    values = trial_values(dict.fromkeys(spec.paths), tune_config)
+    values = trial_values(spec.paths, tune_config)
     config = load_config(trial_config(spec, values))
     run = RunDirectory(Folder(spec.trials_url) / tune.get_context().get_trial_id())
     if not run.root.is_file("description.json"):

@@ -7,6 +7,7 @@ import importlib.util
 
 from plait.config import hyperopt as hc
 from plait.errors import ConfigError
+from plait.search.space import tune_domain, tune_keys
 
 METRIC = "hyperopt_metric"
 """The name under which a trial reports the searched metric to Tune."""
@@ -89,9 +90,7 @@ def _mutations(section: hc.HyperoptConfig) -> dict:
     (a changed model shape could not load the donor's weights)."""
     from pydantic import TypeAdapter
 
-    from plait.search.space import tune_domain
-
-    key_of = {path: f"p{i}" for i, path in enumerate(section.parameters)}
+    key_of = tune_keys(section.parameters)
     given = section.executor.scheduler.hyperparam_mutations
     chosen = given or {path: None for path in key_of if path.startswith("trainer.")}
     if not chosen:
@@ -121,7 +120,7 @@ def _mutation(space, tune_domain):
 
 
 def _bounds(section: hc.HyperoptConfig) -> dict:
-    key_of = {path: f"p{i}" for i, path in enumerate(section.parameters)}
+    key_of = tune_keys(section.parameters)
     given = section.executor.scheduler.hyperparam_bounds
     if given:
         unknown = [path for path in given if path not in key_of]
