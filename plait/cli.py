@@ -207,6 +207,28 @@ def _add_predict(sub) -> None:
         "generation settings are for Ludwig's LLMs; plait's models are ECD models, which have none"))
 
 
+def _add_serve(sub) -> None:
+    p = sub.add_parser("serve", help="serve a trained model over HTTP: Ludwig's /predict and /batch_predict, "
+                                     "here or on Ray Serve")
+    p.add_argument("--model-path", "--model_path", "-m", required=True, help="a model directory written by plait train")
+    p.add_argument("--host", "-H", default="127.0.0.1",
+                   help="the address to listen on (default 127.0.0.1, this machine only; 0.0.0.0 for every interface)")
+    p.add_argument("--port", "-p", type=int, default=8000, help="the port (default 8000; 0 picks a free one)")
+    p.add_argument("--backend", "-b", choices=["auto", "local", "ray"],
+                   help="local: this process; ray: a Ray Serve deployment (default: the model's backend type, and a "
+                        "running Ray cluster when one is found)")
+    p.add_argument("--allowed-origins", "--allowed_origins", "-ao", nargs="*",
+                   help="origins a browser may call the server from (CORS), e.g. https://app.example.com or *")
+    g = p.add_argument_group("Ray Serve replicas (override the model's serve section)")
+    g.add_argument("--num-replicas", type=int, help="replicas holding the model (serve.num_replicas)")
+    g.add_argument("--min-replicas", type=int, help="autoscale between --min-replicas and --max-replicas")
+    g.add_argument("--max-replicas", type=int, help="see --min-replicas (serve.autoscaling)")
+    g.add_argument("--cpus-per-replica", type=float, help="CPUs each replica reserves (serve.cpus_per_replica)")
+    g.add_argument("--gpus-per-replica", type=float, help="GPUs each replica reserves; a fraction shares one "
+                                                          "(serve.gpus_per_replica)")
+    _add_runtime(p)
+
+
 def _add_preprocess(sub) -> None:
     p = sub.add_parser("preprocess", help="preprocess a dataset into the cache")
     g = p.add_mutually_exclusive_group(required=True)
@@ -255,6 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_hyperopt(sub)
     _add_evaluate(sub)
     _add_predict(sub)
+    _add_serve(sub)
     return parser
 
 
@@ -263,7 +286,6 @@ LOG_LEVELS = {"critical": logging.CRITICAL, "error": logging.ERROR, "warning": l
 """Ludwig's --logging_level names (notset, which lets everything through there, is debug here)."""
 
 LUDWIG_VERBS_NOT_IMPLEMENTED = {
-    "serve": "plait has no model server; load the model with plait.Model.load and predict from your own service",
     "visualize": "plait has no plots; read training_statistics.json or run tensorboard --logdir results",
     "forecast": "plait has no timeseries features",
     "benchmark": "run plait experiment once per dataset and config",

@@ -387,3 +387,19 @@ def predict(args) -> int:
         model.close()
     print(json.dumps({"predictions": path, "rows": rows}))
     return 0
+
+
+def serve(args) -> int:
+    """Serve the model until SIGTERM or Ctrl-C (here, or as a Ray Serve deployment)."""
+    from plait.serving import serve as serve_model
+
+    settings = {key: value for key, value in (("num_replicas", args.num_replicas),
+                                              ("cpus_per_replica", args.cpus_per_replica),
+                                              ("gpus_per_replica", args.gpus_per_replica),
+                                              ("allowed_origins", args.allowed_origins)) if value is not None}
+    scaling = {key: value for key, value in (("min_replicas", args.min_replicas), ("max_replicas", args.max_replicas))
+               if value is not None}
+    if scaling:
+        settings["autoscaling"] = scaling
+    serve_model(args.model_path, args.host, args.port, backend=args.backend, settings=settings)
+    return 0

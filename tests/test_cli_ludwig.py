@@ -83,7 +83,6 @@ def test_plaits_own_spellings_still_work():
     (["evaluate", "-m", "m", "--dataset", "d.csv", "--batch_size", "64"], "--batch_size: plait sizes prediction batches"),
     (["predict", "-m", "m", "--dataset", "d.csv", "-gc", "g.yaml"], "-gc: generation settings are for Ludwig's LLMs"),
     (["hyperopt", "-c", "c.yaml", "--skip_save_model"], "--skip_save_model: a search keeps every trial's checkpoints"),
-    (["serve", "-m", "m"], "Ludwig's serve command is not part of plait"),
     (["visualize"], "Ludwig's visualize command is not part of plait"),
 ])
 def test_a_ludwig_flag_plait_does_not_have_is_refused_by_name(cli, argv, message):

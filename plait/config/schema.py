@@ -11,6 +11,7 @@ from plait.config.backend import AutoBackendConfig, BackendConfig, backend_data
 from plait.config.base import StrictModel, field_error, ludwig_only, shown
 from plait.config.defaults import APPLIES_TO, MODULE_DEFAULT_TYPES, Defaults, valid_section, with_type
 from plait.config.hyperopt import HyperoptConfig
+from plait.config.serve import ServeConfig
 from plait.config.features import INPUT_TYPES, OUTPUT_TYPES, InputFeature, OutputFeature, check_dependencies, resolve_tied
 from plait.config.metrics import COMBINED, COMBINED_METRICS, METRICS_BY_OUTPUT_TYPE
 from plait.config.combiners import CombinerConfig, ConcatCombiner
@@ -46,6 +47,9 @@ class PlaitConfig(StrictModel):
     hyperopt: HyperoptConfig | None = None
     """Ludwig's hyperparameter search (older Ludwig names upgraded): what ``plait hyperopt``
     searches. Training ignores it, as Ludwig's ``train`` does."""
+    serve: ServeConfig | None = None
+    """How ``plait serve`` answers requests: micro-batching, limits and Ray Serve replicas (plait's
+    own section; null: every default). Saved with the model, so the server reads it back."""
     preset: Annotated[str | None, ludwig_only(None, instead="set the combiner and trainer settings you want "
                                                          "yourself")] = None
     """Ludwig's quality presets (medium_quality, high_quality, ...), which pick a combiner and

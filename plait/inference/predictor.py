@@ -116,11 +116,15 @@ class Predictor:
 
     def predict_chunk(self, table: pa.Table) -> pa.Table:
         """Predictions for each row of a chunk, as user-facing columns."""
+        return pa.table(self.predict_columns(table))
+
+    def predict_columns(self, table: pa.Table) -> dict[str, Any]:
+        """The same predictions as ``predict_chunk``, as NumPy arrays (Arrow list arrays for sets)."""
         logits = self.logits(self.tensors(table, self.inputs))
         columns: dict[str, Any] = {}
         for p in self.outputs:
             columns.update(postprocess(p, self.module.head(p.name).predict(logits[p.name]), self.features[p.name]))
-        return pa.table(columns)
+        return columns
 
 
 def _input_size(head: torch.nn.Module) -> int:

@@ -1,0 +1,120 @@
+"""The HTTP app: Ludwig's endpoints over a :class:`ServedModel`, as one ASGI (FastAPI) app.
+
+The same app runs under uvicorn here and inside each Ray Serve replica; what differs is the
+runner it is given, which decides where predictions are computed. Every endpoint answers JSON;
+a request the client can fix gets a 4xx with ``{"error": message}``, and nothing a client sends
+stops the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from contextlib import asynccontextmanager
+from typing import Any, Awaitable, Callable
+
+import orjson
+from fastapi import FastAPI, Request, Response
+
+from plait.serving.metrics import ServerMetrics
+from plait.serving.model import ServedModel
+from plait.serving.payloads import ClientError, parse_batch, parse_row, read_body
+from plait.serving.runners import Runner
+
+log = logging.getLogger("plait")
+
+ALIVE = {"message": "plait model server is alive"}
+
+
+def json_response(value: Any, status: int = 200) -> Response:
+    # OPT_SERIALIZE_NUMPY: float32 predictions are written with their shortest digits, as in a CSV.
+    return Response(orjson.dumps(value, option=orjson.OPT_SERIALIZE_NUMPY), status_code=status,
+                    media_type="application/json")
+
+
+def error_response(status: int, message: str) -> Response:
+    return json_response({"error": message}, status)
+
+
+def build_app(model: ServedModel, runner: Runner, metrics: ServerMetrics | None = None) -> FastAPI:
+    settings = model.settings
+    metrics = metrics or ServerMetrics()
+    info = model.info()
+
+    @asynccontextmanager
+    async def lifespan(_app):
+        yield
+        await runner.stop()
+
+    app = FastAPI(title="plait model server", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.metrics = metrics
+    if settings.allowed_origins:
+        from fastapi.middleware.cors import CORSMiddleware
+
+        app.add_middleware(CORSMiddleware, allow_origins=settings.allowed_origins, allow_methods=["GET", "POST"],
+                           allow_headers=["*"])
+
+    async def answer(endpoint: str, request: Request, work: Callable[[Request, bytes], Awaitable[Any]]) -> Response:
+        """Read the body within its limits, do the work within the time limit, count it."""
+        started, accepted = time.perf_counter(), False
+        metrics.in_flight.inc()
+        try:
+            body = await read_body(request.stream(), request.headers.get("content-length"),
+                                   settings.max_request_bytes, settings.body_timeout_s)
+            accepted = True
+            metrics.accepted += 1
+            response = json_response(await asyncio.wait_for(work(request, body), settings.request_timeout_s))
+        except ClientError as exc:
+            response = error_response(exc.status, exc.message)
+        except asyncio.TimeoutError:
+            response = error_response(504, f"the prediction took longer than this server's limit of "
+                                           f"{settings.request_timeout_s:g} s (serve.request_timeout_s)")
+        except Exception as exc:  # a bug, not the client's doing: logged, answered, and the server goes on
+            log.exception("%s failed", endpoint)
+            response = error_response(500, f"the server failed to answer: {type(exc).__name__}: {exc}")
+        finally:
+            metrics.in_flight.dec()
+        if accepted:
+            metrics.answered += 1
+        metrics.observe(endpoint, response.status_code, time.perf_counter() - started)
+        return response
+
+    async def one_row(request: Request, body: bytes) -> dict:
+        row = model.check_row(await parse_row(request.headers.get("content-type"), request.headers, body))
+        predicted = await runner.predict_row(row)
+        metrics.rows.labels("predict").inc()
+        return predicted
+
+    async def many_rows(request: Request, body: bytes) -> Any:
+        batch = await parse_batch(request.headers.get("content-type"), request.headers, body, settings.max_batch_rows)
+        model.check_names(list(batch.columns), "the batch")
+        columns = await runner.predict_batch(batch.columns, batch.rows)
+        metrics.rows.labels("batch_predict").inc(batch.rows)
+        names, rows = list(columns), zip(*columns.values())
+        if batch.records:
+            return [dict(zip(names, row)) for row in rows]
+        return {"index": batch.index if batch.index is not None else list(range(batch.rows)), "columns": names,
+                "data": list(rows)}
+
+    @app.get("/")
+    async def alive() -> Response:
+        return json_response(ALIVE)
+
+    @app.get("/info")
+    async def model_info() -> Response:
+        return json_response(info)
+
+    @app.post("/predict")
+    async def predict(request: Request) -> Response:
+        return await answer("predict", request, one_row)
+
+    @app.post("/batch_predict")
+    async def batch_predict(request: Request) -> Response:
+        return await answer("batch_predict", request, many_rows)
+
+    @app.get("/metrics")
+    async def prometheus() -> Response:
+        return Response(metrics.exposition(), media_type=metrics.content_type)
+
+    return app

@@ -1,0 +1,59 @@
+"""The server in this process: the app on uvicorn (uvloop and httptools when installed).
+
+SIGTERM or Ctrl-C stops it gracefully: uvicorn stops accepting connections, closes idle ones
+and waits for the requests in flight; the model answers each of them before the process exits.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+
+from plait.serving.app import build_app
+from plait.serving.metrics import ServerMetrics
+from plait.serving.model import ServedModel
+from plait.serving.runners import LocalRunner
+
+log = logging.getLogger("plait")
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """The server's socket, bound now: a port in use fails here with a clear error, and port 0
+    gets a free port whose number is then known."""
+    from plait.errors import UsageError
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror}; pick another --port (0: any free one)") from None
+    sock.listen(2048)
+    return sock
+
+
+def uvicorn_server(model: ServedModel, metrics: ServerMetrics | None = None, log_level: str = "warning"):
+    """A uvicorn server of the app over ``model`` (not started)."""
+    import uvicorn
+
+    metrics = metrics or ServerMetrics()
+    app = build_app(model, LocalRunner(model, metrics), metrics)
+    config = uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="on",
+                            loop="auto", http="auto", timeout_keep_alive=30,
+                            # A drain waits for the slowest request the server lets run, no longer.
+                            timeout_graceful_shutdown=model.settings.request_timeout_s + model.settings.body_timeout_s)
+    return uvicorn.Server(config)
+
+
+def serve_here(model: ServedModel, host: str, port: int) -> None:
+    """Serve until SIGTERM or Ctrl-C, then drain: every request read in full is answered."""
+    sock = listening_socket(host, port)
+    metrics = ServerMetrics()
+    server = uvicorn_server(model, metrics)
+    shown_host = f"[{host}]" if ":" in host else host
+    log.info("Serving %s on http://%s:%d (GET /, /info, /metrics; POST /predict, /batch_predict)", model.model_dir,
+             shown_host, sock.getsockname()[1])
+    server.run(sockets=[sock])
+    log.info("Stopped: %d prediction requests accepted, %d answered", metrics.accepted, metrics.answered)

@@ -1,0 +1,183 @@
+"""The model as a server holds it: loaded once, with what checking a request needs at hand.
+
+:class:`ServedModel` reads the model folder once (a damaged or incomplete folder fails here, before
+the server listens), keeps its predictor, and answers two questions in the shapes the server
+sends back: predictions for a micro-batch of checked single rows, and for a batch's columns. Both
+go through the same :class:`~plait.inference.Predictor` as ``plait predict``.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+import pyarrow as pa
+
+from plait.config.serve import ServeConfig
+from plait.errors import DataError
+from plait.serving.payloads import ClientError
+from plait.serving.values import ARROW_TYPES, COERCERS, BadValue
+
+
+@dataclass(frozen=True)
+class ServedInput:
+    """An input feature as requests name it (its column) and how one value of it is checked."""
+
+    column: str
+    name: str
+    type: str
+    check: Callable[[Any, dict], Any]
+    metadata: dict
+
+
+class ServedModel:
+    def __init__(self, model_dir: str, device: str | None = None, settings: dict | None = None):
+        """``settings``: keys of the ``serve`` section that override the model's own (checked as
+        the config is: a bad one is a ConfigError naming ``serve.<key>``)."""
+        from plait.inference import PredictorSpec
+        from plait.models.saved import read_model
+
+        config_dict, metadata, weights = read_model(model_dir)
+        self.model_dir = model_dir
+        self.settings = serve_settings(config_dict, settings)
+        self.predictor = PredictorSpec(config_dict, metadata, weights=weights).build(device=device or _device(self.settings))
+        features = metadata["features"]
+        refused = sorted({p.type for p in self.predictor.inputs if p.type not in COERCERS})
+        if refused:
+            raise DataError(f"the server cannot read requests for feature type(s) {', '.join(refused)} yet")
+        self.inputs = [ServedInput(p.column, p.name, p.type, COERCERS[p.type], features[p.name])
+                       for p in self.predictor.inputs]
+        # Several features may read one column (a number twice, normalized two ways): a request
+        # holds it once, and the micro-batch column takes the value as the first of them reads it.
+        self.columns: dict[str, ServedInput] = {}
+        for i in self.inputs:
+            self.columns.setdefault(i.column, i)
+        self.output_columns = {p.column for p in self.predictor.outputs}
+        self._known = {i.column for i in self.inputs} | self.output_columns
+
+    # ---- what the model takes and gives -------------------------------------------------------------
+
+    def info(self) -> dict:
+        outputs = self.predictor.predict_columns(self._one_empty_row())
+        return {
+            "model_path": self.model_dir,
+            "input_features": [{"name": i.name, "column": i.column, "type": i.type} for i in self.inputs],
+            "output_features": [{"name": p.name, "column": p.column, "type": p.type,
+                                 "prediction_columns": [c for c in outputs if c.startswith(f"{p.name}_")]}
+                                for p in self.predictor.outputs],
+        }
+
+    def _one_empty_row(self) -> pa.Table:
+        return pa.table({column: pa.array([None], ARROW_TYPES.get(first.type, pa.string()))
+                         for column, first in self.columns.items()})
+
+    def check_names(self, names, what: str) -> None:
+        """Every input feature given, and nothing the model does not know (its output columns
+        may come along: labelled rows are welcome and the labels are ignored)."""
+        missing = [column for column in self.columns if column not in names]
+        unknown = [n for n in names if n not in self._known]
+        problems = []
+        if missing:
+            problems.append(f"missing input feature(s) {', '.join(map(repr, missing))}")
+        if unknown:
+            problems.append("unknown feature(s) " + ", ".join(self._with_suggestion(n) for n in unknown))
+        if problems:
+            inputs = ", ".join(f"{column} ({first.type})" for column, first in self.columns.items())
+            raise ClientError(400, f"{what}: {'; '.join(problems)}. This model's input columns are: {inputs}")
+
+    def _with_suggestion(self, name: str) -> str:
+        close = difflib.get_close_matches(name, list(self.columns), n=1)
+        return f"{name!r} (did you mean {close[0]!r}?)" if close else repr(name)
+
+    # ---- single rows ------------------------------------------------------------------------------------
+
+    def check_row(self, row: dict) -> tuple:
+        """A request's row as checked values, one per input feature, ready to join a micro-batch."""
+        self.check_names(row, "the row")
+        checked = {}
+        for i in self.inputs:
+            try:
+                value = i.check(row[i.column], i.metadata)
+            except BadValue as exc:
+                raise ClientError(400, f"input feature {i.name!r} ({i.type}, column {i.column!r}) expects {exc}"
+                                  if i.name != i.column else f"input feature {i.name!r} ({i.type}) expects {exc}") from None
+            checked.setdefault(i.column, value)
+        return tuple(checked[column] for column in self.columns)
+
+    def predict_rows(self, rows: list[tuple]) -> list[dict | ClientError]:
+        """Predictions for a micro-batch of checked rows, one flat dict each. A row the features
+        still refuse gets its error, and the others their answers."""
+        try:
+            return self._rows_of(self.predictor.predict_columns(self._table(rows)))
+        except DataError as exc:
+            if len(rows) == 1:
+                return [ClientError(400, str(exc))]
+        return [self.predict_rows([row])[0] for row in rows]
+
+    def _table(self, rows: list[tuple]) -> pa.Table:
+        return pa.table({column: pa.array([row[k] for row in rows], ARROW_TYPES.get(first.type, pa.string()))
+                         for k, (column, first) in enumerate(self.columns.items())})
+
+    @staticmethod
+    def _rows_of(columns: dict[str, Any]) -> list[dict]:
+        names = list(columns)
+        values = [_values(columns[n]) for n in names]
+        return [dict(zip(names, row)) for row in zip(*values)]
+
+    # ---- batches ----------------------------------------------------------------------------------------
+
+    def predict_batch(self, columns: dict[str, list]) -> dict[str, Any]:
+        """Predictions for a batch's columns (a whole request, or a piece of one), by column."""
+        self.check_names(list(columns), "the batch")
+        table = pa.table({column: _arrow_column(first, columns[column]) for column, first in self.columns.items()})
+        try:
+            predicted = self.predictor.predict_columns(table)
+        except DataError as exc:
+            raise ClientError(400, str(exc)) from None
+        return {name: _values(column) for name, column in predicted.items()}
+
+
+def serve_settings(config_dict: dict, settings: dict | None) -> ServeConfig:
+    """The ``serve`` section of a model's config, with ``settings`` laid over it, checked."""
+    from plait.config import load_config
+
+    return load_config(with_serve_settings(config_dict, settings)).serve or ServeConfig()
+
+
+def with_serve_settings(config_dict: dict, settings: dict | None) -> dict:
+    """The model's config with ``settings`` laid over its ``serve`` section (``autoscaling``
+    merged key by key)."""
+    if not settings:
+        return config_dict
+    section = dict(config_dict.get("serve") or {})
+    for key, value in settings.items():
+        if key == "autoscaling" and isinstance(value, dict) and isinstance(section.get(key), dict):
+            value = {**section[key], **value}
+        section[key] = value
+    return {**config_dict, "serve": section}
+
+
+def _arrow_column(feature: ServedInput, values: list) -> pa.Array:
+    try:
+        return pa.array(values)
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise ClientError(400, f"input feature {feature.column!r} ({feature.type}): its values mix types that no "
+                               f"{feature.type} column holds together ({str(exc).splitlines()[0]})") from None
+
+
+def _values(column: Any) -> Any:
+    """A prediction column in a form that pickles and that orjson writes as the CSV does: NumPy
+    arrays as they are (float32 with its shortest digits), Arrow lists as Python lists."""
+    if isinstance(column, np.ndarray):
+        return column.tolist() if column.dtype == object else column
+    return column.to_pylist()
+
+
+def _device(settings: ServeConfig) -> str:
+    if settings.device != "auto":
+        return settings.device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"

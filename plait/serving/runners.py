@@ -1,0 +1,51 @@
+"""Where the server's predictions are computed: the seam between the HTTP app and the model.
+
+:class:`LocalRunner` predicts in this process, single rows micro-batched and batches whole, on
+one worker thread. A Ray Serve replica uses it too, and in addition cuts a large batch into pieces
+that all the replicas predict at once (``plait.serving.ray_serve``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Protocol
+
+from plait.serving.batcher import MicroBatcher
+from plait.serving.metrics import ServerMetrics
+from plait.serving.model import ServedModel
+
+
+class Runner(Protocol):
+    async def predict_row(self, row: tuple) -> dict:
+        """The predictions for one checked row (``ServedModel.check_row``), as one flat dict."""
+
+    async def predict_batch(self, columns: dict[str, list], rows: int) -> dict[str, Any]:
+        """The predictions for a batch's columns, by prediction column."""
+
+    async def stop(self) -> None:
+        """Finish: called once the server has answered its last request."""
+
+
+class LocalRunner:
+    def __init__(self, model: ServedModel, metrics: ServerMetrics):
+        settings = model.settings
+        self.model = model
+        # One thread: torch parallelizes each forward pass itself, and batches must not contend.
+        self.executor = ThreadPoolExecutor(1, thread_name_prefix="plait-predict")
+        self.batcher = MicroBatcher(model.predict_rows, self.executor, settings.max_batch_size,
+                                    settings.batch_wait_ms / 1000, on_batch=metrics.micro_batch.observe)
+        self._started = False
+
+    async def predict_row(self, row: tuple) -> dict:
+        if not self._started:  # started on the serving loop, whichever runs the app (uvicorn, Ray Serve)
+            self.batcher.start()
+            self._started = True
+        return await self.batcher.submit(row)
+
+    async def predict_batch(self, columns: dict[str, list], rows: int) -> dict[str, Any]:
+        return await asyncio.get_running_loop().run_in_executor(self.executor, self.model.predict_batch, columns)
+
+    async def stop(self) -> None:
+        await self.batcher.stop()
+        self.executor.shutdown(wait=True)

@@ -1,0 +1,114 @@
+"""One request value per feature type, checked and put in the form a micro-batch column takes.
+
+A single-row request is checked here, in Python, before it joins a micro-batch: a bad value must
+fail its own request only, never the batch it would have joined. Each function takes a value as
+it came (a JSON value, a form field's text or a file part's bytes) and returns it in the form
+the column of its type holds, with the meaning a CSV cell of that text has for ``plait predict``
+(so ``3``, ``3.0`` and ``"3"`` are the same category); it raises :class:`BadValue` saying what
+the feature expects. A batch request skips this: its columns go to the feature processors whole,
+which check them the same way (``plait.features``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import pyarrow as pa
+
+from plait.features.binary import FALSE_WORDS, TRUE_WORDS
+from plait.features.number import MISSING_WORDS
+
+
+class BadValue(ValueError):
+    """A value its feature cannot read; the message says what the feature expects."""
+
+
+def number(value: Any, _meta: dict) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise BadValue("a number, not true or false")
+    if isinstance(value, (int, float)):
+        return float(value) if math.isfinite(value) else None
+    text = _text(value, "a number")
+    if text.strip().lower() in MISSING_WORDS:
+        return None
+    try:
+        parsed = float(text)
+    except ValueError:
+        raise BadValue(f"a number, got {_short(text)}") from None
+    return parsed if math.isfinite(parsed) else None
+
+
+def label(value: Any, _meta: dict) -> str | None:
+    """Category, text and set values: a string (numbers and booleans as a CSV cell reads them)."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return None if math.isnan(value) else str(int(value)) if value.is_integer() else repr(value)
+    return _text(value, "a string")
+
+
+def binary(value: Any, meta: dict) -> str | None:
+    text = label(value, meta)
+    if text is None:
+        return None
+    if text in meta.get("labels", ()) or text.lower() in TRUE_WORDS | FALSE_WORDS:
+        return text
+    known = ", ".join(meta.get("labels", ())) or "none"
+    raise BadValue(f"true or false (or one of the labels it was trained on: {known}), got {_short(text)}")
+
+
+def vector(value: Any, meta: dict) -> str | None:
+    """A vector as its space-separated text: a JSON list of numbers or such a string."""
+    if value is None:
+        return None
+    size = meta["vector_size"]
+    if isinstance(value, list):
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+            raise BadValue(f"a list of {size} numbers")
+        numbers = [repr(float(v)) for v in value]
+    else:
+        numbers = _text(value, f"a list of {size} numbers").split()
+        try:
+            [float(v) for v in numbers]
+        except ValueError:
+            raise BadValue(f"{size} numbers, got {_short(value)}") from None
+    if len(numbers) != size:
+        raise BadValue(f"{size} numbers, got {len(numbers)}")
+    return " ".join(numbers)
+
+
+def _text(value: Any, expected: str) -> str:
+    """A form field's text, or a file part's bytes read as UTF-8; anything else is refused."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            raise BadValue(f"{expected}; the file sent is not UTF-8 text") from None
+    raise BadValue(f"{expected}, got a JSON {_json_kind(value)}")
+
+
+def _json_kind(value: Any) -> str:
+    return {dict: "object", list: "array", bool: "boolean", int: "number", float: "number"}.get(type(value), "value")
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "...'"
+
+
+COERCERS: dict[str, Callable[[Any, dict], Any]] = {
+    "number": number, "binary": binary, "category": label, "text": label, "set": label, "vector": vector,
+}
+"""The check of one value, by feature type. A feature type the server is to take adds its own."""
+
+ARROW_TYPES: dict[str, pa.DataType] = {"number": pa.float64()}
+"""The Arrow type of a micro-batch column of checked values, by feature type (default: string)."""
