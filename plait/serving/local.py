@@ -7,6 +7,7 @@ and waits for the requests in flight; the model answers each of them before the 
 from __future__ import annotations
 
 import logging
+import signal
 import socket
 
 from plait.serving.app import build_app
@@ -55,5 +56,12 @@ def serve_here(model: ServedModel, host: str, port: int) -> None:
     shown_host = f"[{host}]" if ":" in host else host
     log.info("Serving %s on http://%s:%d (GET /, /info, /metrics; POST /predict, /batch_predict)", model.model_dir,
              shown_host, sock.getsockname()[1])
-    server.run(sockets=[sock])
+    # uvicorn drains on SIGTERM or Ctrl-C, restores the handlers it found and raises the signal
+    # again: these handlers take it, so the drain is logged and the exit status is 0.
+    found = {sig: signal.signal(sig, lambda *_: None) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        server.run(sockets=[sock])
+    finally:
+        for sig, handler in found.items():
+            signal.signal(sig, handler)
     log.info("Stopped: %d prediction requests accepted, %d answered", metrics.accepted, metrics.answered)

@@ -18,7 +18,7 @@ import pyarrow as pa
 from plait.config.serve import ServeConfig
 from plait.errors import DataError
 from plait.serving.payloads import ClientError
-from plait.serving.values import ARROW_TYPES, COERCERS, BadValue
+from plait.serving.values import ARROW_TYPES, COERCERS, BadValue, label
 
 
 @dataclass(frozen=True)
@@ -160,11 +160,17 @@ def with_serve_settings(config_dict: dict, settings: dict | None) -> dict:
 
 
 def _arrow_column(feature: ServedInput, values: list) -> pa.Array:
+    """A batch column as Arrow reads it; values of mixed kinds (``1`` beside ``"2"``) as the text a
+    CSV cell of each would hold, which the feature then parses (or refuses, naming the values)."""
     try:
         return pa.array(values)
-    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-        raise ClientError(400, f"input feature {feature.column!r} ({feature.type}): its values mix types that no "
-                               f"{feature.type} column holds together ({str(exc).splitlines()[0]})") from None
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        pass
+    try:
+        return pa.array([label(v, {}) for v in values], pa.string())
+    except BadValue as exc:
+        raise ClientError(400, f"input feature {feature.name!r} ({feature.type}): a value of column "
+                               f"{feature.column!r} is not {exc}") from None
 
 
 def _values(column: Any) -> Any:

@@ -87,6 +87,11 @@ def row_request(row: pd.Series) -> dict:
     return {k: (None if isinstance(v, float) and np.isnan(v) else v) for k, v in row.items()}
 
 
+def split_request(rows: pd.DataFrame) -> dict:
+    """Rows as pandas "split" JSON, missing values as null."""
+    return rows.astype(object).where(rows.notna(), None).to_dict(orient="split")
+
+
 def assert_same_predictions(answers: list[dict], expected: pd.DataFrame, exact: bool) -> None:
     """Served answers against `plait predict`'s: the same columns and labels; numbers equal as
     float32 (``exact``), or within float32 rounding (a row predicted in another batch size runs

@@ -1,0 +1,127 @@
+"""What a client gets wrong gets a 4xx with a message it can act on, never a 500 or a dead server."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+
+from tests.serving.conftest import RunningServer, assert_same_predictions, row_request, split_request
+
+
+@pytest.fixture(scope="module")
+def good(trained):
+    _, rows, expected = trained
+    return row_request(rows.iloc[0]), expected.head(1)
+
+
+def error_of(response, status: int) -> str:
+    assert response.status_code == status, response.text
+    return response.json()["error"]
+
+
+def test_a_missing_and_an_unknown_feature_are_named(server, http, good):
+    row = {k: v for k, v in good[0].items() if k != "cat"} | {"nmu": 3}
+    message = error_of(http.post(f"{server.url}/predict", json=row), 400)
+    assert "missing input feature(s) 'cat'" in message
+    assert "unknown feature(s) 'nmu' (did you mean 'num'?)" in message
+
+
+@pytest.mark.parametrize("column, value, expected", [
+    ("num", "ten", "input feature 'num' (number) expects a number, got 'ten'"),
+    ("num", True, "expects a number, not true or false"),
+    ("flag", "maybe", "input feature 'flag' (binary) expects true or false (or one of the labels it was trained on"),
+    ("vec", [1, 2], "input feature 'vec' (vector) expects 3 numbers, got 2"),
+    ("vec", "1 x 3", "expects 3 numbers, got '1 x 3'"),
+    ("cat", {"a": 1}, "input feature 'cat' (category) expects a string, got a JSON object"),
+])
+def test_a_value_of_the_wrong_type_names_the_feature_and_what_it_expects(server, http, good, column, value, expected):
+    assert expected in error_of(http.post(f"{server.url}/predict", json=good[0] | {column: value}), 400)
+
+
+@pytest.mark.parametrize("body, content_type, expected", [
+    (b'{"num": 1,', "application/json", "the body is not valid JSON"),
+    (b"[1, 2]", "application/json", "/predict takes one row: a JSON object"),
+    (b"", "application/json", "the body is not valid JSON"),
+    (b"--x\r\nbroken", "multipart/form-data; boundary=x", ""),
+])
+def test_a_body_that_does_not_parse_is_a_400(server, http, body, content_type, expected):
+    assert expected in error_of(http.post(f"{server.url}/predict", data=body, headers={"content-type": content_type}), 400)
+
+
+@pytest.mark.parametrize("payload, expected", [
+    ({"columns": ["num"], "data": []}, "the batch has no rows"),
+    ([], "the batch has no rows"),
+    ({"rows": []}, "a batch is pandas \"split\" JSON"),
+    ({"columns": ["num", "cat"], "data": [[1]]}, "row 0 of the batch has 1 values for 2 columns"),
+    ([{"num": 1}, {"cat": "a"}], "record 1 of the batch has other keys than record 0"),
+    ({"columns": ["num"], "data": [[1]]}, "the batch: missing input feature(s) 'cat'"),
+])
+def test_a_malformed_or_empty_batch_is_a_400(server, http, payload, expected):
+    assert expected in error_of(http.post(f"{server.url}/batch_predict", json=payload), 400)
+
+
+def test_a_batch_value_the_features_refuse_is_a_400(server, http, trained):
+    _, rows, _ = trained
+    batch = split_request(rows.head(3))
+    batch["data"][1][0] = "ten"
+    message = error_of(http.post(f"{server.url}/batch_predict", json=batch), 400)
+    assert "'num'" in message and "'ten'" in message
+
+
+def test_a_form_without_the_dataset_field_says_where_the_rows_go(server, http):
+    assert "no 'dataset' field" in error_of(http.post(f"{server.url}/batch_predict", files={"data": (None, "x")}), 400)
+
+
+def test_a_thousand_bad_requests_leave_the_server_answering_good_ones_correctly(server, http, good):
+    row, expected = good
+    bad = [({"json": row | {"num": "ten"}}, 400), ({"data": b"{", "headers": {"content-type": "application/json"}}, 400),
+           ({"json": {}}, 400), ({"json": [row]}, 400)]
+    for i in range(1000):
+        kwargs, status = bad[i % len(bad)]
+        assert http.post(f"{server.url}/predict", **kwargs).status_code == status
+    assert_same_predictions([http.post(f"{server.url}/predict", json=row).json()], expected, exact=False)
+    assert http.get(f"{server.url}/").status_code == 200
+
+
+@pytest.fixture(scope="module")
+def strict_server(trained):
+    """A server with small limits, to reach each one."""
+    settings = {"max_request_bytes": 4096, "max_batch_rows": 5, "body_timeout_s": 0.5}
+    with RunningServer(trained[0], settings) as running:
+        yield running
+
+
+def test_a_body_over_the_size_limit_is_a_413(strict_server, http, good):
+    message = error_of(http.post(f"{strict_server.url}/predict", json=good[0] | {"txt": "word " * 2000}), 413)
+    assert "at most 4096 (serve.max_request_bytes)" in message
+
+
+def test_too_many_rows_in_one_batch_is_a_413(strict_server, http, good):
+    message = error_of(http.post(f"{strict_server.url}/batch_predict", json=[good[0]] * 6), 413)
+    assert "the batch has 6 rows; this server takes at most 5 per request (serve.max_batch_rows)" in message
+
+
+def test_a_client_too_slow_to_send_its_body_gets_a_408_and_the_server_goes_on(strict_server, http, good):
+    host, port = strict_server.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port))) as slow:
+        slow.sendall(b"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+        slow.settimeout(10)
+        started = time.monotonic()
+        answer = slow.recv(4096).decode()
+    assert answer.startswith("HTTP/1.1 408") and "did not arrive within 0.5 s" in answer
+    assert time.monotonic() - started < 5
+    assert http.post(f"{strict_server.url}/predict", json=good[0]).status_code == 200
+
+
+def test_a_prediction_over_the_time_limit_is_a_504_naming_the_limit(trained, http, good):
+    with RunningServer(trained[0], {"request_timeout_s": 1e-6}) as hurried:
+        message = error_of(http.post(f"{hurried.url}/predict", json=good[0]), 504)
+        assert "longer than this server's limit of 1e-06 s (serve.request_timeout_s)" in message
+        assert http.get(f"{hurried.url}/").status_code == 200
+
+
+def test_an_unknown_path_or_method_is_a_4xx(server, http):
+    assert http.get(f"{server.url}/nope").status_code == 404
+    assert http.get(f"{server.url}/predict").status_code == 405

@@ -1,0 +1,50 @@
+"""The same app as a Ray Serve deployment on the session's Ray cluster: two replicas, a batch
+shared between them, answers as the local server's."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+import requests
+
+from tests.serving.conftest import assert_same_predictions, row_request, split_request, wait_for
+
+
+@pytest.fixture(scope="module")
+def ray_served(ray_cluster, trained):
+    from ray import serve
+
+    from plait.serving.ray_serve import APP_NAME, _application, check_room
+
+    settings = {"num_replicas": 2, "cpus_per_replica": 0.25, "batch_piece_rows": 100}
+    app, config = _application(trained[0], settings)
+    check_room(config)
+    with socket.socket() as probe:  # a free port for Serve's proxy
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    serve.start(http_options={"host": "127.0.0.1", "port": port})
+    serve.run(app, name=APP_NAME, route_prefix="/", blocking=False)
+    url = f"http://127.0.0.1:{port}"
+    wait_for(f"{url}/")
+    yield url
+    serve.shutdown()
+
+
+def test_two_replicas_answer_single_rows_and_share_a_batch_as_plait_predict(ray_served, trained):
+    _, rows, expected = trained
+    answers = [requests.post(f"{ray_served}/predict", json=row_request(row)).json() for _, row in rows.head(10).iterrows()]
+    assert_same_predictions(answers, expected.head(10), exact=False)
+    # 300 rows in pieces of 100: the replicas predict them together, and the answer keeps the order.
+    answer = requests.post(f"{ray_served}/batch_predict", json=split_request(rows)).json()
+    assert_same_predictions([dict(zip(answer["columns"], r)) for r in answer["data"]], expected, exact=False)
+    assert requests.post(f"{ray_served}/predict", json={"nope": 1}).status_code == 400
+
+
+def test_replicas_the_cluster_cannot_hold_are_refused_before_deploying(ray_cluster, trained):
+    from plait.errors import BackendError
+    from plait.serving.ray_serve import _application, check_room
+
+    _, config = _application(trained[0], {"num_replicas": 2, "gpus_per_replica": 1})
+    with pytest.raises(BackendError, match=r"2 replica\(s\) x 1 GPU do not fit this Ray cluster, which has 0 GPU"):
+        check_room(config)
