@@ -16,6 +16,7 @@ from typing import Any, Awaitable, Callable
 
 import orjson
 from fastapi import FastAPI, Request, Response
+from starlette.requests import ClientDisconnect
 
 from plait.serving.metrics import ServerMetrics
 from plait.serving.model import ServedModel
@@ -67,6 +68,8 @@ def build_app(model: ServedModel, runner: Runner, metrics: ServerMetrics | None 
             response = json_response(await asyncio.wait_for(work(request, body), settings.request_timeout_s))
         except ClientError as exc:
             response = error_response(exc.status, exc.message)
+        except ClientDisconnect:  # the client hung up while sending: nobody to answer
+            response = error_response(400, "the client disconnected before sending the whole body")
         except asyncio.TimeoutError:
             response = error_response(504, f"the prediction took longer than this server's limit of "
                                            f"{settings.request_timeout_s:g} s (serve.request_timeout_s)")
