@@ -6,6 +6,7 @@ and waits for the requests in flight; the model answers each of them before the 
 
 from __future__ import annotations
 
+import gc
 import logging
 import signal
 import socket
@@ -48,11 +49,20 @@ def uvicorn_server(model: ServedModel, metrics: ServerMetrics | None = None, log
     return uvicorn.Server(config)
 
 
+def settle_garbage_collector() -> None:
+    """Move everything loaded so far (torch, the model, its metadata) out of the collector's
+    view. Otherwise each full collection walks all of it: pauses of 110-140 ms every few seconds
+    under load, measured with benchmarks/serve.py, which set every request's worst latency."""
+    gc.collect()
+    gc.freeze()
+
+
 def serve_here(model: ServedModel, host: str, port: int) -> None:
     """Serve until SIGTERM or Ctrl-C, then drain: every request read in full is answered."""
     sock = listening_socket(host, port)
     metrics = ServerMetrics()
     server = uvicorn_server(model, metrics)
+    settle_garbage_collector()
     shown_host = f"[{host}]" if ":" in host else host
     log.info("Serving %s on http://%s:%d (GET /, /info, /metrics; POST /predict, /batch_predict)", model.model_dir,
              shown_host, sock.getsockname()[1])

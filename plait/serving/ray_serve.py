@@ -27,6 +27,7 @@ from ray import serve
 from plait.config.serve import ServeConfig
 from plait.errors import BackendError
 from plait.serving.app import build_app
+from plait.serving.local import settle_garbage_collector
 from plait.serving.metrics import ServerMetrics
 from plait.serving.model import ServedModel
 from plait.serving.runners import LocalRunner
@@ -73,6 +74,7 @@ class PlaitModel:
         self.model = ServedModel(model_path, device=device, settings=settings)
         self.metrics = ServerMetrics()
         self.runner = ReplicaRunner(self.model, self.metrics, app_name)
+        settle_garbage_collector()
 
     def __serve_build_asgi_app__(self):
         return build_app(self.model, self.runner, self.metrics)
