@@ -181,11 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         "load_average": {"before": load_before, "after": os.getloadavg()},
         "machine": synthetic.machine(),  # last: it imports numpy, pyarrow and pandas into this process
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_name(f".{args.out.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(report, indent=2) + "\n")
-    tmp.rename(args.out)
-    print(f"wrote {args.out}")
+    synthetic.write_report(args.out, report)
     return 0
 
 

@@ -404,6 +404,15 @@ def arrow_bytes(path: Path) -> int:
     return json.loads(path.with_name(path.name + ".json").read_text())["arrow_bytes"]
 
 
+def write_report(path: Path, report: dict) -> None:
+    """Write a benchmark's JSON report whole (a temporary name, then renamed) and say where."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(report, indent=2) + "\n")
+    tmp.rename(path)
+    print(f"wrote {path}")
+
+
 def machine() -> dict:
     import numpy
     import pandas

@@ -379,11 +379,7 @@ def main(argv: list[str] | None = None) -> int:
               "model": {"path": str(model.relative_to(ROOT)), "train_rows": args.data_rows, "epochs": 2},
               "results": results, "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
               "load_average": {"before": load_before, "after": os.getloadavg()}, "machine": preprocess.machine()}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_name(f".{args.out.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(report, indent=2) + "\n")
-    tmp.rename(args.out)
-    print(f"wrote {args.out}")
+    preprocess.write_report(args.out, report)
     return 0
 
 
