@@ -28,14 +28,14 @@ RENDERED = sorted((HERE / "ludwig_rendered").glob("*.json"))
 ALL_CONFIGS = CONFIGS + RENDERED
 RAY_CONFIGS = [path for path in ALL_CONFIGS if (path.name.startswith("backend_")
                                                  and path.name != "backend_ray_strategy_auto.yaml")
-               or path.name in ("combiner_tabnet_docs.yaml", "combiner_transformer_docs.yaml")]
+               or path.name == "combiner_tabnet_docs.yaml"]
 """The configs that also train on Ray: every Ray backend section (but ``strategy: auto``, which
 the config resolves to ``ddp`` before any backend sees it, tests/config/test_backend_config.py:
-its run would repeat backend_ray_dask_ddp's), and two combiners that shape
-the model unlike an MLP (TabNet's ghost batch norm, the transformer's attention), for the
-strategies to wrap. Each Ray run costs 10-30 s of worker-group start whatever the data, and the
-suite has a time budget, so the rest run locally only: the other combiners are modules like
-these two, schedules run the same trainer loop on every backend (and on two gloo workers in
+its run would repeat backend_ray_dask_ddp's), and TabNet, whose ghost batch norm keeps buffers
+that DDP must broadcast, unlike an MLP's (the transformer combiner holds parameters only, as an
+MLP does, so DDP wraps it the same way; it trains locally here). Each Ray run costs 10-30 s of
+worker-group start whatever the data, and the suite has a time budget, so the rest run locally
+only: the other combiners are modules like these, schedules run the same trainer loop on every backend (and on two gloo workers in
 tests/training/strategies/test_schedule_distributed.py), upgrade rules change the config before
 any backend sees it, and features, losses and preprocessing are the same code everywhere."""
 ROWS = 200

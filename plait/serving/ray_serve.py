@@ -41,17 +41,17 @@ DEPLOYMENT_NAME = "PlaitModel"
 class ReplicaRunner(LocalRunner):
     """A replica's runner: its own micro-batches, and large batches shared with its peers."""
 
-    def __init__(self, model: ServedModel, metrics: ServerMetrics, app_name: str):
+    def __init__(self, model: ServedModel, metrics: ServerMetrics):
         super().__init__(model, metrics)
-        self.app_name = app_name
         self._peers = None
 
     async def predict_batch(self, columns: dict[str, list], rows: int) -> dict[str, Any]:
         piece = self.model.settings.batch_piece_rows
         if rows <= piece:
             return await super().predict_batch(columns, rows)
-        if self._peers is None:
-            self._peers = serve.get_deployment_handle(DEPLOYMENT_NAME, app_name=self.app_name)
+        if self._peers is None:  # this replica's own deployment, whatever the application is named
+            context = serve.get_replica_context()
+            self._peers = serve.get_deployment_handle(context.deployment, app_name=context.app_name)
         pieces = [{name: values[start:start + piece] for name, values in columns.items()}
                   for start in range(0, rows, piece)]
         answers = await asyncio.gather(*(self._peers.predict_piece.remote(p) for p in pieces))
@@ -67,13 +67,13 @@ def _joined(parts: list) -> Any:
 class PlaitModel:
     """One replica: the model, its runner and its app."""
 
-    def __init__(self, model_path: str, settings: dict | None = None, app_name: str = APP_NAME):
+    def __init__(self, model_path: str, settings: dict | None = None):
         import ray
 
         device = "cuda" if ray.get_gpu_ids() else "cpu"  # a replica given a GPU predicts on it
         self.model = ServedModel(model_path, device=device, settings=settings)
         self.metrics = ServerMetrics()
-        self.runner = ReplicaRunner(self.model, self.metrics, app_name)
+        self.runner = ReplicaRunner(self.model, self.metrics)
         settle_garbage_collector()
 
     def __serve_build_asgi_app__(self):
@@ -109,7 +109,7 @@ def _application(model_path: str, settings: dict) -> tuple[serve.Application, Se
     from plait.serving.model import serve_settings
 
     config = serve_settings(read_model(model_path)[0], settings)
-    return PlaitModel.options(**deployment_options(config)).bind(model_path, settings, APP_NAME), config
+    return PlaitModel.options(**deployment_options(config)).bind(model_path, settings), config
 
 
 def check_room(settings: ServeConfig) -> None:

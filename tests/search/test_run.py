@@ -82,22 +82,6 @@ def test_pbt_continues_a_lagging_trial_from_the_leaders_checkpoint(search_config
     assert {t["parameters"][LR] for t in result.trials} <= {1e-5, 0.05}  # mutations stay in the grid
 
 
-def test_trials_that_are_two_worker_ddp_groups_report_every_evaluation(search_config, table, tmp_path):
-    # Half a CPU for the driver and each worker: the trial fits beside a placement group an earlier
-    # test in the session may have leaked (seen once: an idle 2 x 1 CPU group from a killed run).
-    config = search_config({LR: {"space": "grid_search", "values": [0.02]}}, trainer={"epochs": 2},
-                           backend={"type": "ray", "trainer": {"num_workers": 2, "strategy": "ddp",
-                                                               "resources_per_worker": {"CPU": 0.5}}},
-                           executor={"trial_driver_resources": {"CPU": 0.5}})
-    result = hyperopt(config, table, output_directory=str(tmp_path / "out"))
-
-    (trial,) = result.trials
-    assert trial["status"] == "completed" and [h["epoch"] for h in trial["history"]] == [1, 2]
-    assert trial["metric_score"] == max(h["metric_score"] for h in trial["history"])  # its best evaluation
-    logs = sorted(p.name for p in (Path(trial["run_directory"]) / "logs").iterdir())
-    assert logs == ["rank-0.log", "rank-1.log"]
-
-
 def test_a_searched_preprocessing_setting_is_built_once_per_value(search_config, table, tmp_path, cache_dir):
     config = search_config({"x1.preprocessing.normalization": {"space": "grid_search", "values": ["zscore", "minmax"]},
                             LR: {"space": "grid_search", "values": [0.01, 0.02]}})
