@@ -19,26 +19,28 @@ def serve(model_path: str | os.PathLike, host: str = "127.0.0.1", port: int = 80
     """Serve the model at ``model_path`` until SIGTERM or Ctrl-C. ``backend``: ``local``, ``ray``
     or None (the model's backend section decides, and a running Ray cluster is used when found).
     ``settings``: keys of the ``serve`` section that override the model's own."""
-    from plait.serving.model import ServedModel
-
-    if serving_backend(model_path, backend) == "ray":
-        from plait.serving.ray_serve import serve_on_ray
-
-        serve_on_ray(os.fspath(model_path), host, port, settings or {})
-        return
-    from plait.serving.local import serve_here
-
-    serve_here(ServedModel(os.fspath(model_path), settings=settings), host, port)
-
-
-def serving_backend(model_path: str | os.PathLike, backend: str | None) -> str:
-    """``ray`` or ``local``: ``--backend`` first, else the model's backend type, where ``auto``
-    finds a running Ray cluster; a launcher's model (torchrun, ...) serves locally."""
-    from plait.backends import resolve_type
-    from plait.config import load_config, with_backend_type
     from plait.models.saved import read_model
 
-    config = load_config(read_model(model_path)[0])  # an incomplete model folder fails here, before any start
+    model_path = os.fspath(model_path)
+    saved = read_model(model_path)  # once, here: an incomplete model folder fails before anything starts
+    if serving_backend(saved[0], backend) == "ray":
+        from plait.serving.ray_serve import serve_on_ray
+
+        serve_on_ray(model_path, saved[0], host, port, settings or {})
+        return
+    from plait.serving.local import serve_here
+    from plait.serving.model import ServedModel
+
+    serve_here(ServedModel(model_path, settings=settings, saved=saved), host, port)
+
+
+def serving_backend(config_dict: dict, backend: str | None) -> str:
+    """``ray`` or ``local`` for a model's config: ``--backend`` first, else its backend type, where
+    ``auto`` finds a running Ray cluster; a launcher's model (torchrun, ...) serves locally."""
+    from plait.backends import resolve_type
+    from plait.config import load_config, with_backend_type
+
+    config = load_config(config_dict)
     if backend is not None:
         config = with_backend_type(config, backend)
     return "ray" if resolve_type(config) == "ray" else "local"

@@ -24,9 +24,6 @@ class MicroBatcher:
         self._arrived = asyncio.Event()
         self._task: asyncio.Task | None = None
 
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="plait-micro-batcher")
-
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
@@ -35,7 +32,10 @@ class MicroBatcher:
     async def submit(self, row: Any) -> Any:
         """The model's answer for one row: a result, or the exception object the model returned
         for it (raised here)."""
-        future = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        if self._task is None:  # started on the loop that serves, whichever runs the app (uvicorn, Ray Serve)
+            self._task = loop.create_task(self._run(), name="plait-micro-batcher")
+        future = loop.create_future()
         self._pending.append((row, future, time.monotonic()))
         self._arrived.set()
         answer = await future

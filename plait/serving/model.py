@@ -33,13 +33,15 @@ class ServedInput:
 
 
 class ServedModel:
-    def __init__(self, model_dir: str, device: str | None = None, settings: dict | None = None):
+    def __init__(self, model_dir: str, device: str | None = None, settings: dict | None = None,
+                 saved: tuple[dict, dict, dict] | None = None):
         """``settings``: keys of the ``serve`` section that override the model's own (checked as
-        the config is: a bad one is a ConfigError naming ``serve.<key>``)."""
+        the config is: a bad one is a ConfigError naming ``serve.<key>``). ``saved``: the model
+        folder's (config, metadata, weights), when the caller has read them already."""
         from plait.inference import PredictorSpec
         from plait.models.saved import read_model
 
-        config_dict, metadata, weights = read_model(model_dir)
+        config_dict, metadata, weights = saved if saved is not None else read_model(model_dir)
         self.model_dir = model_dir
         self.settings = serve_settings(config_dict, settings)
         self.predictor = PredictorSpec(config_dict, metadata, weights=weights).build(device=device or _device(self.settings))
@@ -101,8 +103,8 @@ class ServedModel:
             try:
                 value = i.check(row[i.column], i.metadata)
             except BadValue as exc:
-                raise ClientError(400, f"input feature {i.name!r} ({i.type}, column {i.column!r}) expects {exc}"
-                                  if i.name != i.column else f"input feature {i.name!r} ({i.type}) expects {exc}") from None
+                column = f", column {i.column!r}" if i.name != i.column else ""
+                raise ClientError(400, f"input feature {i.name!r} ({i.type}{column}) expects {exc}") from None
             checked.setdefault(i.column, value)
         return tuple(checked[column] for column in self.columns)
 
@@ -129,8 +131,8 @@ class ServedModel:
     # ---- batches ----------------------------------------------------------------------------------------
 
     def predict_batch(self, columns: dict[str, list]) -> dict[str, Any]:
-        """Predictions for a batch's columns (a whole request, or a piece of one), by column."""
-        self.check_names(list(columns), "the batch")
+        """Predictions for a batch's columns (a whole request, or a piece of one), by column. The
+        app has checked the columns' names (:meth:`check_names`) before the batch got here."""
         table = pa.table({column: _arrow_column(first, columns[column]) for column, first in self.columns.items()})
         try:
             predicted = self.predictor.predict_columns(table)

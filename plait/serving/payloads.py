@@ -26,14 +26,14 @@ async def read_body(chunks: AsyncIterator[bytes], declared_length: str | None, l
     """The whole body, refused as soon as it is known to exceed ``limit`` bytes (413), or when
     the client has not sent it all within ``timeout_s`` seconds (408)."""
     if declared_length is not None and declared_length.isdigit() and int(declared_length) > limit:
-        raise _too_large(int(declared_length), limit)
+        raise _too_large(declared_length, limit)
 
     async def collect() -> bytes:
         parts, size = [], 0
         async for chunk in chunks:
             size += len(chunk)
-            if size > limit:
-                raise _too_large(size, limit)
+            if size > limit:  # the rest is not read: the size is a lower bound
+                raise _too_large(f"more than {limit}", limit)
             parts.append(chunk)
         return b"".join(parts)
 
@@ -43,9 +43,9 @@ async def read_body(chunks: AsyncIterator[bytes], declared_length: str | None, l
         raise ClientError(408, f"the request body did not arrive within {timeout_s:g} s; send it at once") from None
 
 
-def _too_large(size: int, limit: int) -> ClientError:
-    return ClientError(413, f"the request body has {'more than ' if size > limit else ''}{size} bytes; this server takes at "
-                            f"most {limit} (serve.max_request_bytes): send fewer rows per request")
+def _too_large(size: str, limit: int) -> ClientError:
+    return ClientError(413, f"the request body has {size} bytes; this server takes at most {limit} "
+                            f"(serve.max_request_bytes): send fewer rows per request")
 
 
 def parse_json(body: bytes) -> Any:

@@ -48,7 +48,7 @@ class ReplicaRunner(LocalRunner):
     async def predict_batch(self, columns: dict[str, list], rows: int) -> dict[str, Any]:
         piece = self.model.settings.batch_piece_rows
         if rows <= piece:
-            return await super().predict_batch(columns, rows)
+            return await self.predict_here(columns)
         if self._peers is None:  # this replica's own deployment, whatever the application is named
             context = serve.get_replica_context()
             self._peers = serve.get_deployment_handle(context.deployment, app_name=context.app_name)
@@ -81,7 +81,7 @@ class PlaitModel:
 
     async def predict_piece(self, columns: dict[str, list]) -> dict[str, Any]:
         """A piece of a batch that a peer replica cut up."""
-        return await LocalRunner.predict_batch(self.runner, columns, 0)
+        return await self.runner.predict_here(columns)
 
 
 def deployment_options(settings: ServeConfig) -> dict:
@@ -103,32 +103,39 @@ def application(args: dict) -> serve.Application:
     return _application(args["model_path"], args.get("settings") or {})[0]
 
 
-def _application(model_path: str, settings: dict) -> tuple[serve.Application, ServeConfig]:
-    """The bound deployment and its settings; an incomplete model or a bad setting fails here."""
+def _application(model_path: str, settings: dict, config_dict: dict | None = None
+                 ) -> tuple[serve.Application, ServeConfig]:
+    """The bound deployment and its settings; an incomplete model or a bad setting fails here.
+    ``config_dict``: the model's config, when the caller has read the model already."""
     from plait.models.saved import read_model
     from plait.serving.model import serve_settings
 
-    config = serve_settings(read_model(model_path)[0], settings)
+    config = serve_settings(config_dict if config_dict is not None else read_model(model_path)[0], settings)
     return PlaitModel.options(**deployment_options(config)).bind(model_path, settings), config
 
 
 def check_room(settings: ServeConfig) -> None:
-    """Refuse replicas the cluster cannot hold at all (they would wait forever)."""
-    import ray
+    """Refuse replicas a fixed cluster cannot hold (they would wait forever); an autoscaling
+    cluster may add the nodes they need. A replica runs on one node, as a training worker does."""
+    from plait.backends.ray.cluster import describe_nodes, is_autoscaling, node_resources, room_for
 
-    total = ray.cluster_resources()
     replicas = settings.autoscaling.min_replicas if settings.autoscaling else settings.num_replicas
-    for resource, each in (("GPU", settings.gpus_per_replica), ("CPU", settings.cpus_per_replica)):
-        if each > 0 and replicas * each > total.get(resource, 0):
-            raise BackendError(
-                f"{replicas} replica(s) x {each:g} {resource} do not fit this Ray cluster, which has "
-                f"{total.get(resource, 0):g} {resource}; lower serve.num_replicas (--num-replicas) or "
-                f"serve.{resource.lower()}s_per_replica (--{resource.lower()}s-per-replica)")
+    per_replica = {"CPU": settings.cpus_per_replica, "GPU": settings.gpus_per_replica}
+    nodes = node_resources()
+    room = room_for(per_replica, nodes)
+    if room < replicas and not is_autoscaling():
+        each = ", ".join(f"{amount:g} {name}" for name, amount in per_replica.items())
+        raise BackendError(
+            f"{replicas} replica(s) x ({each}) do not fit this Ray cluster, which has room for {room}: a replica "
+            f"runs on one node, and the cluster has {describe_nodes(nodes, per_replica)}; lower serve.num_replicas "
+            f"(--num-replicas), serve.cpus_per_replica or serve.gpus_per_replica (--cpus-per-replica, "
+            f"--gpus-per-replica), or add nodes")
 
 
-def serve_on_ray(model_path: str, host: str, port: int, settings: dict) -> None:
-    """Deploy on the Ray cluster (joined, or started here), serve until SIGTERM or Ctrl-C, then
-    remove the application (and stop what this call started)."""
+def serve_on_ray(model_path: str, config_dict: dict, host: str, port: int, settings: dict) -> None:
+    """Deploy the model at ``model_path`` (whose config is ``config_dict``) on the Ray cluster
+    (joined, or started here), serve until SIGTERM or Ctrl-C, then remove the application (and
+    stop what this call started)."""
     import ray
 
     from plait.backends.ray.cluster import connect
@@ -136,7 +143,7 @@ def serve_on_ray(model_path: str, host: str, port: int, settings: dict) -> None:
 
     if "://" not in model_path:
         model_path = os.path.abspath(model_path)  # replicas run elsewhere, in other folders
-    app, config = _application(model_path, settings)
+    app, config = _application(model_path, settings, config_dict)
     started_ray = connect()
     try:
         check_room(config)

@@ -35,15 +35,15 @@ class LocalRunner:
         self.executor = ThreadPoolExecutor(1, thread_name_prefix="plait-predict")
         self.batcher = MicroBatcher(model.predict_rows, self.executor, settings.max_batch_size,
                                     settings.batch_wait_ms / 1000, on_batch=metrics.micro_batch.observe)
-        self._started = False
 
     async def predict_row(self, row: tuple) -> dict:
-        if not self._started:  # started on the serving loop, whichever runs the app (uvicorn, Ray Serve)
-            self.batcher.start()
-            self._started = True
         return await self.batcher.submit(row)
 
     async def predict_batch(self, columns: dict[str, list], rows: int) -> dict[str, Any]:
+        return await self.predict_here(columns)
+
+    async def predict_here(self, columns: dict[str, list]) -> dict[str, Any]:
+        """A batch's predictions on this process's model thread."""
         return await asyncio.get_running_loop().run_in_executor(self.executor, self.model.predict_batch, columns)
 
     async def stop(self) -> None:

@@ -46,5 +46,7 @@ def test_replicas_the_cluster_cannot_hold_are_refused_before_deploying(ray_clust
     from plait.serving.ray_serve import _application, check_room
 
     _, config = _application(trained[0], {"num_replicas": 2, "gpus_per_replica": 1})
-    with pytest.raises(BackendError, match=r"2 replica\(s\) x 1 GPU do not fit this Ray cluster, which has 0 GPU"):
+    with pytest.raises(BackendError, match=r"2 replica\(s\) x \(1 CPU, 1 GPU\) do not fit this Ray cluster, which "
+                                           r"has room for 0: a replica runs on one node, and the cluster has 1 node "
+                                           r"with 4 CPU, 0 GPU"):
         check_room(config)
