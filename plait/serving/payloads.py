@@ -114,8 +114,7 @@ async def parse_batch(content_type: str | None, headers, body: bytes, max_rows: 
         if "dataset" not in form:
             raise ClientError(400, "the form has no 'dataset' field: put the rows there as pandas \"split\" JSON "
                                    "(DataFrame.to_json(orient='split'))")
-        data = form["dataset"]
-        payload = parse_json(data if isinstance(data, bytes) else data.encode())
+        payload = parse_json(form["dataset"] or b"")  # text, a file part's bytes, or None when empty
     else:
         payload = parse_json(body)
     batch = _records(payload) if isinstance(payload, list) else _split(payload)

@@ -72,6 +72,7 @@ def test_a_batch_value_the_features_refuse_is_a_400(server, http, trained):
 
 def test_a_form_without_the_dataset_field_says_where_the_rows_go(server, http):
     assert "no 'dataset' field" in error_of(http.post(f"{server.url}/batch_predict", files={"data": (None, "x")}), 400)
+    assert "not valid JSON" in error_of(http.post(f"{server.url}/batch_predict", files={"dataset": (None, "")}), 400)
 
 
 def test_a_thousand_bad_requests_leave_the_server_answering_good_ones_correctly(server, http, good):
