@@ -287,7 +287,7 @@ LOG_LEVELS = {"critical": logging.CRITICAL, "error": logging.ERROR, "warning": l
 
 LUDWIG_VERBS_NOT_IMPLEMENTED = {
     "visualize": "plait has no plots; read training_statistics.json or run tensorboard --logdir results",
-    "forecast": "plait has no timeseries features",
+    "forecast": "plait has no timeseries outputs yet (timeseries inputs work: predict a number or vector output from them)",
     "benchmark": "run plait experiment once per dataset and config",
     "collect_summary": "plait has no collect commands; print(plait.Model.load(path).module) shows the layers",
     "collect_weights": "plait has no collect commands; the weights are model/model_weights.safetensors",

@@ -4,9 +4,11 @@
 Every input and output feature gets a column (its ``column``, which defaults to its name) of
 values its preprocessing reads as they are: numbers, booleans (or the two labels a binary's
 ``fallback_true_label`` implies), category words, texts and sets of words joined the way the
-tokenizer splits them, vectors of ``vector_size`` numbers. A fixed or hash split's column is
-added too. Unlike Ludwig's, the data is learnable: each output is a noisy function of a mix of
-all the inputs, so that a few epochs of training show the model learning.
+tokenizer splits them, vectors of ``vector_size`` numbers, dates (in ``datetime_format``), H3 cell
+indexes, bags of repeating words, series of numbers (noisy lines) and the paths of short WAV
+files of tones (written to the temporary folder). A fixed or hash split's column is added too.
+Unlike Ludwig's, the data is learnable: each output is a noisy function of a mix of all the
+inputs, so that a few epochs of training show the model learning.
 
 The same config, row count and seed give the same data.
 """
@@ -134,7 +136,96 @@ def _vector(feature, rows: int, rng) -> tuple:
     return np.asarray([" ".join(map(str, row)) for row in values], dtype=object), values[:, 0]
 
 
-INPUTS = {"number": _number, "binary": _binary, "category": _category, "text": _text, "set": _set, "vector": _vector}
+def _date(feature, rows: int, rng) -> tuple:
+    """Times over four years; the signal is a weight per weekday."""
+    times = pd.Timestamp("2020-01-01") + pd.to_timedelta(rng.integers(0, 4 * 365 * 86400, size=rows), unit="s")
+    fmt = getattr(feature.preprocessing, "datetime_format", None) or "%Y-%m-%d %H:%M:%S"
+    weights = rng.normal(size=7)
+    return times.strftime(fmt).to_numpy(dtype=object), weights[times.dayofweek.to_numpy()]
+
+
+H3_BASE_CELLS = 8
+H3_RESOLUTION = 5
+
+
+def _h3(feature, rows: int, rng) -> tuple:
+    """Cells of resolution 5 over a few base cells; the signal is a weight per base cell."""
+    base = rng.integers(H3_BASE_CELLS, size=rows).astype(np.int64) * 7  # spread over the 122 base cells
+    digits = rng.integers(7, size=(rows, 15)).astype(np.int64)
+    digits[:, H3_RESOLUTION:] = 7
+    index = (1 << 59) | (H3_RESOLUTION << 52) | (base << 45)
+    for i in range(15):
+        index |= digits[:, i] << (42 - 3 * i)
+    weights = rng.normal(size=H3_BASE_CELLS)
+    return index, weights[base // 7]
+
+
+def _bag(feature, rows: int, rng) -> tuple:
+    """Texts whose words repeat; the signal is how often the first word occurs less the second."""
+    vocabulary = _vocabulary(feature, TEXT_VOCABULARY)
+    lengths = rng.integers(TEXT_WORDS[0], TEXT_WORDS[1] + 1, size=rows)
+    words = rng.integers(len(vocabulary), size=(rows, TEXT_WORDS[1]))
+    used = np.arange(TEXT_WORDS[1])[None, :] < lengths[:, None]
+    signal = (used & (words == 0)).sum(1) - (used & (words == 1)).sum(1)
+    separator = _separator(feature.preprocessing)
+    texts = [separator.join(vocabulary[w] for w in row[:n]) for row, n in zip(words, lengths)]
+    return np.asarray(texts, dtype=object), signal.astype(float)
+
+
+SERIES_STEPS = (8, 16)
+"""Steps per synthetic series: at least, at most (and never more than timeseries_length_limit)."""
+
+
+def _timeseries(feature, rows: int, rng) -> tuple:
+    """Noisy lines; the signal is the slope (how fast the series rises or falls)."""
+    longest = max(1, min(SERIES_STEPS[1], feature.preprocessing.timeseries_length_limit))
+    lengths = rng.integers(min(SERIES_STEPS[0], longest), longest + 1, size=rows)
+    slopes = rng.normal(size=rows)
+    values = np.round(slopes[:, None] * np.arange(longest) / longest + 0.2 * rng.normal(size=(rows, longest)), 4)
+    separator = "," if feature.preprocessing.tokenizer == "comma" else " "
+    series = [separator.join(map(str, row[:n])) for row, n in zip(values, lengths)]
+    return np.asarray(series, dtype=object), slopes
+
+
+AUDIO_TONES_HZ = (220.0, 440.0, 880.0, 1760.0)
+AUDIO_RATE = 8000
+AUDIO_SECONDS = 0.25
+
+
+def _audio(feature, rows: int, rng) -> tuple:
+    """Paths of a few short WAV files of pure tones (written once, in the temporary folder); the
+    signal is the pitch."""
+    paths = np.asarray(_tone_files(), dtype=object)
+    index = rng.integers(len(AUDIO_TONES_HZ), size=rows)
+    return paths[index], np.log2(AUDIO_TONES_HZ)[index]
+
+
+def _tone_files() -> list[str]:
+    """The tone files in a fixed folder, so that the same seed gives the same paths; each is
+    written whole (to a temporary name, then renamed) unless it is there already."""
+    import tempfile
+
+    try:
+        import soundfile
+    except ImportError:
+        raise UsageError("synthetic audio needs `pip install plait[audio]` (soundfile is not installed)") from None
+    folder = os.path.join(tempfile.gettempdir(), "plait-synthetic-audio")
+    os.makedirs(folder, exist_ok=True)
+    paths = []
+    for hz in AUDIO_TONES_HZ:
+        path = os.path.join(folder, f"tone_{hz:g}hz.wav")
+        if not os.path.exists(path):
+            seconds = np.arange(int(AUDIO_RATE * AUDIO_SECONDS)) / AUDIO_RATE
+            partial = f"{path}.{os.getpid()}.tmp"
+            soundfile.write(partial, 0.5 * np.sin(2 * np.pi * hz * seconds), AUDIO_RATE, format="WAV")
+            os.replace(partial, path)
+        paths.append(path)
+    return paths
+
+
+INPUTS = {"number": _number, "binary": _binary, "category": _category, "text": _text, "set": _set, "vector": _vector,
+          "date": _date, "h3": _h3, "bag": _bag,
+          "timeseries": _timeseries, "audio": _audio}
 
 
 # ---- outputs: values from a signal ---------------------------------------------------------------------

@@ -149,6 +149,19 @@ def no_network(monkeypatch):
     monkeypatch.setattr(socket, "create_connection", refuse)
 
 
+@pytest.fixture
+def one_torch_thread():
+    """torch on one thread for the test: tiny layers train fastest so, and do not fight other
+    processes for the cores (on a busy machine, two threads made a small convolution forty times
+    slower than one)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(autouse=True)
 def _restore_plait_logger():
     """plait.cli.main configures the 'plait' logger (own handler, no propagation); undo it so
@@ -297,3 +310,27 @@ def cli(capsys):
         return code, out, err
 
     return run
+
+
+# ---- token sequences, and outputs computed from them ------------------------------------------------
+
+def sequence_frame(n: int = 300, seed: int = 0) -> pd.DataFrame:
+    """Sequences of letters (some missing) with their reverse, letter counts, a distribution from
+    two of the counts, and each letter tagged vowel (V) or consonant (C)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    src = [" ".join(rng.choice(list("abcdef"), rng.integers(1, 7))) for _ in range(n)]
+    frame = pd.DataFrame({"src": src, "rev": [" ".join(s.split()[::-1]) for s in src],
+                          "vec": [" ".join(str(s.count(c)) for c in "abc") for s in src],
+                          "dist": [" ".join(str(s.count(c) + 1) for c in "ab") for s in src],
+                          "tags": [" ".join("V" if t in "ae" else "C" for t in s.split()) for s in src]})
+    frame.loc[::17, "src"] = None
+    frame.loc[::23, "rev"] = None
+    return frame
+
+
+@pytest.fixture
+def sequence_data():
+    """sequence_data(n=300, seed=0) -> a DataFrame of sequences and outputs computed from them."""
+    return sequence_frame

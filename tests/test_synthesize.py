@@ -111,3 +111,17 @@ def test_ludwig_spelling_of_the_command(tmp_path, capsys):
     assert len(pd.read_parquet(tmp_path / "d.parquet")) == 7
     assert main(["synthesize_dataset", "-c", str(tmp_path / "c.yaml"), "-f", "[]", "-od", str(tmp_path / "e.csv")]) == 2
     assert "-f: plait synthesizes data for a config's features" in capsys.readouterr().err
+
+
+def test_series_as_the_tokenizer_splits_them_and_tone_files_for_audio(fit):
+    from plait.features import processors_for
+
+    config = load_config({"input_features": [{"name": "t", "type": "timeseries", "preprocessing": {"tokenizer": "comma"}},
+                                             {"name": "a", "type": "audio"}],
+                          "output_features": [{"name": "y", "type": "binary"}]})
+    frame = synthesize_dataset(config, rows=40, seed=3)
+    assert frame.equals(synthesize_dataset(config, rows=40, seed=3))  # the tone files keep their paths
+    assert frame.t.str.contains(",").all() and not frame.t.str.contains(" ").any()
+    series, clip, _ = processors_for(config)
+    assert 8 <= fit(series, frame.t.tolist())["timeseries_length"] <= 16
+    assert fit(clip, frame.a.tolist())["sample_rate"] == 8000 and frame.a.nunique() == 4

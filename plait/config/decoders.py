@@ -199,7 +199,7 @@ class DecoderBase(StrictModel):
     @classmethod
     def unknown_field_reason(cls, key: str) -> str | None:
         if key in ("multiplier", "clip"):
-            return f"{key} is a setting of Ludwig's projector decoder, which is for vector outputs; plait has none"
+            return f"{key} is a setting of the projector decoder (vector outputs)"
         return None
 
 
@@ -243,19 +243,92 @@ class MLPClassifierDecoder(DecoderBase):
     """Accepted for Ludwig compatibility: only 0 (no Monte Carlo dropout at prediction)."""
 
 
+class ProjectorDecoder(DecoderBase):
+    """Vector and timeseries outputs: the stack, then a linear map to every value of the vector."""
+
+    type: Literal["projector"] = "projector"
+    output_size: int | None = Field(None, gt=0)
+    """Computed by Ludwig from the data (the vector's length); plait reads it from the data too."""
+    activation: DecoderActivation | None = None
+    """Activation on the projection (null: none, the values as they are)."""
+    multiplier: float = 1.0
+    """The projection (after its activation) is multiplied by this."""
+    clip: tuple[float, float] | None = None
+    """``[low, high]``: the projection is clipped to this range. null: not clipped."""
+
+
+class SequenceDecoderBase(DecoderBase):
+    """What Ludwig's sequence decoders share: sizes Ludwig computes from the data, which plait reads
+    from the data as well (accepted, not used)."""
+
+    input_size: int = Field(256, gt=0)
+    """Computed: the width of the combiner's output (accepted as Ludwig writes it)."""
+    vocab_size: int | None = Field(None, gt=0)
+    """Computed: the output's vocabulary size (accepted as Ludwig writes it)."""
+    max_sequence_length: int | None = Field(None, gt=0)
+    """Computed: the output's sequence length, from its preprocessing (accepted as Ludwig writes it)."""
+
+
+class SequenceGeneratorDecoder(SequenceDecoderBase):
+    """Autoregressive generation: the stack's output is the initial state of a recurrent decoder
+    that reads the previous token (the true one in training, its own prediction otherwise) and
+    predicts the next, until the stop token."""
+
+    type: Literal["generator"] = "generator"
+    cell_type: Literal["rnn", "lstm", "gru"] = "gru"
+    """The recurrent cell."""
+    num_layers: int = Field(1, gt=0)
+    """Stacked recurrent layers."""
+    reduce_input: Literal["sum", "mean", "avg", "max", "concat", "last"] = "sum"
+    """Accepted as Ludwig writes it; the feature's own reduce_input is what plait reads."""
+    teacher_forcing_decay: Annotated[str, ludwig_only("none", instead="plait trains on the true previous token at "
+                                                                       "every step")] = "none"
+    """Ludwig's schedule of feeding back the model's own tokens in training; plait accepts only none."""
+    teacher_forcing_decay_rate: Annotated[float, ludwig_only(0.01, instead="teacher_forcing_decay is none")] = 0.01
+    """Read by Ludwig's teacher_forcing_decay only; accepted at its default."""
+    beam_length_penalty: Annotated[float, ludwig_only(1.0, instead="beam search ranks sequences by their "
+                                                                   "probability")] = 1.0
+    """Ludwig's length normalization of beam scores; plait accepts only 1.0."""
+    beam_width: int = Field(1, gt=0)
+    """Predictions and evaluations keep this many candidate sequences at each step and return the
+    likeliest (beam search); 1: the likeliest token at each step (greedy). Training reads the true
+    previous tokens either way."""
+
+
+class SequenceTaggerDecoder(SequenceDecoderBase):
+    """One label per input step: the combiner's output must be a sequence (a sequence or text input
+    with ``reduce_output: null``, through the sequence_concat or sequence combiner)."""
+
+    type: Literal["tagger"] = "tagger"
+    use_attention: bool = False
+    """A multi-head self-attention layer over the steps before the labels."""
+    attention_embedding_size: int = Field(256, gt=0)
+    """Width of that attention layer."""
+    attention_num_heads: int = Field(8, gt=0)
+    """Its heads; attention_embedding_size must be a multiple of it."""
+
+    @model_validator(mode="after")
+    def _heads_divide_width(self):
+        if self.use_attention and self.attention_embedding_size % self.attention_num_heads:
+            raise field_error("attention_num_heads", f"got {self.attention_num_heads}, which does not divide "
+                                                     f"attention_embedding_size {self.attention_embedding_size}")
+        return self
+
+
 BinaryDecoder = union(RegressorDecoder, MLPClassifierDecoder)
 CategoryDecoder = union(ClassifierDecoder, MLPClassifierDecoder)
 NumberDecoder = union(RegressorDecoder)
 SetDecoder = union(ClassifierDecoder)
+VectorDecoder = union(ProjectorDecoder)
+SequenceDecoder = union(SequenceGeneratorDecoder, SequenceTaggerDecoder)
+CategoryDistributionDecoder = union(ClassifierDecoder)
 
-DEFAULT_DECODER = {"binary": "regressor", "number": "regressor", "category": "classifier", "set": "classifier"}
+DEFAULT_DECODER = {"binary": "regressor", "number": "regressor", "category": "classifier", "set": "classifier",
+                   "vector": "projector", "sequence": "generator", "text": "generator",
+                   "category_distribution": "classifier"}
 
 ludwig_types_not_implemented("decoder", {
-    "projector": "Ludwig's projector decodes vector and timeseries outputs, which plait does not have; use "
-                 "regressor (binary, number) or classifier (category, set)",
-    "passthrough": "use regressor (binary, number) or classifier (category, set)",
-    "tagger": "Ludwig's tagger decodes sequence and text outputs, which plait does not have",
-    "generator": "Ludwig's generator decodes sequence and text outputs, which plait does not have",
+    "passthrough": "use regressor (binary, number), classifier (category, set) or projector (vector)",
 })
 
 # ---- losses ------------------------------------------------------------------------------------
@@ -372,16 +445,42 @@ class SigmoidCrossEntropyLoss(LossBase):
     item to weight (missing items: 1)."""
 
 
+class SequenceSoftmaxCrossEntropyLoss(LossBase):
+    """Cross-entropy of each target token (the stop token included, padding left out), averaged
+    over the tokens of the batch."""
+
+    type: Literal["sequence_softmax_cross_entropy"] = "sequence_softmax_cross_entropy"
+    class_weights: Annotated[ClassWeights, ludwig_only(None, instead="tokens all weigh 1")] = None
+    """Ludwig's per-token weights; plait accepts only null."""
+    robust_lambda: Annotated[float, ludwig_only(0.0, instead="no robust loss for sequences")] = 0.0
+    """Accepted as Ludwig writes it: only 0."""
+    confidence_penalty: Annotated[float, ludwig_only(0.0, instead="no confidence penalty for sequences")] = 0.0
+    """Accepted as Ludwig writes it: only 0."""
+    class_similarities: Annotated[list | None, ludwig_only(None, instead="tokens are not smoothed")] = None
+    """Accepted as Ludwig writes it: only null."""
+    class_similarities_temperature: Annotated[float, ludwig_only(0.0, instead="tokens are not smoothed")] = 0.0
+    """Accepted as Ludwig writes it: only 0."""
+    unique: Annotated[bool, ludwig_only(False, instead="every target token counts")] = False
+    """Ludwig's sampled-loss setting; plait accepts only false."""
+
+
 BinaryLoss = union(BinaryCrossEntropyLoss, FocalLoss)
 CategoryLoss = union(SoftmaxCrossEntropyLoss, FocalLoss, PolyLoss)
 NumberLoss = union(MeanSquaredErrorLoss, MeanAbsoluteErrorLoss, MeanAbsolutePercentageErrorLoss,
                    RootMeanSquaredErrorLoss, RootMeanSquaredPercentageErrorLoss, HuberLoss)
 SetLoss = union(SigmoidCrossEntropyLoss)
+VectorLoss = union(MeanSquaredErrorLoss, MeanAbsoluteErrorLoss, HuberLoss)
+SequenceLoss = union(SequenceSoftmaxCrossEntropyLoss)
+CategoryDistributionLoss = union(SoftmaxCrossEntropyLoss)
 
 DEFAULT_LOSS = {"binary": "binary_weighted_cross_entropy", "category": "softmax_cross_entropy",
-                "number": "mean_squared_error", "set": "sigmoid_cross_entropy"}
+                "number": "mean_squared_error", "set": "sigmoid_cross_entropy", "vector": "mean_squared_error",
+                "sequence": "sequence_softmax_cross_entropy", "text": "sequence_softmax_cross_entropy",
+                "category_distribution": "softmax_cross_entropy"}
 
 ludwig_types_not_implemented("loss", {
+    "sampled_softmax_cross_entropy": "plait computes the full softmax over the vocabulary; use "
+                                     "sequence_softmax_cross_entropy",
     "corn": "plait does not implement ordinal (CORN) outputs; use softmax_cross_entropy",
     "sparsemax": "plait's category outputs predict with a softmax; use softmax_cross_entropy",
     "entmax15": "plait's category outputs predict with a softmax; use softmax_cross_entropy",

@@ -8,7 +8,7 @@ where the feature picks the same type, or none.
 
 Each section is checked against the very settings the features of that type take, whether or not
 any feature has that type: a misspelt key is reported at ``defaults.<type>.encoder.<key>``.
-Ludwig's feature types that plait has no feature for (image, audio, date, ...) are accepted with
+Ludwig's feature types that plait has no feature for (image) are accepted with
 their sections unchecked: a config Ludwig rendered writes defaults for every type, and they can
 apply to no feature here, since a feature of such a type is refused on its own.
 """
@@ -129,6 +129,12 @@ CategoryTypeDefaults = _type_defaults_model("category")
 TextTypeDefaults = _type_defaults_model("text")
 SetTypeDefaults = _type_defaults_model("set")
 VectorTypeDefaults = _type_defaults_model("vector")
+SequenceTypeDefaults = _type_defaults_model("sequence")
+DateTypeDefaults = _type_defaults_model("date")
+H3TypeDefaults = _type_defaults_model("h3")
+BagTypeDefaults = _type_defaults_model("bag")
+TimeseriesTypeDefaults = _type_defaults_model("timeseries")
+AudioTypeDefaults = _type_defaults_model("audio")
 
 _NO_FEATURE = "Ludwig's {} feature type; plait has no {} feature, so these defaults apply to no feature (unchecked)."
 
@@ -143,18 +149,24 @@ class Defaults(StrictModel):
     category: CategoryTypeDefaults | None = None
     """What category features start from: preprocessing, encoder (inputs), decoder and loss (outputs)."""
     text: TextTypeDefaults | None = None
-    """What text input features start from: preprocessing and encoder (decoder and loss: unchecked)."""
+    """What text features start from: preprocessing, encoder (inputs), decoder and loss (outputs)."""
     set: SetTypeDefaults | None = None
     """What set features start from: preprocessing, encoder (inputs), decoder and loss (outputs)."""
     vector: VectorTypeDefaults | None = None
-    """What vector input features start from: preprocessing and encoder (decoder and loss: unchecked)."""
-    audio: UncheckedTypeDefaults | None = Field(None, description=_NO_FEATURE.format("audio", "audio"))
-    bag: UncheckedTypeDefaults | None = Field(None, description=_NO_FEATURE.format("bag", "bag"))
-    date: UncheckedTypeDefaults | None = Field(None, description=_NO_FEATURE.format("date", "date"))
-    h3: UncheckedTypeDefaults | None = Field(None, description=_NO_FEATURE.format("h3", "h3"))
+    """What vector features start from: preprocessing, encoder (inputs), decoder and loss (outputs)."""
+    sequence: SequenceTypeDefaults | None = None
+    """What sequence features start from: preprocessing, encoder (inputs), decoder and loss (outputs)."""
+    audio: AudioTypeDefaults | None = None
+    """What audio input features start from: preprocessing and encoder (decoder and loss: unchecked)."""
+    date: DateTypeDefaults | None = None
+    """What date input features start from: preprocessing and encoder (decoder and loss: unchecked)."""
+    h3: H3TypeDefaults | None = None
+    """What h3 input features start from: preprocessing and encoder (decoder and loss: unchecked)."""
+    bag: BagTypeDefaults | None = None
+    """What bag input features start from: preprocessing and encoder (decoder and loss: unchecked)."""
     image: ImageTypeDefaults | None = Field(None, description=_NO_FEATURE.format("image", "image"))
-    sequence: UncheckedTypeDefaults | None = Field(None, description=_NO_FEATURE.format("sequence", "sequence"))
-    timeseries: UncheckedTypeDefaults | None = Field(None, description=_NO_FEATURE.format("timeseries", "timeseries"))
+    timeseries: TimeseriesTypeDefaults | None = None
+    """What timeseries features start from: preprocessing, encoder (inputs), decoder and loss (outputs)."""
 
 
 TYPE_DEFAULTS: dict[str, type[TypeDefaults]] = {

@@ -11,9 +11,11 @@ from __future__ import annotations
 import typing
 from typing import Annotated, Literal
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, field_validator
 
 from plait.config import text_encoders as t
+from plait.config.date_encoders import DateEmbedEncoder, DateWaveEncoder
+from plait.config.h3_encoders import H3EmbedEncoder, H3RNNEncoder, H3WeightedSumEncoder
 from plait.config.base import LUDWIG_DEFAULT, ludwig_only, ludwig_types_not_implemented
 from plait.config.encoder_settings import (EMBEDDINGS_ON_CPU, ENCODER_FIELDS, EmbeddingSettings, EncoderBase,
                                            FCLayer, FCSettings, Initializer)
@@ -145,6 +147,39 @@ class SetEmbedEncoder(EncoderBase, FCSettings, EmbeddingSettings):
     """Initializer of the embeddings and the layers' weights."""
 
 
+class BagEmbedEncoder(EncoderBase, FCSettings, EmbeddingSettings):
+    """The sum of the bag's tokens' embeddings, each weighted by its count (Ludwig's
+    BagEmbedWeighted), then fully connected layers."""
+
+    type: Literal["embed"] = "embed"
+    embedding_size: int = Field(50, gt=0)
+    """Width of a dense embedding."""
+    force_embedding_size: bool = False
+    """Ludwig's switch to keep embedding_size above the vocabulary size; plait never caps the
+    width, so either value gives embedding_size."""
+    num_fc_layers: int = Field(0, ge=0)
+    """Fully connected layers after the sum (unless fc_layers is given)."""
+    output_size: int = Field(10, gt=0)
+    """Width of each fully connected layer (unless its fc_layers entry says otherwise)."""
+
+
+class TimeseriesPassthroughEncoder(EncoderBase):
+    """The series itself, one number per step."""
+
+    type: Literal["passthrough"] = "passthrough"
+    reduce_output: t.Reduction = Field("concat", json_schema_extra={LUDWIG_DEFAULT: None})
+    """concat: the steps as one vector (plait's default, which any combiner takes); null (Ludwig's
+    default): the sequence [steps, 1], for the sequence combiners (the concat combiner needs
+    flatten_inputs for it); sum, mean, max, last, attention: one number per row."""
+    encoding_size: Annotated[int | None, ludwig_only(None, instead="a timeseries step is one number")] = None
+    """Ludwig's width of a step; plait accepts only null (a step is one number)."""
+
+    @field_validator("reduce_output", mode="before")
+    @classmethod
+    def _reduce_output_spelling(cls, value):
+        return t._reduction(value)
+
+
 NumberEncoder = union(PassthroughEncoder, DenseEncoder, PeriodicEncoder, PLEEncoder, BinsEncoder)
 BinaryEncoder = union(PassthroughEncoder, DenseEncoder)
 CategoryEncoder = union(CategoryEmbedEncoder, CategorySparseEncoder, CategoryOneHotEncoder,
@@ -153,6 +188,15 @@ TextEncoder = union(t.TextEmbedEncoder, t.ParallelCNNEncoder, t.StackedCNNEncode
                     t.RNNEncoder, t.CNNRNNEncoder, t.TextTransformerEncoder)
 SetEncoder = union(SetEmbedEncoder)
 VectorEncoder = union(DenseEncoder, PassthroughEncoder)
+TimeseriesEncoder = union(TimeseriesPassthroughEncoder, DenseEncoder, t.ParallelCNNEncoder, t.StackedCNNEncoder,
+                          t.StackedParallelCNNEncoder, t.RNNEncoder, t.CNNRNNEncoder, t.TextTransformerEncoder)
+AudioEncoder = union(t.ParallelCNNEncoder, t.StackedCNNEncoder, t.StackedParallelCNNEncoder, t.RNNEncoder,
+                     t.CNNRNNEncoder)
+"""The text encoders that Ludwig gives audio (no transformer), over the frames' features."""
+SequenceEncoder = TextEncoder
+DateEncoder = union(DateEmbedEncoder, DateWaveEncoder)
+H3Encoder = union(H3EmbedEncoder, H3WeightedSumEncoder, H3RNNEncoder)
+BagEncoder = union(BagEmbedEncoder)
 
 # The encoder each input type gets when the config names none.
 DEFAULT_ENCODER = {
@@ -162,16 +206,25 @@ DEFAULT_ENCODER = {
     "text": "parallel_cnn",  # Ludwig's; measured better than embed (benchmarks/text_defaults.py)
     "set": "embed",
     "vector": "dense",
+    "timeseries": "parallel_cnn",  # Ludwig's
+    "audio": "parallel_cnn",  # Ludwig's
+    "sequence": "embed",  # Ludwig's
+    "date": "embed",
+    "h3": "embed",
+    "bag": "embed",
 }
 
 DOCUMENTED = [PassthroughEncoder, DenseEncoder, PeriodicEncoder, PLEEncoder, BinsEncoder, CategoryEmbedEncoder,
               CategorySparseEncoder, CategoryOneHotEncoder, CategoryPassthroughEncoder, CategoryHashEncoder,
               SetEmbedEncoder, TextEmbedEncoder, ParallelCNNEncoder, StackedCNNEncoder, StackedParallelCNNEncoder,
-              RNNEncoder, CNNRNNEncoder, TextTransformerEncoder, FCLayer, ConvLayer]
+              RNNEncoder, CNNRNNEncoder, TextTransformerEncoder, DateEmbedEncoder, DateWaveEncoder, H3EmbedEncoder,
+              H3WeightedSumEncoder, H3RNNEncoder, BagEmbedEncoder, TimeseriesPassthroughEncoder, FCLayer, ConvLayer]
 """The encoder sections of the config reference (docs/config.md), in its order."""
 
 _ENCODERS_BY_INPUT_TYPE = {"number": NumberEncoder, "binary": BinaryEncoder, "category": CategoryEncoder,
-                           "text": TextEncoder, "set": SetEncoder, "vector": VectorEncoder}
+                           "text": TextEncoder, "set": SetEncoder, "vector": VectorEncoder,
+                           "sequence": SequenceEncoder, "date": DateEncoder, "h3": H3Encoder, "bag": BagEncoder,
+                           "timeseries": TimeseriesEncoder, "audio": AudioEncoder}
 _input_types: dict[type, list[str]] = {}
 for _ftype, _union in _ENCODERS_BY_INPUT_TYPE.items():
     _members = typing.get_args(_union)[0]  # a union of one class is that class
@@ -192,6 +245,11 @@ ludwig_types_not_implemented("encoder", {
     **{name: f"{name} {_PRETRAINED}" for name in (
         "auto_transformer", "albert", "bert", "camembert", "deberta", "distilbert", "electra", "gpt", "gpt2",
         "longformer", "modernbert", "mt5", "roberta", "t5", "xlm", "xlmroberta", "xlnet", "llm")},
+    **{name: f"{name} needs pretrained Hugging Face weights, which plait does not load yet (#20); use the "
+             f"parallel_cnn, stacked_cnn or rnn encoder over the audio features" for name in ("wav2vec2", "whisper",
+                                                                                              "hubert")},
+    "patchtst": "use the transformer (one token per step), parallel_cnn or rnn encoder over the series",
+    "nbeats": "use the dense, parallel_cnn or rnn encoder over the series",
     "tf_idf": "tf_idf needs a TF-IDF preprocessing plait does not have; use the embed encoder (a bag of words)",
     "mamba": "state-space encoders are not implemented; use the rnn or transformer encoder",
     "mamba2": "state-space encoders are not implemented; use the rnn or transformer encoder",

@@ -17,8 +17,9 @@ from plait.config import preprocessing as p
 from plait.config.base import StrictModel, field_error, ludwig_only, shown, suggest
 from plait.config.encoder_settings import without_null_adapter
 
-INPUT_TYPES = ("binary", "number", "category", "text", "set", "vector")
-OUTPUT_TYPES = ("binary", "category", "number", "set")
+INPUT_TYPES = ("binary", "number", "category", "text", "set", "vector", "sequence", "date", "h3", "bag",
+               "timeseries", "audio")
+OUTPUT_TYPES = ("binary", "category", "number", "set", "vector", "sequence", "text", "category_distribution")
 
 
 def _typed(value, default_type: str):
@@ -145,6 +146,48 @@ class VectorInputFeature(InputFeatureBase):
     encoder: e.VectorEncoder = Field(default_factory=e.DenseEncoder)
 
 
+class SequenceInputFeature(InputFeatureBase):
+    type: Literal["sequence"] = "sequence"
+    preprocessing: p.SequencePreprocessing = Field(default_factory=p.SequencePreprocessing)
+    encoder: e.SequenceEncoder = Field(default_factory=e.TextEmbedEncoder)
+    """How the tokens are encoded: the text encoders; unset: embed, as in Ludwig."""
+
+
+class DateInputFeature(InputFeatureBase):
+    type: Literal["date"] = "date"
+    preprocessing: p.DatePreprocessing = Field(default_factory=p.DatePreprocessing)
+    encoder: e.DateEncoder = Field(default_factory=e.DateEmbedEncoder)
+
+
+class H3InputFeature(InputFeatureBase):
+    type: Literal["h3"] = "h3"
+    preprocessing: p.H3Preprocessing = Field(default_factory=p.H3Preprocessing)
+    encoder: e.H3Encoder = Field(default_factory=e.H3EmbedEncoder)
+
+
+class BagInputFeature(InputFeatureBase):
+    type: Literal["bag"] = "bag"
+    preprocessing: p.BagPreprocessing = Field(default_factory=p.BagPreprocessing)
+    encoder: e.BagEncoder = Field(default_factory=e.BagEmbedEncoder)
+
+
+class TimeseriesInputFeature(InputFeatureBase):
+    type: Literal["timeseries"] = "timeseries"
+    preprocessing: p.TimeseriesPreprocessing = Field(default_factory=p.TimeseriesPreprocessing)
+    encoder: e.TimeseriesEncoder = Field(default_factory=e.ParallelCNNEncoder)
+    """How the series is encoded: passthrough, dense, or a text encoder reading one number per step
+    (its embedding settings unused; the transformer projects each step to hidden_size, unset:
+    embedding_size); unset: parallel_cnn, as in Ludwig."""
+
+
+class AudioInputFeature(InputFeatureBase):
+    type: Literal["audio"] = "audio"
+    preprocessing: p.AudioPreprocessing = Field(default_factory=p.AudioPreprocessing)
+    encoder: e.AudioEncoder = Field(default_factory=e.ParallelCNNEncoder)
+    """How the clip is encoded: a text encoder reading each frame's features (its embedding
+    settings unused); unset: parallel_cnn, as in Ludwig."""
+
+
 Reduction = Literal["sum", "mean", "avg", "max", "concat", "last", "attention", "attention_pooling", "none", "None"] | None
 """Ludwig's ways of reducing a sequence [rows, steps, width] to one vector per row."""
 
@@ -254,6 +297,44 @@ class SetOutputFeature(OutputFeatureBase):
     """Probability at or above which an item is predicted in the set."""
 
 
+class VectorOutputFeature(OutputFeatureBase):
+    type: Literal["vector"] = "vector"
+    preprocessing: p.VectorPreprocessing = Field(default_factory=lambda: p.VectorPreprocessing(missing_value_strategy="drop_row"))
+    decoder: d.VectorDecoder = Field(default_factory=d.ProjectorDecoder)
+    loss: d.VectorLoss = Field(default_factory=d.MeanSquaredErrorLoss)
+
+
+class SequenceOutputFeature(OutputFeatureBase):
+    type: Literal["sequence"] = "sequence"
+    preprocessing: p.SequencePreprocessing = Field(default_factory=lambda: p.SequencePreprocessing(missing_value_strategy="drop_row"))
+    decoder: d.SequenceDecoder = Field(default_factory=d.SequenceGeneratorDecoder)
+    loss: d.SequenceLoss = Field(default_factory=d.SequenceSoftmaxCrossEntropyLoss)
+
+
+class TextOutputFeature(OutputFeatureBase):
+    type: Literal["text"] = "text"
+    preprocessing: p.TextPreprocessing = Field(default_factory=lambda: p.TextPreprocessing(missing_value_strategy="drop_row"))
+    decoder: d.SequenceDecoder = Field(default_factory=d.SequenceGeneratorDecoder)
+    loss: d.SequenceLoss = Field(default_factory=d.SequenceSoftmaxCrossEntropyLoss)
+
+    @model_validator(mode="after")
+    def _word_tokens(self):
+        if self.preprocessing.tokenizer == "bpe":
+            raise field_error("preprocessing.tokenizer", "got 'bpe'; a text output is predicted word by word: use a "
+                                                         "word tokenizer (space_punct, space, characters, ...)")
+        return self
+
+
+class CategoryDistributionOutputFeature(OutputFeatureBase):
+    type: Literal["category_distribution"] = "category_distribution"
+    preprocessing: p.CategoryDistributionPreprocessing = Field(
+        default_factory=lambda: p.CategoryDistributionPreprocessing(missing_value_strategy="drop_row"))
+    """Each cell a distribution over the classes: a list of probabilities, or a string of
+    space-separated ones, in the order of ``vocab``."""
+    decoder: d.CategoryDistributionDecoder = Field(default_factory=d.ClassifierDecoder)
+    loss: d.CategoryDistributionLoss = Field(default_factory=d.SoftmaxCrossEntropyLoss)
+
+
 def output_order(outputs: list) -> list[str]:
     """The output features' names, each after those it depends on (a head reads their hidden states).
 
@@ -309,16 +390,15 @@ def check_dependencies(outputs: list) -> None:
         raise field_error(f"output_features[{index}].dependencies", str(problem)) from None
 
 
-InputFeature = Annotated[
-    Union[BinaryInputFeature, NumberInputFeature, CategoryInputFeature, TextInputFeature, SetInputFeature, VectorInputFeature],
-    Field(discriminator="type"),
-]
-OutputFeature = Annotated[
-    Union[BinaryOutputFeature, CategoryOutputFeature, NumberOutputFeature, SetOutputFeature],
-    Field(discriminator="type"),
-]
-AnyFeature = Union[
-    BinaryInputFeature, NumberInputFeature, CategoryInputFeature, TextInputFeature, SetInputFeature,
-    VectorInputFeature, BinaryOutputFeature, CategoryOutputFeature, NumberOutputFeature, SetOutputFeature,
-]
+INPUT_FEATURE_CLASSES = (BinaryInputFeature, NumberInputFeature, CategoryInputFeature, TextInputFeature,
+                         SetInputFeature, VectorInputFeature, SequenceInputFeature, DateInputFeature,
+                         H3InputFeature, BagInputFeature,
+                         TimeseriesInputFeature, AudioInputFeature)
+OUTPUT_FEATURE_CLASSES = (BinaryOutputFeature, CategoryOutputFeature, NumberOutputFeature, SetOutputFeature,
+                          VectorOutputFeature, SequenceOutputFeature, TextOutputFeature,
+                          CategoryDistributionOutputFeature)
+"""Every feature class; a new feature type adds its class here (and its name to INPUT_TYPES, OUTPUT_TYPES)."""
 
+InputFeature = Annotated[Union[INPUT_FEATURE_CLASSES], Field(discriminator="type")]
+OutputFeature = Annotated[Union[OUTPUT_FEATURE_CLASSES], Field(discriminator="type")]
+AnyFeature = Union[INPUT_FEATURE_CLASSES + OUTPUT_FEATURE_CLASSES]

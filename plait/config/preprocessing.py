@@ -226,6 +226,24 @@ class TextPreprocessing(FeaturePreprocessing):
         return self
 
 
+
+class SequencePreprocessing(TextPreprocessing):
+    """Sequence features: tokens, as text features read them, split on whitespace by default."""
+
+    tokenizer: str = "space"
+    """How a cell is split into tokens (Ludwig's sequence default, space; any text tokenizer)."""
+
+
+class CategoryDistributionPreprocessing(FeaturePreprocessing):
+    vocab: list[str] | None = Field(None, min_length=1)
+    """The class of each position of the distributions, in order (Ludwig's vocab); unset: the
+    positions' numbers, 0, 1, ..."""
+
+    @model_validator(mode="after")
+    def _strategy(self):
+        self.check_strategy(("drop_row",))
+        return self
+
 class SetPreprocessing(FeaturePreprocessing):
     tokenizer: str = "space"
     """How one cell is split into set elements: space, comma, underscore, or any word tokenizer of
@@ -279,6 +297,183 @@ class VectorPreprocessing(FeaturePreprocessing):
         return self
 
 
+class DatePreprocessing(FeaturePreprocessing):
+    datetime_format: str | None = None
+    """The strptime format of the column's text (such as ``%d/%m/%Y %H:%M``); a value it does not
+    fit is read as if unset, as in Ludwig. Unset: each value on its own is read as ISO-8601
+    (2024-05-01, 2024-05-01T12:30:00, fractional seconds dropped), or as 05/01/2024 (month
+    first), 01.05.2024, 20240501, 1 May 2024 and the like, or as a Unix timestamp (seconds;
+    milliseconds and finer are scaled down, as Ludwig does). Columns of Arrow dates and
+    timestamps are read as they are. A time with a zone (an offset such as +02:00, or a
+    timestamp type with a time zone) is read in UTC, as Arrow's CSV reader reads it, so that a
+    dataset gives the same dates in any file format (Ludwig keeps the time as written)."""
+    fill_value: str = ""
+    """The date ``fill_with_const`` gives a missing value, written as the column's dates are.
+    Empty: 1970-01-01 00:00:00 (Ludwig uses the time of preprocessing, which changes with every
+    run)."""
+
+    @model_validator(mode="after")
+    def _strategy(self):
+        self.check_strategy(("fill_with_const", "drop_row"))
+        return self
+
+
+H3_LUDWIG_FILL = 576495936675512319
+"""Ludwig's fill value: the resolution-0 cell of base cell 0 (hex 8001fffffffffff)."""
+
+
+class H3Preprocessing(FeaturePreprocessing):
+    fill_value: int | str = H3_LUDWIG_FILL
+    """The H3 cell ``fill_with_const`` gives a missing value: an integer, or its hex string."""
+
+    @field_validator("fill_value")
+    @classmethod
+    def _an_index(cls, value: int | str) -> int | str:
+        text = str(value).strip().lower()
+        digits = text[2:] if text.startswith("0x") else text
+        base = 10 if isinstance(value, int) or (digits.isdigit() and len(digits) > 16) else 16
+        try:
+            number = int(digits, base)
+        except ValueError:
+            number = -1
+        if not 0 <= number < 2**63:
+            raise ValueError(f"got {shown(value)}; give an H3 cell index, as an integer (622236723497533439) "
+                             f"or a hex string (8a2a1072b59ffff)")
+        return value
+
+    @model_validator(mode="after")
+    def _strategy(self):
+        self.check_strategy(("fill_with_const", "fill_with_mode", "drop_row"))
+        return self
+
+
+class BagPreprocessing(FeaturePreprocessing):
+    tokenizer: str = "space"
+    """How a cell is split into tokens, each counted: space, comma, underscore, or any word
+    tokenizer of text features (space_punct, characters, ...)."""
+    lowercase: bool = False
+    """Lowercase the tokens before counting them."""
+    most_common: int | None = Field(10000, gt=0)
+    """Vocabulary cap: the most frequent tokens are kept, the others count as the unknown token
+    (null: no cap)."""
+    fill_value: str = "<UNK>"
+    """The text ``fill_with_const`` gives a missing value, tokenized like any other: the default
+    counts one unknown token (with the space tokenizer), as in Ludwig."""
+
+    @field_validator("tokenizer")
+    @classmethod
+    def _known_tokenizer(cls, value: str) -> str:
+        return _tokenizer(value, WORD_TOKENIZERS)
+
+    @model_validator(mode="after")
+    def _strategy(self):
+        self.check_strategy(("fill_with_const", "fill_with_mode", "drop_row"))
+        return self
+
+
+SERIES_TOKENIZERS = ("space", "comma")
+"""How a timeseries cell is split into its numbers (Ludwig's other tokenizers split words)."""
+
+
+class TimeseriesPreprocessing(FeaturePreprocessing):
+    """A series of numbers per row: a list column, or a string the tokenizer splits into numbers."""
+
+    tokenizer: str = "space"
+    """How a string cell is split into numbers: space or comma (a list column is read as it is)."""
+    timeseries_length_limit: int = Field(256, gt=0)
+    """Longer series are cut to this many steps. Series are padded to the longest training series,
+    at most this."""
+    padding_value: float = 0.0
+    """The value of padded steps, and of steps that are not finite (nan, inf) inside a series."""
+    padding: Literal["right", "left"] = "right"
+    """Which side of a short series the padding goes."""
+    fill_value: str = ""
+    """The series ``fill_with_const`` gives a missing cell, split by the tokenizer (empty: a series
+    of padding only)."""
+    window_size: int = Field(0, ge=0)
+    """Ludwig's window of the previous rows' values of a number column; plait accepts only 0 (see
+    the error)."""
+
+    @field_validator("tokenizer")
+    @classmethod
+    def _series_tokenizer(cls, value: str) -> str:
+        if value not in SERIES_TOKENIZERS:
+            raise ValueError(f"got {shown(value)}; a series is split into numbers by {' or '.join(SERIES_TOKENIZERS)} "
+                             f"(a list column is read as it is)")
+        return value
+
+    @field_validator("window_size")
+    @classmethod
+    def _no_window(cls, value: int) -> int:
+        if value:
+            raise ValueError(f"got {value}; plait does not build a series from the previous rows of a number column: "
+                             f"that depends on the row order, which partitions and prediction chunks do not keep, so "
+                             f"engines would disagree. Put each row's series in one column (a list of numbers, or a "
+                             f"string of them: its last {value} values), and leave window_size at 0")
+        return value
+
+    @model_validator(mode="after")
+    def _strategy(self):
+        self.check_strategy(("fill_with_const", "drop_row"))
+        separator = "," if self.tokenizer == "comma" else None
+        try:
+            [float(x) for x in self.fill_value.split(separator) if x.strip()]
+        except ValueError:
+            raise field_error("fill_value", f"got {shown(self.fill_value)}; give numbers split as the tokenizer "
+                                            f"({self.tokenizer}) splits them, such as '0 0.5 1', or '' (padding "
+                                            f"only)") from None
+        return self
+
+
+AUDIO_FEATURES = Literal["fbank", "group_delay", "raw", "stft", "stft_phase"]
+
+
+class AudioPreprocessing(FeaturePreprocessing):
+    """WAV or FLAC files (a path per row, or the file's bytes), as features per time window."""
+
+    missing_value_strategy: MissingValueStrategy = Field("fill_with_const", json_schema_extra={LUDWIG_DEFAULT: "bfill"})
+    """fill_with_const: a missing file reads as a clip without frames (padding only, which the
+    encoders leave out); drop_row. Ludwig's default, bfill, is refused (see the error)."""
+    fill_value: Annotated[float | None, ludwig_only(
+        None, instead="a missing file reads as a clip without frames")] = None
+    """Ludwig's number for a missing file; plait accepts only null."""
+    audio_file_length_limit_in_s: float = Field(7.5, gt=0)
+    """Longer files are cut to this many seconds. Clips are padded to the longest training file,
+    at most this."""
+    padding_value: float = 0.0
+    """The value of the features of padded frames."""
+    norm: Literal["per_file"] | None = None
+    """per_file: each feature scaled to mean 0 and standard deviation 1 over the file's frames; null: none."""
+    type: AUDIO_FEATURES = "fbank"
+    """Features per window: fbank (log mel filterbank energies, num_filter_bands per window), stft
+    (spectrum magnitudes), stft_phase (phases, then magnitudes), group_delay, or raw (the samples,
+    one per step)."""
+    window_length_in_s: float = Field(0.04, gt=0)
+    """Length of a window (unused by raw)."""
+    window_shift_in_s: float = Field(0.02, gt=0)
+    """Step between the starts of two windows (unused by raw)."""
+    num_fft_points: int | None = Field(None, gt=0)
+    """Points of each window's Fourier transform, at least its samples; null: its samples."""
+    window_type: Literal["bartlett", "blackman", "hamming", "hann"] = "hamming"
+    """The window each frame is weighted with before its Fourier transform."""
+    num_filter_bands: int = Field(80, gt=0)
+    """Mel filters of fbank (its features per window)."""
+    in_memory: bool = True
+    """Ludwig's choice of reading files while training; accepted, no effect: plait decodes every
+    file once, while preprocessing, and caches the features (Ludwig's eager mode)."""
+    mode: Literal["eager", "lazy", "lazy_cached"] = "lazy"
+    """Ludwig's decoding schedule; accepted, no effect (plait always decodes while preprocessing)."""
+    prefetch_size: int | None = Field(None, ge=0)
+    """Ludwig's batches decoded ahead; accepted, no effect."""
+    lazy_cache_dir: str | None = None
+    """Ludwig's folder for decoded in-memory audio; accepted, no effect."""
+
+    @model_validator(mode="after")
+    def _strategy(self):
+        self.check_strategy(("fill_with_const", "drop_row"))
+        return self
+
+
 PREPROCESSING_BY_TYPE: dict[str, type[FeaturePreprocessing]] = {
     "binary": BinaryPreprocessing,
     "number": NumberPreprocessing,
@@ -286,6 +481,13 @@ PREPROCESSING_BY_TYPE: dict[str, type[FeaturePreprocessing]] = {
     "text": TextPreprocessing,
     "set": SetPreprocessing,
     "vector": VectorPreprocessing,
+    "timeseries": TimeseriesPreprocessing,
+    "audio": AudioPreprocessing,
+    "sequence": SequencePreprocessing,
+    "category_distribution": CategoryDistributionPreprocessing,
+    "date": DatePreprocessing,
+    "h3": H3Preprocessing,
+    "bag": BagPreprocessing,
 }
 
 # Output features drop rows whose target is missing, unless the user says otherwise.
@@ -381,6 +583,11 @@ class GlobalPreprocessing(StrictModel):
     text: TextPreprocessing | None = None
     set: SetPreprocessing | None = None
     vector: VectorPreprocessing | None = None
+    timeseries: TimeseriesPreprocessing | None = None
+    audio: AudioPreprocessing | None = None
+    date: DatePreprocessing | None = None
+    h3: H3Preprocessing | None = None
+    bag: BagPreprocessing | None = None
 
     @field_validator("split", mode="before")
     @classmethod

@@ -8,6 +8,7 @@ word counts (the merged map-reduce statistics), never downloaded.
 from __future__ import annotations
 
 import hashlib
+import logging
 
 import numpy as np
 import pyarrow as pa
@@ -17,6 +18,14 @@ from plait.errors import DataError
 from plait.features import stats as st
 from plait.features.base import FeatureProcessor
 from plait.features.text_ops import as_strings, encode_tokens, fixed_size_list, pad, tokenize
+
+log = logging.getLogger(__name__)
+
+
+START_SYMBOL, STOP_SYMBOL = "<SOS>", "<EOS>"
+"""An output's vocabulary has these after padding and unknown (indices 2 and 3): the generator
+starts from the start token and ends a sequence with the stop token."""
+STOP_ID = 3
 
 
 class TextProcessor(FeatureProcessor):
@@ -33,10 +42,13 @@ class TextProcessor(FeatureProcessor):
     def partial_stats(self, column: pa.Array) -> dict:
         words = self._words(column)
         lengths = pc.list_value_length(words).fill_null(0)
+        cap = self.preprocessing.max_sequence_length
         return {
             "counts": st.value_counts(pc.list_flatten(words)),
             "max_length": int(pc.max(lengths).as_py() or 0),
             "texts": st.value_counts(column) if self.preprocessing.missing_value_strategy == "fill_with_mode" else None,
+            "rows": len(column),
+            "too_long": int(pc.sum(pc.greater(lengths, cap)).as_py() or 0) if cap is not None else 0,
         }
 
     def merge_stats(self, a: dict, b: dict) -> dict:
@@ -44,9 +56,13 @@ class TextProcessor(FeatureProcessor):
             "counts": st.merge_counts(a["counts"], b["counts"]),
             "max_length": max(a["max_length"], b["max_length"]),
             "texts": st.merge_counts(a["texts"], b["texts"]),
+            "rows": a.get("rows", 0) + b.get("rows", 0),
+            "too_long": a.get("too_long", 0) + b.get("too_long", 0),
         }
 
     def finalize(self, stats: dict) -> dict:
+        if self.is_output:
+            return self._finalize_output(stats)
         pp = self.preprocessing
         specials = [pp.padding_symbol, pp.unknown_symbol]
         meta = {"fill_value": self.fill_value(stats["texts"])}
@@ -64,6 +80,22 @@ class TextProcessor(FeatureProcessor):
             meta["sequence_length"] = pp.sequence_length
         return meta
 
+    def _finalize_output(self, stats: dict) -> dict:
+        """An output's vocabulary (with the start and stop tokens) and length. A generated
+        sequence ends with the stop token, so it has room for one more; a tagged one does not."""
+        pp = self.preprocessing
+        specials = [pp.padding_symbol, pp.unknown_symbol, START_SYMBOL, STOP_SYMBOL]
+        words = read_vocabulary(pp.vocab_file) if pp.vocab_file else st.most_common(stats["counts"], pp.most_common)
+        generated = self.config.decoder.type == "generator"
+        length = pp.sequence_length or _capped(max(1, stats["max_length"]), pp.max_sequence_length)
+        if stats.get("too_long"):
+            log.warning("Output feature %r: %d of %d training rows have more than %d tokens "
+                        "(preprocessing.max_sequence_length); they are cut to that length.",
+                        self.name, stats["too_long"], stats["rows"], pp.max_sequence_length)
+        return {"fill_value": self.fill_value(stats["texts"]),
+                "vocabulary": specials + [str(w) for w in dict.fromkeys(words) if w not in specials],
+                "sequence_length": length + generated, "generated": generated}
+
     def cache_inputs(self) -> dict:
         if not self.preprocessing.vocab_file:
             return {}
@@ -75,8 +107,23 @@ class TextProcessor(FeatureProcessor):
             flat, lengths = _bpe_encode(column, metadata["bpe"], self.preprocessing.lowercase)
         else:
             flat, lengths = encode_tokens(self._words(column), metadata["vocabulary"], unknown=1)
-        left = self.preprocessing.padding == "left"
-        return fixed_size_list(pad(flat, lengths, metadata["sequence_length"], 0, left), pa.int32())
+        length = metadata["sequence_length"]
+        if metadata.get("generated"):  # the tokens, cut to leave room for the stop token, then it
+            flat, lengths = _with_stop(flat, lengths, length - 1)
+        left = self.preprocessing.padding == "left" and not self.is_output  # outputs are read left to right
+        return fixed_size_list(pad(flat, lengths, length, 0, left), pa.int32())
+
+
+def _with_stop(flat: np.ndarray, lengths: np.ndarray, room: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's first ``room`` tokens followed by the stop token."""
+    kept = np.minimum(lengths, room)
+    rows = np.repeat(np.arange(len(lengths)), kept)
+    within = np.arange(int(kept.sum())) - np.repeat(np.cumsum(kept) - kept, kept)
+    source = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)[rows] + within
+    target = np.concatenate([[0], np.cumsum(kept + 1)[:-1]]).astype(np.int64)[rows] + within
+    out = np.full(int(kept.sum()) + len(lengths), STOP_ID, dtype=np.int32)
+    out[target] = flat[source]
+    return out, kept + 1
 
 
 def _capped(length: int, cap: int | None) -> int:
@@ -139,3 +186,9 @@ def _bpe_encode(column: pa.Array, serialized: str, lowercase: bool) -> tuple[np.
     lengths = np.fromiter((len(i) for i in ids), dtype=np.int64, count=len(ids))
     flat = np.fromiter((t for row in ids for t in row), dtype=np.int32, count=int(lengths.sum()))
     return flat, lengths
+
+
+class SequenceProcessor(TextProcessor):
+    """Sequence features: tokens, read and encoded as text features are (space-separated by default)."""
+
+    type = "sequence"

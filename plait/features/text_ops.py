@@ -245,9 +245,10 @@ def encode_tokens(tokens: pa.ListArray, vocabulary: list[str], unknown: int | No
     return pc.drop_null(index).to_numpy().astype(np.int32), lengths
 
 
-def pad(flat: np.ndarray, lengths: np.ndarray, length: int, pad_id: int, left: bool) -> np.ndarray:
+def pad(flat: np.ndarray, lengths: np.ndarray, length: int, pad_id: int | float, left: bool,
+        dtype: type = np.int32) -> np.ndarray:
     """Scatter variable-length rows into a [rows, length] matrix, truncating long rows."""
-    out = np.full((len(lengths), length), pad_id, dtype=np.int32)
+    out = np.full((len(lengths), length), pad_id, dtype=dtype)
     if flat.size == 0:
         return out
     if lengths.max() <= length:  # nothing to truncate: scatter the rows through a mask, in order

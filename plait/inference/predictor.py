@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import torch
 
 from plait.errors import DataError, ModelError
@@ -137,13 +138,17 @@ def postprocess(processor, out: dict, meta: dict) -> dict:
     name, kind = processor.name, processor.type
     if kind == "number":
         return {f"{name}_predictions": out["prediction"].numpy()}
+    if kind == "vector":
+        return {f"{name}_predictions": _lists(out["prediction"].numpy(), pa.float32())}
+    if kind in ("sequence", "text"):
+        return _sequence_columns(name, kind, out, meta)
     if kind == "binary":
         p = out["probability"].numpy()
         return {f"{name}_predictions": out["prediction"].numpy(), f"{name}_probability": np.maximum(p, 1 - p),
                 f"{name}_probabilities_False": 1 - p, f"{name}_probabilities_True": p}
     vocab = np.asarray(meta["vocabulary"], dtype=object)
     probabilities = out["probabilities"].numpy()
-    if kind == "category":
+    if kind in ("category", "category_distribution"):
         columns = {f"{name}_predictions": vocab[out["prediction"].numpy()].astype(str), f"{name}_probability": out["probability"].numpy()}
     else:  # set: the labels above the threshold
         chosen = out["prediction"].numpy()
@@ -152,4 +157,25 @@ def postprocess(processor, out: dict, meta: dict) -> dict:
         columns = {f"{name}_predictions": pa.array([list(vocab[row]) for row in chosen], type=pa.list_(pa.string()))}
     if len(vocab) <= 100:
         columns.update({f"{name}_probabilities_{label}": probabilities[:, i] for i, label in enumerate(vocab)})
+    return columns
+
+
+def _lists(matrix: np.ndarray, value_type: pa.DataType) -> pa.Array:
+    """The rows of a matrix as an Arrow list column."""
+    offsets = np.arange(len(matrix) + 1, dtype=np.int32) * matrix.shape[1]
+    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(matrix.reshape(-1), value_type))
+
+
+def _sequence_columns(name: str, kind: str, out: dict, meta: dict) -> dict:
+    """A sequence's predicted tokens (a text's joined by spaces), each token's probability, and the
+    sequence's (their product)."""
+    tokens, probabilities, lengths = (out[k].numpy() for k in ("prediction", "probabilities", "length"))
+    keep = np.arange(tokens.shape[1])[None, :] < lengths[:, None]
+    offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32))
+    words = pa.ListArray.from_arrays(offsets, pa.array(np.asarray(meta["vocabulary"], dtype=object)[tokens[keep]],
+                                                       pa.string()))
+    token_probabilities = pa.ListArray.from_arrays(offsets, pa.array(probabilities[keep], pa.float32()))
+    chosen = np.where(keep, probabilities, 1.0)
+    columns = {f"{name}_predictions": pc.binary_join(words, " ") if kind == "text" else words,
+               f"{name}_probabilities": token_probabilities, f"{name}_probability": chosen.prod(axis=1)}
     return columns

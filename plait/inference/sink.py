@@ -68,8 +68,11 @@ class PredictionsSink:
         import pyarrow.compute as pc
 
         for i, name in enumerate(table.column_names):
-            if pa.types.is_list(table.schema.field(i).type):
-                table = table.set_column(i, name, pc.binary_join(table[name], self.set_separators.get(name, " ")))
+            kind = table.schema.field(i).type
+            if pa.types.is_list(kind):
+                # Numbers (a vector's, a sequence's probabilities) are written as their shortest text.
+                values = table[name] if pa.types.is_string(kind.value_type) else table[name].cast(pa.list_(pa.string()))
+                table = table.set_column(i, name, pc.binary_join(values, self.set_separators.get(name, " ")))
         return table
 
     def write_file(self, tables: Iterable[pa.Table]) -> WrittenPredictions:

@@ -9,7 +9,7 @@ from plait.config.features import output_order
 from plait.errors import ConfigError
 from plait.models.combiners import build_combiner
 from plait.models.encoders import build_encoders
-from plait.models.outputs import build_head
+from plait.models.heads import build_head
 
 # Feature names are the user's column names: any string. torch refuses some as module names (a
 # ".", the empty string, an attribute of ModuleDict such as "items" or "training"), so modules are
@@ -52,6 +52,9 @@ class ECD(nn.Module):
             {f.name: f.type for f in config.input_features})
         self.heads = nn.ModuleDict(self._build_heads(config.output_features, features))
         self.loss_weights = {f.name: f.loss.weight for f in config.output_features}
+        # Outputs whose head reads its target in the training forward (a generator's teacher
+        # forcing): training passes their targets along with the inputs.
+        self.target_readers = [n for n in self.output_names if getattr(self.head(n), "reads_target", False)]
 
     def _build_heads(self, outputs: list, features: dict) -> dict[str, nn.Module]:
         """One head per output, keyed by module_key and in config order; built (and later run) after
@@ -84,7 +87,9 @@ class ECD(nn.Module):
         hidden, logits = {}, {}
         for name in self.head_order:
             dependencies = [hidden[d] for d in self.dependencies[name]]
-            hidden[name], logits[name] = self.head(name)(combined, dependencies, return_hidden=True)
+            # A generator learns each step from the true previous token (teacher forcing).
+            target = {"target": inputs[name]} if self.training and name in self.target_readers else {}
+            hidden[name], logits[name] = self.head(name)(combined, dependencies, return_hidden=True, **target)
         logits = {name: logits[name] for name in self.output_names}
         if auxiliary_loss is not None and self.training:
             logits[AUXILIARY_LOSS] = auxiliary_loss

@@ -15,10 +15,13 @@ import torch
 from torch import nn
 
 from plait.errors import ModelError
+from plait.models import h3_encoders as h3
 from plait.models import text_encoders as t
+from plait.models.date_encoders import date_embed, date_wave
 from plait.models.embeddings import embedding_table
 from plait.models.layers import FCLayers, fc_layer_specs
 from plait.models.legacy import LEGACY_ENCODER, LEGACY_ENCODERS
+from plait.models.series_encoders import SERIES_ENCODERS, check_tied_channels, fit_steps, steps_of
 
 
 class Passthrough(nn.Module):
@@ -175,6 +178,14 @@ ENCODERS: dict[tuple[str, str], Callable[..., nn.Module]] = {
     ("vector", "dense"): lambda c, m: Dense(m["vector_size"], c),
     ("vector", "passthrough"): lambda c, m: Passthrough(m["vector_size"]),
     **{("text", name): builder for name, builder in t.TEXT_BUILDERS.items()},
+    **SERIES_ENCODERS,
+    ("date", "embed"): date_embed,
+    ("date", "wave"): date_wave,
+    ("h3", "embed"): lambda c, m: h3.H3Embed(c),
+    ("h3", "weighted_sum"): lambda c, m: h3.H3WeightedSum(c),
+    ("h3", "rnn"): lambda c, m: h3.H3RNN(c),
+    ("bag", "embed"): lambda c, m: SetEmbed(_vocab(m), c),  # multi-hot or counts: the same weighted sum
+    **{("sequence", name): builder for name, builder in t.TEXT_BUILDERS.items()},
 }
 
 
@@ -208,20 +219,24 @@ class TiedInput(nn.Module):
         self.ftype = ftype
         self.output_size, self.output_shape = shared.output_size, shared.output_shape
         self.length = target.get("sequence_length")
+        self.steps = steps_of(target)  # timeseries and audio
         self.target_size = len(target.get("vocabulary") or [])
         mapping = _vocabulary_map(own.get("vocabulary"), target.get("vocabulary"))
         self.register_buffer("mapping", mapping if mapping is not None else torch.zeros(0, dtype=torch.long))
         _check_vector_sizes(ftype, own, target)
+        check_tied_channels(ftype, own, target)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.mapping.numel():
-            if self.ftype == "set":  # multi-hot columns of this vocabulary onto the target's
-                x = torch.zeros(x.shape[0], self.target_size, device=x.device).index_add_(
-                    1, self.mapping, x.float()).clamp(max=1.0)
+            if self.ftype in ("set", "bag"):  # multi-hot (counts) columns of this vocabulary onto the target's
+                x = torch.zeros(x.shape[0], self.target_size, device=x.device).index_add_(1, self.mapping, x.float())
+                x = x.clamp(max=1.0) if self.ftype == "set" else x
             else:
                 x = self.mapping[x.long()]
-        if self.ftype == "text" and self.length is not None and x.shape[1] != self.length:
+        if self.ftype in ("text", "sequence") and self.length is not None and x.shape[1] != self.length:
             x = nn.functional.pad(x, (0, self.length - x.shape[1])) if x.shape[1] < self.length else x[:, :self.length]
+        if self.steps is not None and x.shape[1] != self.steps:
+            x = fit_steps(x, self.steps)
         return self.shared(x)
 
     @property

@@ -20,7 +20,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from plait.errors import ConfigError
-from plait.models.layers import DenseLayer, FCStack, SequenceReducer, linear
+from plait.models.layers import DenseLayer, FCStack, SequenceReducer, activation, linear
 
 PROBABILITY_FLOOR = 1e-10
 """Where an entropy takes a log of a probability, the probability is at least this (log 0 is -inf)."""
@@ -265,6 +265,49 @@ class SetHead(OutputHead):
         return {"probabilities": probabilities, "prediction": probabilities >= self.feature.threshold}
 
 
+class VectorHead(OutputHead):
+    """Ludwig's projector: the stack, a linear map to every value, its activation, the multiplier
+    and the clip; the loss is the mean over the values of each row."""
+
+    def __init__(self, feature, metadata, input_shape, dependency_size=0):
+        self.logits_size = metadata["vector_size"]
+        super().__init__(feature, metadata, input_shape, dependency_size)
+        self.output_activation = activation(feature.decoder.activation)
+
+    def decode(self, combined, dependencies=()):
+        hidden, logits = super().decode(combined, dependencies)
+        decoder = self.feature.decoder
+        values = self.output_activation(logits) * decoder.multiplier
+        return hidden, values.clamp(*decoder.clip) if decoder.clip is not None else values
+
+    def row_losses(self, logits, target):
+        kind, logits, target = self.feature.loss.type, logits.float(), target.float()
+        if kind == "mean_absolute_error":
+            return RowLosses(F.l1_loss(logits, target, reduction="none").mean(-1))
+        if kind == "huber":
+            return RowLosses(F.huber_loss(logits, target, delta=self.feature.loss.delta, reduction="none").mean(-1))
+        return RowLosses(F.mse_loss(logits, target, reduction="none").mean(-1))
+
+    def predict(self, logits):
+        return {"prediction": logits.float()}
+
+
+class CategoryDistributionHead(OutputHead):
+    """A distribution over the classes, trained towards each row's target distribution (soft labels)."""
+
+    def __init__(self, feature, metadata, input_shape, dependency_size=0):
+        self.logits_size = max(1, len(metadata["vocabulary"]))
+        super().__init__(feature, metadata, input_shape, dependency_size)
+
+    def row_losses(self, logits, target):
+        return RowLosses(-(target.float() * torch.log_softmax(logits.float(), dim=-1)).sum(-1))
+
+    def predict(self, logits):
+        probabilities = torch.softmax(logits.float(), dim=-1)
+        probability, prediction = probabilities.max(dim=-1)
+        return {"probabilities": probabilities, "probability": probability, "prediction": prediction}
+
+
 def _class_weights(feature, vocabulary: list[str]) -> torch.Tensor | None:
     weights = getattr(feature.loss, "class_weights", None)
     if weights is None:
@@ -296,12 +339,3 @@ def _check_class_count(feature, key: str, given: str, count: int, vocabulary: li
         f"output_features.{feature.name}.loss.{key}: {given} for {len(vocabulary)} labels ({shown}); give one "
         f"per label in this order" + (", or a mapping from label to weight" if key == "class_weights" else "")
     )
-
-
-HEADS = {"binary": BinaryHead, "category": CategoryHead, "number": NumberHead, "set": SetHead}
-
-
-def build_head(feature, metadata: dict, input_shape: int | tuple[int, ...], dependency_size: int = 0) -> OutputHead:
-    """The head of output ``feature``: ``input_shape`` is the combiner's output per row, (width,) or
-    (steps, width); ``dependency_size`` the total width of the hidden states it depends on."""
-    return HEADS[feature.type](feature, metadata, input_shape, dependency_size)

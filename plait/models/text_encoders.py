@@ -1,14 +1,17 @@
 """Text encoders: token embeddings, then a body (convolutions, recurrent or transformer layers)
-over the sequence, then a reduction to one vector and fully connected layers.
+over the sequence, then a reduction to one vector and fully connected layers. Timeseries and
+audio inputs take the same encoders, with steps of floats in place of the token embeddings.
 
 Every body takes and returns ``(x [batch, length, width], mask [batch, length])``: the mask
-marks real tokens (token id 0 is padding), and follows the sequence through strides and pooling,
-so that reductions leave padding out. With ``reduce_output: null`` the encoder returns the
-sequence, padding zeroed, and ``output_shape`` is ``(length, width)``.
+marks real tokens (token id 0 is padding; a float step stored as NaN is padding), and follows
+the sequence through strides and pooling, so that reductions leave padding out. With
+``reduce_output: null`` the encoder returns the sequence, padding zeroed, and ``output_shape`` is
+``(length, width)``.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -206,15 +209,37 @@ class Identity(nn.Module):
         return x, mask
 
 
-class TextEncoder(nn.Module):
-    """Embedding, body, then (unless reduce_output is null) reduction and fully connected layers."""
+class FloatSteps(nn.Module):
+    """The first stage of a timeseries or audio encoder, in place of token embeddings: the steps
+    of floats as [batch, steps, channels] (projected to ``width`` when given), and the mask of real
+    steps. Padded steps come stored as NaN (plait.features.timeseries); they are read as
+    ``padding_value``, as Ludwig pads, and masked out."""
 
-    def __init__(self, vocabulary: list[str], length: int, config, body_builder, fc_activation, fc_dropout,
-                 num_fc_layers):
+    def __init__(self, channels: int, padding_value: float, width: int | None = None):
         super().__init__()
-        self.embedding = embedding_table(vocabulary, config.embedding_size, config.representation,
-                                         config.embeddings_trainable and config.representation == "dense",
-                                         config.pretrained_embeddings, config.weights_initializer)
+        self.channels, self.padding_value = channels, padding_value
+        self.project = nn.Linear(channels, width) if width else None
+        self.embedding_dim = width or channels  # the width the body reads, as a token table's
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x = x.float().reshape(x.shape[0], -1, self.channels)
+        padding = torch.isnan(x).any(-1)
+        x = x.masked_fill(padding.unsqueeze(-1), self.padding_value)
+        return (self.project(x) if self.project is not None else x), ~padding
+
+    def padding_row(self, steps: int) -> torch.Tensor:
+        return torch.full((1, steps, self.channels), float("nan"))
+
+
+class TextEncoder(nn.Module):
+    """First stage (token embeddings, or float steps), body, then (unless reduce_output is null)
+    reduction and fully connected layers. The first stage is ``embedding`` either way, so that
+    the weights of text models saved before float steps existed keep their names."""
+
+    def __init__(self, first_stage: nn.Embedding | FloatSteps, length: int, config, body_builder, fc_activation,
+                 fc_dropout, num_fc_layers):
+        super().__init__()
+        self.embedding = first_stage
         self.embedding_dropout = nn.Dropout(config.dropout)
         self.body = body_builder(self.embedding.embedding_dim)
         self.reducer = self.fc = None
@@ -230,63 +255,70 @@ class TextEncoder(nn.Module):
 
     def _body_shape(self, length: int) -> tuple[int, int]:
         """The body's output length and width, from a dry run on one all-padding row."""
-        tokens = torch.zeros(1, length, dtype=torch.long)
+        floats = isinstance(self.embedding, FloatSteps)
+        what, unit = ("sequence", "steps") if floats else ("text", "tokens")
         was_training = self.training
         self.eval()
         try:
             with torch.no_grad():
-                out, _ = self.body(self.embedding(tokens), tokens != 0)
+                out, _ = self.body(*self._first_stage(self.embedding.padding_row(length) if floats else
+                                                      torch.zeros(1, length, dtype=torch.long)))
         except RuntimeError as err:
-            raise ModelError(f"text encoder: its layers do not fit sequences of {length} tokens ({err}); use smaller "
-                             f"filter_size or pool_size, padding: same, or a longer preprocessing.max_sequence_length")
+            longer = "" if floats else ", or a longer preprocessing.max_sequence_length"
+            raise ModelError(f"{what} encoder: its layers do not fit sequences of {length} {unit} ({err}); use "
+                             f"smaller filter_size or pool_size, padding: same{longer}")
         finally:
             self.train(was_training)
         if out.shape[1] < 1:
-            raise ModelError(f"text encoder: its strides and pooling shrink sequences of {length} tokens to nothing; "
-                             f"use smaller strides or pool_size")
+            raise ModelError(f"{what} encoder: its strides and pooling shrink sequences of {length} {unit} to "
+                             f"nothing; use smaller strides or pool_size")
         return out.shape[1], out.shape[2]
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        tokens = tokens.long()
-        x, mask = self.body(self.embedding_dropout(self.embedding(tokens)), tokens != 0)
+    def _first_stage(self, inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """[batch, length, width] and the mask of real steps (token id 0 is padding)."""
+        if isinstance(self.embedding, FloatSteps):
+            return self.embedding(inputs)
+        tokens = inputs.long()
+        return self.embedding_dropout(self.embedding(tokens)), tokens != 0
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        x, mask = self.body(*self._first_stage(inputs))
         if self.reducer is None:
             return x * mask.unsqueeze(-1)
         return self.fc(self.reducer(x, mask))
 
 
-def _vocabulary(meta: dict) -> list[str]:
-    return list(meta["vocabulary"])
+def _token_embedding(config, metadata: dict) -> nn.Embedding:
+    return embedding_table(list(metadata["vocabulary"]), config.embedding_size, config.representation,
+                           config.embeddings_trainable and config.representation == "dense",
+                           config.pretrained_embeddings, config.weights_initializer)
 
 
-def _parallel_cnn(c, m) -> TextEncoder:
+def _parallel_cnn(c, length: int) -> tuple:
     widths = c.filter_sizes or PARALLEL_WIDTHS
     specs = conv_specs(c, c.conv_layers, c.num_conv_layers, [{"filter_size": k} for k in widths])
-    return TextEncoder(_vocabulary(m), m["sequence_length"], c, lambda width: ParallelConv(width, specs),
-                       c.activation, c.dropout, c.num_fc_layers)
+    return lambda width: ParallelConv(width, specs), c.activation, c.dropout, c.num_fc_layers
 
 
-def _stacked_cnn(c, m) -> TextEncoder:
+def _stacked_cnn(c, length: int) -> tuple:
     specs = conv_specs(c, c.conv_layers, c.num_conv_layers, STACKED_CNN_LAYERS)
-    return TextEncoder(_vocabulary(m), m["sequence_length"], c, lambda width: ConvStack(width, specs),
-                       c.activation, c.dropout, c.num_fc_layers)
+    return lambda width: ConvStack(width, specs), c.activation, c.dropout, c.num_fc_layers
 
 
-def _stacked_parallel_cnn(c, m) -> TextEncoder:
+def _stacked_parallel_cnn(c, length: int) -> tuple:
     parallel = [{"filter_size": k} for k in PARALLEL_WIDTHS]
     if c.stacked_layers is not None:
         layers = [conv_specs(c, layer, None, []) for layer in c.stacked_layers]
     else:
         layers = [conv_specs(c, None, None, parallel) for _ in range(c.num_stacked_layers or 3)]
-    return TextEncoder(_vocabulary(m), m["sequence_length"], c, lambda width: StackedParallelConv(width, layers),
-                       c.activation, c.dropout, c.num_fc_layers)
+    return lambda width: StackedParallelConv(width, layers), c.activation, c.dropout, c.num_fc_layers
 
 
-def _rnn(c, m) -> TextEncoder:
-    return TextEncoder(_vocabulary(m), m["sequence_length"], c, lambda width: Recurrent(width, c, c.num_layers),
-                       c.fc_activation, c.fc_dropout, c.num_fc_layers)
+def _rnn(c, length: int) -> tuple:
+    return lambda width: Recurrent(width, c, c.num_layers), c.fc_activation, c.fc_dropout, c.num_fc_layers
 
 
-def _cnnrnn(c, m) -> TextEncoder:
+def _cnnrnn(c, length: int) -> tuple:
     specs = conv_specs(c, c.conv_layers, c.num_conv_layers, CNNRNN_LAYERS, activation=c.conv_activation,
                        dropout=c.conv_dropout)
 
@@ -294,8 +326,11 @@ def _cnnrnn(c, m) -> TextEncoder:
         convolutions = ConvStack(width, specs)
         return Chain(convolutions, Recurrent(convolutions.output_size, c, c.num_rec_layers))
 
-    return TextEncoder(_vocabulary(m), m["sequence_length"], c, body, c.fc_activation, c.fc_dropout,
-                       c.num_fc_layers)
+    return body, c.fc_activation, c.fc_dropout, c.num_fc_layers
+
+
+def _transformer(c, length: int) -> tuple:
+    return lambda width: Transformer(width, length, c), c.fc_activation, c.fc_dropout, c.num_fc_layers
 
 
 class Chain(nn.Module):
@@ -311,15 +346,30 @@ class Chain(nn.Module):
         return x, mask
 
 
-TEXT_BUILDERS = {
-    "embed": lambda c, m: TextEncoder(_vocabulary(m), m["sequence_length"], c, lambda width: Identity(), None, 0.0, 0),
+BODIES = {
+    "embed": lambda c, length: (lambda width: Identity(), None, 0.0, 0),
     "parallel_cnn": _parallel_cnn,
     "stacked_cnn": _stacked_cnn,
     "stacked_parallel_cnn": _stacked_parallel_cnn,
     "rnn": _rnn,
     "cnnrnn": _cnnrnn,
-    "transformer": lambda c, m: TextEncoder(_vocabulary(m), m["sequence_length"], c,
-                                            lambda width: Transformer(width, m["sequence_length"], c),
-                                            c.fc_activation, c.fc_dropout, c.num_fc_layers),
+    "transformer": _transformer,
 }
+"""Sequence encoder type -> (config, sequence length) -> (body builder, given the first stage's
+width; fc activation; fc dropout; fc layers)."""
+
+
+def token_encoder(name: str, c, m: dict) -> TextEncoder:
+    """The ``name`` encoder over token ids (text, sequence)."""
+    return TextEncoder(_token_embedding(c, m), m["sequence_length"], c, *BODIES[name](c, m["sequence_length"]))
+
+
+def float_encoder(name: str, c, steps: int, channels: int, padding_value: float) -> TextEncoder:
+    """The ``name`` encoder over steps of floats (timeseries, audio). The transformer projects each
+    step to its width (hidden_size, unset: embedding_size), as Ludwig's does for these types."""
+    width = (c.hidden_size or c.embedding_size) if name == "transformer" else None
+    return TextEncoder(FloatSteps(channels, padding_value, width), steps, c, *BODIES[name](c, steps))
+
+
+TEXT_BUILDERS = {name: functools.partial(token_encoder, name) for name in BODIES}
 """Text encoder type -> builder(encoder config, feature metadata)."""

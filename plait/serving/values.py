@@ -12,11 +12,15 @@ which check them the same way (``plait.features``).
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Callable
 
 import pyarrow as pa
 
+from plait.features.audio_ops import UnreadableAudio, header, read_file
 from plait.features.binary import FALSE_WORDS, TRUE_WORDS
+from plait.features.date import read_dates
+from plait.features.h3 import index_problem, read_indexes
 from plait.features.number import MISSING_WORDS
 
 
@@ -84,6 +88,69 @@ def vector(value: Any, meta: dict) -> str | None:
     return " ".join(numbers)
 
 
+def date(value: Any, meta: dict) -> str | None:
+    """A date as text (a JSON number: a Unix timestamp), read as the column's dates are."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        text = label(value, meta)
+    else:
+        text = None if value is None else _text(value, "a date")
+    if text is None:
+        return None
+    _, _, unread = read_dates(pa.array([text]), meta.get("datetime_format"))
+    if unread[0]:
+        fmt = meta.get("datetime_format")
+        raise BadValue(f"a date such as 2024-05-01 or 2024-05-01 12:30:00{f' (or in the form {fmt})' if fmt else ''}, "
+                       f"got {_short(text)}")
+    return text
+
+
+def h3(value: Any, _meta: dict) -> int | None:
+    """An H3 cell index: a JSON integer, or its decimal or hex string."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, str, bytes)):
+        raise BadValue(f"an H3 index (an integer or a hex string), got a JSON {_json_kind(value)}")
+    text = str(value) if isinstance(value, int) else _text(value, "an H3 index")
+    values, missing, unread = read_indexes(pa.array([text]))
+    if missing[0]:
+        return None
+    problem = "not an integer or a hex string" if unread[0] else index_problem(int(values[0]))
+    if problem:
+        raise BadValue(f"an H3 cell index such as 8a2a1072b59ffff, got {_short(value)}: {problem}")
+    return int(values[0])
+
+
+def timeseries(value: Any, _meta: dict) -> list[float] | None:
+    """A series: a JSON list of numbers, or a string of numbers split by spaces or commas."""
+    if value is None:
+        return None
+    if isinstance(value, list):
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+            raise BadValue("a list of numbers")
+        return [float(v) for v in value]
+    text = _text(value, "a list of numbers, or a string of them")
+    try:
+        return [float(v) for v in re.split(r"[\s,]+", text.strip()) if v]
+    except ValueError:
+        raise BadValue(f"numbers split by spaces or commas, got {_short(text)}") from None
+
+
+def audio(value: Any, _meta: dict) -> bytes | None:
+    """A WAV or FLAC file: a file part's bytes, or the path of a file the server can read (as a
+    dataset's path column is read)."""
+    if value is None:
+        return None
+    if not isinstance(value, (str, bytes)):
+        raise BadValue(f"a WAV or FLAC file (a file part, or a path), got a JSON {_json_kind(value)}")
+    try:
+        content = value if isinstance(value, bytes) else read_file(value)
+        header(content)
+    except UnreadableAudio as exc:
+        where = "the file sent" if isinstance(value, bytes) else _short(value)
+        raise BadValue(f"a WAV or FLAC file (a file part, or a path); {where} cannot be read: {exc}") from None
+    return content
+
+
 def _text(value: Any, expected: str) -> str:
     """A form field's text, or a file part's bytes read as UTF-8; anything else is refused."""
     if isinstance(value, str):
@@ -107,8 +174,10 @@ def _short(value: Any) -> str:
 
 COERCERS: dict[str, Callable[[Any, dict], Any]] = {
     "number": number, "binary": binary, "category": label, "text": label, "set": label, "vector": vector,
+    "date": date, "h3": h3, "bag": label, "timeseries": timeseries, "audio": audio,
 }
 """The check of one value, by feature type. A feature type the server is to take adds its own."""
 
-ARROW_TYPES: dict[str, pa.DataType] = {"number": pa.float64()}
+ARROW_TYPES: dict[str, pa.DataType] = {"number": pa.float64(), "h3": pa.int64(),
+                                      "timeseries": pa.list_(pa.float64()), "audio": pa.binary()}
 """The Arrow type of a micro-batch column of checked values, by feature type (default: string)."""

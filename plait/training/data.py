@@ -10,6 +10,10 @@ import pyarrow.compute as pc
 import torch
 
 
+PARTS = {"date": 9, "h3": 19}
+"""The small integers each value of these types is preprocessed into (plait.features.date, .h3)."""
+
+
 def column_tensor(column: pa.ChunkedArray | pa.Array, meta: dict) -> torch.Tensor:
     """One preprocessed column as a tensor, by feature type."""
     if isinstance(column, pa.ChunkedArray):
@@ -21,14 +25,25 @@ def column_tensor(column: pa.ChunkedArray | pa.Array, meta: dict) -> torch.Tenso
         return torch.from_numpy(column.to_numpy(zero_copy_only=False).astype(np.float32))
     if kind == "category":
         return torch.from_numpy(column.to_numpy(zero_copy_only=False).astype(np.int64))
-    if kind == "text":
+    if kind in ("text", "sequence"):
         flat = pc.list_flatten(column).to_numpy().astype(np.int64)
         return torch.from_numpy(flat.reshape(len(column), meta["sequence_length"]))
-    if kind == "vector":
+    if kind in ("vector", "category_distribution"):
         flat = pc.list_flatten(column).to_numpy().astype(np.float32)
         return torch.from_numpy(flat.reshape(len(column), meta["vector_size"]))
+    if kind == "timeseries":  # padded steps are NaN (plait.features.timeseries)
+        flat = pc.list_flatten(column).to_numpy().astype(np.float32)
+        return torch.from_numpy(flat.reshape(len(column), meta["timeseries_length"]))
+    if kind == "audio":
+        flat = pc.list_flatten(column).to_numpy().astype(np.float32)
+        return torch.from_numpy(flat.reshape(len(column), meta["frames"], meta["channels"]))
     if kind == "set":
         return _multi_hot(column, meta)
+    if kind in PARTS:
+        flat = pc.list_flatten(column).to_numpy().astype(np.int64)
+        return torch.from_numpy(flat.reshape(len(column), PARTS[kind]))
+    if kind == "bag":
+        return _counts(column, meta)
     raise ValueError(f"no tensor conversion for feature type {kind!r}")
 
 
@@ -48,6 +63,16 @@ def _multi_hot(column: pa.Array, meta: dict) -> torch.Tensor:
     if output:
         multi_hot[:, width] = np.bincount(rows[~seen], minlength=len(column))
     return torch.from_numpy(multi_hot)
+
+
+def _counts(column: pa.Array, meta: dict) -> torch.Tensor:
+    """A bag column (token ids, one per occurrence) as a [rows, vocabulary] matrix of counts."""
+    width = max(1, len(meta["vocabulary"]))
+    keys = pc.list_parent_indices(column).to_numpy().astype(np.int64) * width + pc.list_flatten(column).to_numpy()
+    cells, counts = np.unique(keys, return_counts=True)
+    matrix = np.zeros((len(column), width), dtype=np.float32)
+    matrix.reshape(-1)[cells] = counts
+    return torch.from_numpy(matrix)
 
 
 def table_tensors(table: pa.Table, features: dict, names: list[str]) -> dict[str, torch.Tensor]:

@@ -12,6 +12,7 @@ import math
 import torch
 
 from plait.models.ecd import feature_name
+from plait.training.sequence_metrics import BLEU_ORDER, corpus_bleu, edit_distance, ngram_matches, rouge_f
 
 AUC_BINS = 4096
 MAX_CONFUSION_CLASSES = 256
@@ -39,6 +40,16 @@ class OutputMetrics:
             return {**base, "correct": 1, "hits_at_k": 1, "unseen": 1, "confusion": confusion}
         if self.type == "number":
             return {**base, "abs_err": 1, "sq_err": 1, "y": 1, "y2": 1}
+        if self.type == "vector":  # per position of the vector: r2 is their mean, as scikit-learn's
+            size = self.classes
+            return {**base, "abs_err": 1, "sq_err": size, "y": size, "y2": size}
+        if self.type == "category_distribution":
+            return {**base, "kl": 1, "correct": 1}
+        if self.type in ("sequence", "text"):
+            text = {"ngram_matches": BLEU_ORDER, "ngram_totals": BLEU_ORDER, "predicted_length": 1,
+                    "reference_length": 1, "rouge": 3, "char_errors": 1, "chars": 1} if self.type == "text" else {}
+            return {**base, "tokens": 1, "correct_tokens": 1, "correct_sequences": 1, "correct_last": 1,
+                    "edit_distance": 1, **text}
         # "unseen": rows whose true set holds items training never saw; see _update_set.
         return {**base, "jaccard": 1, "tp": 1, "fp": 1, "fn": 1, "unseen": 1}
 
@@ -55,7 +66,7 @@ class OutputMetrics:
         rows = self.head.row_losses(logits, target)
         parts["loss"] += _sum(rows.losses)
         parts["loss_weight"] += _sum(rows.weights) if rows.weights is not None else rows.losses.numel()
-        getattr(self, f"_update_{self.type}")(parts, logits, target)
+        getattr(self, f"_update_{_FAMILY.get(self.type, self.type)}")(parts, logits, target)
 
     def _update_binary(self, s, logits, target):
         y = target > 0.5
@@ -94,6 +105,49 @@ class OutputMetrics:
         s["abs_err"] += (pred - y).abs().sum(); s["sq_err"] += ((pred - y) ** 2).sum()
         s["y"] += y.sum(); s["y2"] += (y * y).sum()
 
+    def _update_vector(self, s, logits, target):
+        pred, y = logits.double(), target.double()
+        s["count"] += y.shape[0]
+        s["abs_err"] += (pred - y).abs().mean(-1).sum()
+        s["sq_err"] += ((pred - y) ** 2).sum(0)
+        s["y"] += y.sum(0); s["y2"] += (y * y).sum(0)
+
+    def _update_category_distribution(self, s, logits, target):
+        log_p, y = torch.log_softmax(logits.double(), dim=-1), target.double()
+        s["count"] += y.shape[0]
+        s["kl"] += torch.where(y > 0, y * (y.clamp(min=1e-300).log() - log_p), 0.0).sum()
+        s["correct"] += (log_p.argmax(-1) == y.argmax(-1)).sum()
+
+    def _update_sequence(self, s, output, target):
+        """Token metrics over the target's tokens (padding left out); the row-level scores compare
+        the predicted tokens, up to their end, with the target's, up to its stop token."""
+        head = self.head
+        tokens, target = head.tokens(output), head.aligned(target, output.shape[1])
+        real = (target != 0) & (target != 3)
+        s["count"] += target.shape[0]
+        s["tokens"] += real.sum()
+        hits = (tokens == target) & real
+        s["correct_tokens"] += hits.sum()
+        s["correct_sequences"] += ((tokens == target) | ~real).all(1).sum()
+        last = (real.long().cumsum(1) == real.sum(1, keepdim=True)) & real
+        s["correct_last"] += (hits & last).sum()
+        predicted = _cut(tokens, head.predict(output)["length"])
+        wanted = _cut(target, real.sum(1))
+        s["edit_distance"] += sum(edit_distance(p, w) for p, w in zip(predicted, wanted))
+        if self.type == "text":
+            self._update_text(s, predicted, wanted)
+
+    def _update_text(self, s, predicted: list[list[int]], wanted: list[list[int]]) -> None:
+        vocabulary = self.head.metadata["vocabulary"]
+        for p, w in zip(predicted, wanted):
+            matches, totals = ngram_matches(p, w)
+            s["ngram_matches"] += torch.tensor(matches, dtype=s["ngram_matches"].dtype, device=s["ngram_matches"].device)
+            s["ngram_totals"] += torch.tensor(totals, dtype=s["ngram_totals"].dtype, device=s["ngram_totals"].device)
+            s["predicted_length"] += len(p); s["reference_length"] += len(w)
+            s["rouge"] += torch.tensor(rouge_f(p, w), dtype=s["rouge"].dtype, device=s["rouge"].device)
+            predicted_text, wanted_text = (" ".join(vocabulary[t] for t in row) for row in (p, w))
+            s["char_errors"] += edit_distance(predicted_text, wanted_text); s["chars"] += len(wanted_text)
+
     def _update_set(self, s, logits, target):
         # Columns past the logits' count each row's items that training never saw (none when the
         # target has no such column). No prediction can hold them: each is a false negative, and
@@ -114,7 +168,7 @@ class OutputMetrics:
             return {}
         # finish_loss: a root mean square loss is the root of the rows' mean, not a mean of rows.
         result = {"loss": self.head.finish_loss(_ratio(float(s["loss"].item()), float(s["loss_weight"].item())))}
-        result.update(getattr(self, f"_compute_{self.type}")(s, n))
+        result.update(getattr(self, f"_compute_{_FAMILY.get(self.type, self.type)}")(s, n))
         return {k: float(v) for k, v in result.items()}
 
     def _compute_binary(self, s, n):
@@ -143,6 +197,33 @@ class OutputMetrics:
         return {"mean_absolute_error": float(s["abs_err"].item()) / n, "mean_squared_error": sq / n,
                 "root_mean_squared_error": math.sqrt(sq / n), "r2": 1 - sq / total if total > 0 else 0.0}
 
+    def _compute_vector(self, s, n):
+        sq, y, y2 = (s[k].double() for k in ("sq_err", "y", "y2"))
+        total = y2 - y * y / n
+        r2 = torch.where(total > 0, 1 - sq / total.clamp(min=1e-300), torch.zeros_like(total))
+        mse = float(sq.sum().item()) / (n * max(1, sq.numel()))
+        return {"mean_absolute_error": float(s["abs_err"].item()) / n, "mean_squared_error": mse,
+                "root_mean_squared_error": math.sqrt(mse), "r2": float(r2.mean().item())}
+
+    def _compute_category_distribution(self, s, n):
+        return {"kl_divergence": float(s["kl"].item()) / n, "cross_entropy": self.head.finish_loss(
+            _ratio(float(s["loss"].item()), float(s["loss_weight"].item()))), "accuracy": float(s["correct"].item()) / n}
+
+    def _compute_sequence(self, s, n):
+        tokens = float(s["tokens"].item())
+        loss = _ratio(float(s["loss"].item()), float(s["loss_weight"].item()))
+        result = {"token_accuracy": _ratio(float(s["correct_tokens"].item()), tokens),
+                  "sequence_accuracy": float(s["correct_sequences"].item()) / n,
+                  "last_accuracy": float(s["correct_last"].item()) / n,
+                  "perplexity": math.exp(min(loss, 700.0)), "edit_distance": float(s["edit_distance"].item()) / n}
+        if self.type == "text":
+            rouge = (s["rouge"] / n).tolist()
+            result.update(bleu=corpus_bleu(s["ngram_matches"].numpy(), s["ngram_totals"].numpy(),
+                                           float(s["predicted_length"].item()), float(s["reference_length"].item())),
+                          rouge1_fmeasure=rouge[0], rouge2_fmeasure=rouge[1], rougeL_fmeasure=rouge[2],
+                          char_error_rate=_ratio(float(s["char_errors"].item()), float(s["chars"].item())))
+        return result
+
     def _compute_set(self, s, n):
         tp, fp, fn = (float(s[k].item()) for k in ("tp", "fp", "fn"))
         precision, recall = _ratio(tp, tp + fp), _ratio(tp, tp + fn)
@@ -151,6 +232,15 @@ class OutputMetrics:
         if s["unseen"].item():  # rows, as for category outputs; only then, as there
             result["unseen_labels"] = float(s["unseen"].item())
         return result
+
+
+_FAMILY = {"text": "sequence"}
+"""Output types whose statistics are another type's (text outputs add their own to a sequence's)."""
+
+
+def _cut(tokens: torch.Tensor, lengths: torch.Tensor) -> list[list[int]]:
+    """Each row's first ``length`` tokens, as lists."""
+    return [row[:length] for row, length in zip(tokens.tolist(), lengths.tolist())]
 
 
 def _ratio(a: float, b: float) -> float:

@@ -240,7 +240,8 @@ class Trainer:
     def _split(self, batch: dict) -> tuple[dict, dict]:
         device = self.strategy.device
         model = unwrap(self.model)
-        inputs = {n: batch[n].to(device, non_blocking=True) for n in model.input_names}
+        inputs = {n: batch[n].to(device, non_blocking=True)
+                  for n in model.input_names + getattr(model, "target_readers", [])}
         targets = {n: batch[n].to(device, non_blocking=True) for n in model.output_names}
         return inputs, targets
 

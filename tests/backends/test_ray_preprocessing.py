@@ -67,6 +67,17 @@ def test_dask_and_modin_write_the_same_bytes_as_local_for_every_feature_type(tmp
         assert outputs(run(config, source, engine, tmp_path / name)) == local, f"{name} differs from local"
 
 
+def test_dask_and_modin_write_the_same_bytes_as_local_for_sequences_and_the_new_outputs(tmp_path, make_dataset,
+                                                                                         make_config, sequence_data):
+    source = make_dataset(sequence_data(600), "data.parquet")
+    config = make_config([{"name": "src", "type": "sequence"}],
+                         [{"name": "rev", "type": "text"}, {"name": "tags", "type": "sequence", "decoder": "tagger"},
+                          {"name": "vec", "type": "vector"}, {"name": "dist", "type": "category_distribution"}])
+    local = outputs(run(config, source, get_engine("local", num_partitions=3), tmp_path / "local"))
+    for name, engine in {"dask": get_engine("dask", parallelism=4), "modin": get_engine("modin")}.items():
+        assert outputs(run(config, source, engine, tmp_path / name)) == local, f"{name} differs from local"
+
+
 @pytest.mark.parametrize("row_group_rows, parallelism", [(1000, None), (1000, 6), (70, None), (70, 4), (25, None)])
 def test_parquet_row_groups_are_read_and_cut_in_parallel(tmp_path, every_type_config, every_type_data, row_group_rows, parallelism):
     import pyarrow as pa

@@ -111,7 +111,7 @@ def test_target_encoding_is_refused_with_advice():
     ({"type": "number", "encoder": {"type": "dense", "num_bins": 8}},
      "input_features[0].encoder.num_bins: a setting of the bins, ple encoders, not of the dense encoder"),
     ({"type": "number", "encoder": {"type": "dense", "embedding_size": 8}},
-     "input_features[0].encoder.embedding_size: a setting of the category dense, cnnrnn, hash, parallel_cnn, rnn, set embed, "),
+     "input_features[0].encoder.embedding_size: a setting of the bag embed, category dense, cnnrnn, date embed, h3 embed, "),
     ({"type": "text", "decoder": {"type": "classifier"}},
      "input_features[0].decoder: a setting of output features, not of input features"),
     ({"type": "text", "state_size": 8}, "input_features[0].state_size: an encoder setting: write it under encoder"),

@@ -73,14 +73,11 @@ ONE_OUTPUT = {"input_features": [{"name": "age", "type": "number"}]}
      "output_features[0].loss.type: Ludwig's 'corn' is not implemented in plait; plait does not implement ordinal "
      "(CORN) outputs; use softmax_cross_entropy"),
     ({"name": "y", "type": "number", "decoder": {"type": "projector"}},
-     "output_features[0].decoder.type: Ludwig's 'projector' is not implemented in plait; Ludwig's projector decodes "
-     "vector and timeseries outputs, which plait does not have; use regressor (binary, number) or classifier "
-     "(category, set)"),
+     "output_features[0].decoder.type: unknown type 'projector'; valid names are: regressor"),
     ({"name": "y", "type": "number", "top_k": 2},
      "output_features[0].top_k: top_k is a setting of category output features, not of number ones"),
     ({"name": "y", "type": "number", "decoder": {"multiplier": 2}},
-     "output_features[0].decoder.multiplier: multiplier is a setting of Ludwig's projector decoder, which is for "
-     "vector outputs; plait has none"),
+     "output_features[0].decoder.multiplier: multiplier is a setting of the projector decoder (vector outputs)"),
     ({"name": "y", "type": "number", "clip": [5, 1]}, "output_features[0].clip: got [5.0, 1.0]; give [low, high] with "
                                                       "low at most high"),
     ({"name": "y", "type": "number", "dependencies": ["z"]},

@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 
 import pytest
+
+from plait.config.features import INPUT_TYPES, OUTPUT_TYPES
 import yaml
 from pydantic import BaseModel
 
@@ -305,7 +307,7 @@ def test_unknown_feature_type_suggests_the_closest():
 
 def test_feature_without_type_lists_the_types():
     config = {"input_features": [{"name": "x"}], "output_features": [{"name": "y", "type": "binary"}]}
-    assert problems_of(config) == ["input_features[0].type: required field is missing; valid types are: binary, category, number, set, text, vector"]
+    assert problems_of(config) == [f"input_features[0].type: required field is missing; valid types are: {', '.join(sorted(INPUT_TYPES))}"]
 
 
 def test_bad_split_probabilities_are_explained_once():
@@ -322,9 +324,9 @@ def test_duplicate_feature_names_are_named():
 
 
 def test_input_only_type_as_output_says_which_types_can_be_outputs():
-    config = {"input_features": [{"name": "x", "type": "number"}], "output_features": [{"name": "t", "type": "text"}]}
+    config = {"input_features": [{"name": "x", "type": "number"}], "output_features": [{"name": "t", "type": "date"}]}
     assert problems_of(config) == [
-        "output_features[0].type: 'text' is an input-only feature type; output features can be binary, category, number, set"
+        f"output_features[0].type: 'date' is an input-only feature type; output features can be {', '.join(OUTPUT_TYPES)}"
     ]
 
 
@@ -350,13 +352,13 @@ def test_missing_value_strategy_that_does_not_apply_to_the_type(ftype, strategy,
 def test_every_problem_is_reported_at_once():
     config = {
         "input_features": [{"name": "x", "type": "number", "preprocessing": {"normalization": "minmaxx"}}],
-        "output_features": [{"name": "y", "type": "text"}, {"name": "z", "type": "binary", "treshold": 0.3}],
+        "output_features": [{"name": "y", "type": "date"}, {"name": "z", "type": "binary", "treshold": 0.3}],
         "trainer": {"lerning_rate": 0.1, "batch_size": "x", "optimizer": {"type": "adamm"}},
         "backend": {"typ": "local"},
     }
     assert sorted(problems_of(config)) == sorted([
         "input_features[0].preprocessing.normalization: got 'minmaxx'; did you mean minmax?",
-        "output_features[0].type: 'text' is an input-only feature type; output features can be binary, category, number, set",
+        f"output_features[0].type: 'date' is an input-only feature type; output features can be {', '.join(OUTPUT_TYPES)}",
         "output_features[1].treshold: unknown field; did you mean threshold?",
         "trainer.lerning_rate: unknown field; did you mean learning_rate?",
         "trainer.batch_size: got 'x'; expected int or 'auto'",

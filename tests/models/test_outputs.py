@@ -10,7 +10,7 @@ from torch.nn import functional as F
 
 from plait.errors import PlaitError
 from plait.models.ecd import ECD
-from plait.models.outputs import build_head
+from plait.models.heads import build_head
 
 HIDDEN = 6
 LABELS = ["a", "b", "c"]

@@ -14,7 +14,7 @@ from torch import nn
 from plait.api import Model
 from plait.errors import ConfigError
 from plait.models.ecd import ECD
-from plait.models.outputs import build_head
+from plait.models.heads import build_head
 
 HIDDEN = 4
 METADATA = {

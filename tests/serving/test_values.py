@@ -37,3 +37,46 @@ def test_a_file_part_is_read_as_utf8_text():
     assert number(b"4", {}) == 4.0
     with pytest.raises(BadValue, match="not UTF-8"):
         number(b"\xff", {})
+
+
+def test_a_series_as_a_list_or_text_of_numbers():
+    from plait.serving.values import timeseries
+
+    assert timeseries([1, 2.5], {}) == [1.0, 2.5] and timeseries("1, 2 3", {}) == [1.0, 2.0, 3.0]
+    assert timeseries(None, {}) is None
+    with pytest.raises(BadValue, match="numbers split by spaces or commas, got '1 x'"):
+        timeseries("1 x", {})
+
+
+def test_audio_as_a_file_part_or_a_path_the_server_reads(tmp_path):
+    sf = pytest.importorskip("soundfile")
+    from plait.serving.values import audio
+
+    path = tmp_path / "a.wav"
+    sf.write(str(path), [0.0, 0.5, -0.5] * 100, 8000)
+    assert audio(str(path), {}) == path.read_bytes() == audio(path.read_bytes(), {})
+    with pytest.raises(BadValue, match="the file sent cannot be read: Format not recognised"):
+        audio(b"not audio", {})
+    with pytest.raises(BadValue, match="cannot be read: no such file"):
+        audio(str(tmp_path / "missing.wav"), {})
+
+
+def test_dates_are_checked_as_the_column_reads_them():
+    from plait.serving.values import date
+
+    assert date("2024-03-05 10:00", {"datetime_format": None}) == "2024-03-05 10:00"
+    assert date(1709596800, {"datetime_format": None}) == "1709596800" and date(None, {}) is None
+    assert date("05|03|2024", {"datetime_format": "%d|%m|%Y"}) == "05|03|2024"
+    with pytest.raises(BadValue, match="a date such as 2024-05-01 .* got 'soon'"):
+        date("soon", {"datetime_format": None})
+
+
+def test_h3_indexes_are_integers_or_hex_strings_of_valid_cells():
+    from plait.serving.values import h3
+
+    assert h3("8a2a100d645ffff", {}) == h3(622236723497533439, {}) == 622236723497533439
+    assert h3(None, {}) is None and h3("", {}) is None
+    with pytest.raises(BadValue, match="got 123: mode 0, where a cell has 1"):
+        h3(123, {})
+    with pytest.raises(BadValue, match="an integer or a hex string"):
+        h3(1.5, {})

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from plait.config import load_config
-from plait.models.outputs import build_head
+from plait.models.heads import build_head
 
 WORDS = ["apple", "river", "stone", "cloud", "green", "paper", "music", "light", "table", "chair"]
 

@@ -1,0 +1,134 @@
+"""Audio features: a WAV or FLAC file per row (its path, or its bytes in a binary column),
+decoded with soundfile and turned into Ludwig's features per time window (fbank, stft,
+stft_phase, group_delay) or kept as samples (raw).
+
+Clips are cut or padded to one number of steps: the longest training file's, at most
+``audio_file_length_limit_in_s``. Every file must have the sample rate of the training files:
+plait does not resample (a resampled clip's features would quietly differ from a recorded one's),
+so a file at another rate is a DataError naming both rates. As for timeseries inputs, padded
+steps are stored as NaN, which the encoder reads as ``padding_value`` and masks out.
+
+A path is read as given: relative to the working directory (on a Ray cluster, each worker's:
+give absolute paths or URLs there), or an fsspec URL (s3://...). The cache key holds the paths,
+not the files: a file changed in place is not noticed until the cache is cleared.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from plait.errors import DataError
+from plait.features.audio_ops import Framing, UnreadableAudio, header, read_mono
+from plait.features.base import FeatureProcessor
+from plait.features.text_ops import fixed_size_list
+
+log = logging.getLogger("plait")
+
+LUDWIG_RATE = 16_000
+"""The sample rate Ludwig assumes when it has no file to read one from."""
+
+
+class AudioProcessor(FeatureProcessor):
+    type = "audio"
+
+    def prepare(self, column: pa.Array) -> pa.Array:
+        if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+            column = column.cast(pa.string())
+            return pc.if_else(pc.equal(pc.utf8_trim_whitespace(column), ""), pa.scalar(None, pa.string()), column)
+        if pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type):
+            return column.cast(pa.binary())
+        if pa.types.is_null(column.type):
+            return column.cast(pa.string())
+        raise DataError(f"audio feature {self.name!r}: column {self.column!r} has type {column.type}; give the "
+                        f"paths of WAV or FLAC files (strings), or the files' bytes (a binary column)")
+
+    def partial_stats(self, column: pa.Array) -> dict:
+        rates: dict[int, str] = {}
+        longest = over_limit = 0
+        for source in pc.drop_null(column).to_pylist():
+            rate, samples = self._header(source)
+            name = _described(source)
+            rates[rate] = min(rates.get(rate, name), name)  # the same example, however the rows are split
+            longest = max(longest, samples)
+            over_limit += samples > self._limit(rate)
+        return {"rates": rates, "longest": longest, "over_limit": over_limit}
+
+    def merge_stats(self, a: dict, b: dict) -> dict:
+        rates = dict(a["rates"])
+        for rate, name in b["rates"].items():
+            rates[rate] = min(rates.get(rate, name), name)
+        return {"rates": rates, "longest": max(a["longest"], b["longest"]),
+                "over_limit": a["over_limit"] + b["over_limit"]}
+
+    def finalize(self, stats: dict) -> dict:
+        rates = sorted(stats["rates"].items())
+        if len(rates) > 1:
+            (rate, name), (other, other_name) = rates[:2]
+            raise DataError(f"audio feature {self.name!r}: the training files of column {self.column!r} have "
+                            f"different sample rates: {rate} Hz ({name}) and {other} Hz ({other_name}). plait does "
+                            f"not resample; convert the files to one rate first (such as: ffmpeg -i in.wav -ar "
+                            f"{rate} out.wav)")
+        rate = rates[0][0] if rates else LUDWIG_RATE
+        framing = self._framing(rate)
+        if stats["over_limit"]:
+            log.info("audio feature %r: %d training files are longer than audio_file_length_limit_in_s (%s) and "
+                     "were cut to it.", self.name, stats["over_limit"], self.preprocessing.audio_file_length_limit_in_s)
+        return {"sample_rate": rate, "frames": framing.steps(min(stats["longest"], self._limit(rate))),
+                "channels": framing.channels, "padding_value": self.preprocessing.padding_value,
+                "truncated": stats["over_limit"]}
+
+    def transform(self, column: pa.Array, metadata: dict) -> pa.Array:
+        framing = self._framing(metadata["sample_rate"])
+        steps, channels = metadata["frames"], metadata["channels"]
+        matrix = np.full((len(column), steps, channels), np.nan, dtype=np.float32)  # NaN: padding, see above
+        norm = self.preprocessing.norm == "per_file"
+        for row, source in enumerate(column.to_pylist()):
+            if source is None:  # fill_with_const: a clip of no steps (drop_row never gets here)
+                continue
+            samples, rate = self._decoded(source, framing.samples_for(steps))
+            if rate != framing.rate:
+                raise DataError(f"audio feature {self.name!r}: {_described(source)} has a sample rate of {rate} Hz, "
+                                f"but the model was trained on {framing.rate} Hz files. plait does not resample; "
+                                f"convert it first (such as: ffmpeg -i in.wav -ar {framing.rate} out.wav)")
+            features = framing.features(samples, norm)[:steps].numpy()
+            matrix[row, : len(features)] = features
+        return fixed_size_list(matrix.reshape(len(column), steps * channels), pa.float32())
+
+    def _framing(self, rate: int) -> Framing:
+        framing = Framing.of(self.preprocessing, rate)
+        if framing.kind != "raw" and framing.n_fft < framing.window:
+            raise DataError(f"audio feature {self.name!r}: preprocessing.num_fft_points ({framing.n_fft}) is less "
+                            f"than a window's {framing.window} samples (window_length_in_s "
+                            f"{self.preprocessing.window_length_in_s} at {rate} Hz); raise it, or leave it unset")
+        return framing
+
+    def _limit(self, rate: int) -> int:
+        return int(self.preprocessing.audio_file_length_limit_in_s * rate)
+
+    def _header(self, source: str | bytes) -> tuple[int, int]:
+        try:
+            return header(source)
+        except UnreadableAudio as exc:
+            raise self._unreadable(source, exc) from None
+
+    def _decoded(self, source: str | bytes, samples: int) -> tuple[np.ndarray, int]:
+        try:
+            return read_mono(source, samples)
+        except UnreadableAudio as exc:
+            raise self._unreadable(source, exc) from None
+
+    def _unreadable(self, source: str | bytes, exc: UnreadableAudio) -> DataError:
+        where = ""
+        if isinstance(source, str) and "://" not in source and not os.path.isabs(source):
+            where = f" (a relative path is read from the working directory, {os.getcwd()})"
+        return DataError(f"audio feature {self.name!r}: cannot read {_described(source)}{where}: {exc}. Give WAV or "
+                         f"FLAC files, as paths or as the files' bytes")
+
+
+def _described(source: str | bytes) -> str:
+    return f"a file of {len(source)} bytes" if isinstance(source, bytes) else repr(source)

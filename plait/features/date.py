@@ -1,0 +1,237 @@
+"""Date features: each value as Ludwig's nine numbers, year, month, day, weekday (Monday 0), day of
+the year, hour, minute, second and second of the day, from dates, timestamps or their text.
+
+Text is parsed with Arrow's strptime, one format after another over the values still unread, so
+each value's reading depends on that value alone, never on the partition it sits in. A value
+that fits no format is an error (Ludwig logs it and uses the time of preprocessing instead).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from plait.errors import DataError
+from plait.features.base import FeatureProcessor
+from plait.features.number import MISSING_WORDS
+from plait.features.text_ops import as_strings, fixed_size_list
+
+COMPONENTS = ("year", "month", "day", "weekday", "yearday", "hour", "minute", "second", "second_of_day")
+"""The numbers of a date, in Ludwig's order."""
+
+INFERRED_FORMATS = (
+    "%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M",
+    "%Y/%m/%d", "%Y/%m/%d %H:%M:%S", "%Y/%m/%d %H:%M",
+    "%m/%d/%Y", "%m/%d/%Y %H:%M:%S", "%m/%d/%Y %H:%M", "%d/%m/%Y", "%d/%m/%Y %H:%M:%S", "%d/%m/%Y %H:%M",
+    "%d.%m.%Y", "%d.%m.%Y %H:%M:%S", "%d.%m.%Y %H:%M", "%Y%m%d", "%Y%m%dT%H%M%S",
+    "%d %b %Y", "%d %B %Y", "%b %d %Y", "%B %d %Y", "%b %d, %Y", "%B %d, %Y", "%a, %d %b %Y %H:%M:%S",
+)
+"""The forms tried, in order, on a value when no datetime_format is given: ISO-8601 first, then
+month-first before day-first for slashes (as dateutil, which Ludwig uses, reads them)."""
+
+_ZONE = r"(\d:\d\d)\s*(?:Z|UTC|GMT|[+-]\d\d(?::?\d\d)?)$"
+"""A time zone after a time: the time is read in UTC, as Arrow's CSV reader reads it, so that a
+dataset gives the same numbers from any file format (Ludwig keeps the time as written)."""
+_ZONE_PARTS = r"\d:\d\d\s*(?:Z|UTC|GMT|(?P<sign>[+-])(?P<hours>\d\d):?(?P<minutes>\d\d)?)$"
+_FRACTION = r"(:\d\d)[.,]\d+"
+"""Fractional seconds, dropped: dates are read to the second."""
+
+_PLAIN_ISO = r"^\d{4}-\d\d-\d\d([ T]\d\d:\d\d(:\d\d)?)?$"
+"""ISO-8601 without zone or fraction, which Arrow's cast reads fast (and strictly)."""
+
+_FIRST_SECOND, _LAST_SECOND = -62135596800, 253402300799
+"""0001-01-01 00:00:00 and 9999-12-31 23:59:59: the range of a numeric timestamp."""
+_SECONDS_DIGITS = 9
+"""Ludwig scales a numeric timestamp of more digits than a timestamp in seconds has today down to
+seconds (milliseconds and the like); fixed here, so the reading does not change in 2286."""
+
+
+class DateProcessor(FeatureProcessor):
+    type = "date"
+
+    def prepare(self, column: pa.Array) -> pa.Array:
+        """Seconds since 1970 (timestamp[s]); nulls mark missing values."""
+        seconds, missing, unread = read_dates(column, self.preprocessing.datetime_format)
+        if unread.any():
+            raise DataError(self._unread_message(column, unread))
+        return pa.array(seconds, pa.timestamp("s"), mask=missing)
+
+    def _unread_message(self, column: pa.Array, unread: np.ndarray) -> str:
+        first = column[int(np.flatnonzero(unread)[0])].as_py()
+        fmt = self.preprocessing.datetime_format
+        fix = (f"their format does not match datetime_format {fmt!r}: correct it" if fmt else
+               "set preprocessing.datetime_format to their strptime format (such as %d/%m/%Y %H:%M)")
+        return (f"date feature {self.name!r}: {int(unread.sum())} value(s) of column {self.column!r} are not dates "
+                f"plait can read, such as {first!r}; {fix}, or clean the column")
+
+    def partial_stats(self, column: pa.Array) -> dict:
+        years = pc.year(pc.drop_null(column)).to_numpy(zero_copy_only=False)
+        return {"min": int(years.min()) if years.size else None, "max": int(years.max()) if years.size else None}
+
+    def merge_stats(self, a: dict, b: dict) -> dict:
+        return {"min": min((y for y in (a["min"], b["min"]) if y is not None), default=None),
+                "max": max((y for y in (a["max"], b["max"]) if y is not None), default=None)}
+
+    def finalize(self, stats: dict) -> dict:
+        fill = components(pa.array([self._fill_seconds()], pa.timestamp("s")))[0].tolist()
+        fill_year = fill[0]
+        return {
+            "fill_value": fill,
+            "datetime_format": self.preprocessing.datetime_format,
+            # The year's range over training, which the encoders scale the year by.
+            "year_range": [stats["min"] if stats["min"] is not None else fill_year,
+                           stats["max"] if stats["max"] is not None else fill_year],
+        }
+
+    def _fill_seconds(self) -> int:
+        text = self.preprocessing.fill_value
+        if not text.strip():
+            return 0  # 1970-01-01 00:00:00: deterministic, where Ludwig takes the time of preprocessing
+        seconds, missing, unread = read_dates(pa.array([text]), self.preprocessing.datetime_format)
+        if unread[0] or missing[0]:
+            raise DataError(f"date feature {self.name!r}: preprocessing.fill_value {text!r} is not a date plait can "
+                            f"read; write it as the column's dates are (such as 2024-05-01), or leave it empty")
+        return int(seconds[0])
+
+    def transform(self, column: pa.Array, metadata: dict) -> pa.Array:
+        matrix = components(column)
+        missing = pc.is_null(column).to_numpy(zero_copy_only=False)
+        matrix[missing] = np.asarray(metadata["fill_value"], dtype=np.int32)
+        return fixed_size_list(matrix, pa.int32())
+
+
+def components(times: pa.Array) -> np.ndarray:
+    """[rows, 9] int32: the nine numbers of each timestamp (zeros for nulls)."""
+    times = pc.fill_null(times, pa.scalar(0, times.type))
+    parts = [pc.year(times), pc.month(times), pc.day(times), pc.day_of_week(times), pc.day_of_year(times),
+             pc.hour(times), pc.minute(times), pc.second(times)]
+    matrix = np.empty((len(times), len(COMPONENTS)), dtype=np.int32)
+    for i, part in enumerate(parts):
+        matrix[:, i] = part.to_numpy(zero_copy_only=False)
+    matrix[:, 8] = matrix[:, 5] * 3600 + matrix[:, 6] * 60 + matrix[:, 7]
+    return matrix
+
+
+def read_dates(column: pa.Array, datetime_format: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(seconds since 1970 of each value, missing mask, unreadable mask); a time with a zone is
+    read in UTC."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+    kind = column.type
+    if pa.types.is_timestamp(kind) or pa.types.is_date(kind):
+        return _from_temporal(column)
+    if (pa.types.is_integer(kind) or pa.types.is_floating(kind)) and datetime_format is None:
+        return _from_numbers(column.cast(pa.float64()).to_numpy(zero_copy_only=False))
+    return _from_text(as_strings(column), datetime_format)
+
+
+def _from_temporal(column: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    if pa.types.is_timestamp(column.type) and column.type.tz is not None:
+        column = column.cast(pa.timestamp(column.type.unit))  # the time in UTC, as for text with a zone
+    if pa.types.is_date(column.type):
+        column = column.cast(pa.timestamp("s"))
+    seconds = pc.cast(pc.floor_temporal(column, unit="second"), pa.timestamp("s"), safe=False)
+    missing = pc.is_null(seconds).to_numpy(zero_copy_only=False)
+    values = pc.fill_null(seconds.cast(pa.int64()), 0).to_numpy(zero_copy_only=False)
+    return values, missing, np.zeros(len(column), dtype=bool)
+
+
+def _from_numbers(numbers: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Unix timestamps; a positive value of more than ten digits is scaled down to seconds, as
+    Ludwig does."""
+    missing = np.isnan(numbers)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        digits = np.floor(np.log10(numbers))
+    excess = np.where(np.isfinite(digits) & (digits > _SECONDS_DIGITS), digits - _SECONDS_DIGITS, 0)
+    seconds = np.floor(numbers / 10.0**excess)
+    unread = ~missing & ~((seconds >= _FIRST_SECOND) & (seconds <= _LAST_SECOND))
+    return np.where(missing | unread, 0, seconds).astype(np.int64), missing, unread
+
+
+def _from_text(strings: pa.Array, datetime_format: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    trimmed = pc.utf8_trim_whitespace(strings)
+    missing = (pc.is_null(trimmed).to_numpy(zero_copy_only=False)
+               | pc.is_in(pc.utf8_lower(trimmed), value_set=pa.array(MISSING_WORDS)).to_numpy(zero_copy_only=False))
+    seconds = np.zeros(len(strings), dtype=np.int64)
+    read = missing.copy()
+    if datetime_format is not None:
+        _read_with(datetime_format, trimmed, seconds, read)  # with %z, strptime gives UTC
+    _read_plain_iso(trimmed, seconds, read)
+    if not read.all():
+        todo = np.flatnonzero(~read)
+        rest_seconds, rest_read = _infer(trimmed.take(todo))
+        seconds[todo], read[todo] = rest_seconds, rest_read
+    return seconds, missing, ~read
+
+
+def _read_plain_iso(strings: pa.Array, seconds: np.ndarray, read: np.ndarray) -> None:
+    """The fast path: ISO dates and times without zone or fraction, by Arrow's strict cast (which
+    refuses 2024-02-30, as the formats below do)."""
+    todo = np.flatnonzero(~read)
+    iso = pc.match_substring_regex(strings.take(todo), _PLAIN_ISO).to_numpy(zero_copy_only=False)
+    if not iso.any():
+        return
+    try:
+        parsed = pc.cast(strings.take(todo[iso]), pa.timestamp("s"))
+    except pa.ArrowInvalid:
+        return  # an impossible date among them: the formats read the others value by value
+    seconds[todo[iso]] = parsed.cast(pa.int64()).to_numpy(zero_copy_only=False)
+    read[todo[iso]] = True
+
+
+def _infer(strings: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(seconds, read) of values in any of INFERRED_FORMATS, or Unix timestamps written as text."""
+    plain = pc.replace_substring_regex(strings, _FRACTION, r"\1")
+    offsets = _zone_offsets(plain)
+    plain = pc.replace_substring_regex(pc.replace_substring_regex(plain, _ZONE, r"\1"), r"\s+", " ")
+    seconds, read = np.zeros(len(strings), dtype=np.int64), np.zeros(len(strings), dtype=bool)
+    for fmt in INFERRED_FORMATS:
+        if read.all():
+            break
+        _read_with(fmt, plain, seconds, read)
+    seconds -= offsets
+    todo = np.flatnonzero(~read)
+    numeric = pc.match_substring_regex(plain.take(todo), r"^[+-]?\d+(\.\d*)?$").to_numpy(zero_copy_only=False)
+    if numeric.any():
+        rows = todo[numeric]
+        values, _, unread = _from_numbers(plain.take(rows).cast(pa.float64()).to_numpy(zero_copy_only=False))
+        seconds[rows[~unread]] = values[~unread]
+        read[rows[~unread]] = True
+    return seconds, read
+
+
+def _zone_offsets(strings: pa.Array) -> np.ndarray:
+    """Seconds east of UTC of each value's zone (0 without one)."""
+    zones = pc.extract_regex(strings, _ZONE_PARTS)
+    if zones.null_count == len(zones):
+        return np.zeros(len(strings), dtype=np.int64)
+    zones = pc.fill_null(zones, {"sign": "", "hours": "", "minutes": ""}) if zones.null_count else zones
+    hours, minutes = (pc.if_else(pc.equal(zones.field(f), ""), "0", zones.field(f)).cast(pa.int64()).to_numpy()
+                      for f in ("hours", "minutes"))
+    sign = np.where(pc.equal(zones.field("sign"), "-").to_numpy(zero_copy_only=False), -1, 1)
+    return sign * (hours * 3600 + minutes * 60)
+
+
+def _read_with(fmt: str, strings: pa.Array, seconds: np.ndarray, read: np.ndarray) -> None:
+    """Parse the values not read yet with ``fmt``; fill ``seconds`` and mark ``read`` where it fits."""
+    todo = np.flatnonzero(~read)
+    subset = strings.take(todo)
+    parsed = pc.strptime(subset, format=fmt, unit="s", error_is_null=True)
+    fits = pc.is_valid(parsed).to_numpy(zero_copy_only=False)
+    if not fits.any():
+        return
+    rows, parsed = todo[fits], parsed.filter(fits)
+    if "%z" not in fmt and "%Z" not in fmt:
+        # strptime rolls 2024-02-30 over to March 1; writing the result back out tells such a value
+        # from a real date (numbers compared without leading zeros, names without case).
+        same = pc.equal(_canonical(pc.strftime(parsed, format=fmt)), _canonical(subset.filter(fits)))
+        same = same.to_numpy(zero_copy_only=False)
+        rows, parsed = rows[same], parsed.filter(same)
+    seconds[rows] = parsed.cast(pa.int64()).to_numpy(zero_copy_only=False)
+    read[rows] = True
+
+
+def _canonical(strings: pa.Array) -> pa.Array:
+    strings = pc.utf8_lower(pc.replace_substring_regex(strings, r"\s+", " "))
+    return pc.replace_substring_regex(strings, r"(^|\D)0+(\d)", r"\1\2")
