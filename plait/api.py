@@ -135,6 +135,14 @@ class Model:
         self.require_trained()
         return inference.write_predictions(self.backend, self.predictor_spec(), dataset, output_directory, output_format)
 
+    def forecast(self, dataset: Any, horizon: int) -> "pandas.DataFrame":
+        """The next ``horizon`` steps of each row's series (a model with one timeseries input, the
+        history, and one timeseries output, the next steps): ``<output>_forecast`` per row."""
+        from plait.inference.forecast import forecast
+
+        self.require_trained()
+        return forecast(self, dataset, horizon)
+
     def predictor_spec(self) -> PredictorSpec:
         """This model as a picklable spec any process can rebuild a predictor from: the folder it
         was saved in (every node must see it), else its weights."""

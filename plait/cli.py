@@ -207,6 +207,20 @@ def _add_predict(sub) -> None:
         "generation settings are for Ludwig's LLMs; plait's models are ECD models, which have none"))
 
 
+def _add_forecast(sub) -> None:
+    p = sub.add_parser("forecast", help="forecast each row's series with a model from a timeseries input to a "
+                                        "timeseries output")
+    _add_model_path(p)
+    p.add_argument("--dataset", required=True, help="data with the model's input columns; the timeseries input's "
+                                                     "column holds each row's history")
+    _add_data_format(p)
+    p.add_argument("--horizon", type=int, required=True, help="how many steps to forecast")
+    _add_run(p)
+    _add_output(p)
+    p.add_argument("--output-format", choices=["parquet", "csv"], default="parquet",
+                   help="forecast.<format> in the output directory (default parquet)")
+
+
 def _add_serve(sub) -> None:
     p = sub.add_parser("serve", help="serve a trained model over HTTP: Ludwig's /predict and /batch_predict, "
                                      "here or on Ray Serve")
@@ -277,6 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_hyperopt(sub)
     _add_evaluate(sub)
     _add_predict(sub)
+    _add_forecast(sub)
     _add_serve(sub)
     return parser
 
@@ -287,7 +302,6 @@ LOG_LEVELS = {"critical": logging.CRITICAL, "error": logging.ERROR, "warning": l
 
 LUDWIG_VERBS_NOT_IMPLEMENTED = {
     "visualize": "plait has no plots; read training_statistics.json or run tensorboard --logdir results",
-    "forecast": "plait has no timeseries outputs yet (timeseries inputs work: predict a number or vector output from them)",
     "benchmark": "run plait experiment once per dataset and config",
     "collect_summary": "plait has no collect commands; print(plait.Model.load(path).module) shows the layers",
     "collect_weights": "plait has no collect commands; the weights are model/model_weights.safetensors",

@@ -389,6 +389,22 @@ def predict(args) -> int:
     return 0
 
 
+def forecast(args) -> int:
+    """Each row's series forecast ``--horizon`` steps ahead, written to ``forecast.<format>``."""
+    from plait.api import Model
+    from plait.inference.forecast import write_forecast
+
+    _check_ludwig_values(args)
+    model = Model.load(args.model_path, backend=args.backend)
+    try:
+        frame = model.forecast(args.dataset, args.horizon)
+    finally:
+        model.close()
+    print(json.dumps({"forecast": write_forecast(frame, args.output_directory, args.output_format),
+                      "rows": len(frame)}))
+    return 0
+
+
 def serve(args) -> int:
     """Serve the model until SIGTERM or Ctrl-C (here, or as a Ray Serve deployment)."""
     from plait.serving import serve as serve_model

@@ -162,8 +162,8 @@ def test_duplicate_feature_names(cli, write_config):
 
 
 def test_output_feature_of_an_input_only_type(cli, write_config):
-    path = write_config({**CONFIG, "output_features": [{"name": "bought", "type": "text"}]})
-    assert_one_clean_error(cli("validate", "--config", path), "output_features[0].type: 'text' is an input-only feature type")
+    path = write_config({**CONFIG, "output_features": [{"name": "bought", "type": "date"}]})
+    assert_one_clean_error(cli("validate", "--config", path), "output_features[0].type: 'date' is an input-only feature type")
 
 
 def test_invalid_yaml_names_the_line(cli, write_config):

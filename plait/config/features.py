@@ -19,7 +19,8 @@ from plait.config.encoder_settings import without_null_adapter
 
 INPUT_TYPES = ("binary", "number", "category", "text", "set", "vector", "sequence", "date", "h3", "bag",
                "timeseries", "audio")
-OUTPUT_TYPES = ("binary", "category", "number", "set", "vector", "sequence", "text", "category_distribution")
+OUTPUT_TYPES = ("binary", "category", "number", "set", "vector", "sequence", "text", "category_distribution",
+                "timeseries")
 
 
 def _typed(value, default_type: str):
@@ -304,6 +305,16 @@ class VectorOutputFeature(OutputFeatureBase):
     loss: d.VectorLoss = Field(default_factory=d.MeanSquaredErrorLoss)
 
 
+class TimeseriesOutputFeature(OutputFeatureBase):
+    type: Literal["timeseries"] = "timeseries"
+    preprocessing: p.TimeseriesOutputPreprocessing = Field(
+        default_factory=lambda: p.TimeseriesOutputPreprocessing(missing_value_strategy="drop_row"))
+    """Each cell the series that follows the row (padded with padding_value to the longest training
+    series, at most timeseries_length_limit)."""
+    decoder: d.VectorDecoder = Field(default_factory=d.ProjectorDecoder)
+    loss: d.VectorLoss = Field(default_factory=d.MeanSquaredErrorLoss)
+
+
 class SequenceOutputFeature(OutputFeatureBase):
     type: Literal["sequence"] = "sequence"
     preprocessing: p.SequencePreprocessing = Field(default_factory=lambda: p.SequencePreprocessing(missing_value_strategy="drop_row"))
@@ -396,7 +407,7 @@ INPUT_FEATURE_CLASSES = (BinaryInputFeature, NumberInputFeature, CategoryInputFe
                          TimeseriesInputFeature, AudioInputFeature)
 OUTPUT_FEATURE_CLASSES = (BinaryOutputFeature, CategoryOutputFeature, NumberOutputFeature, SetOutputFeature,
                           VectorOutputFeature, SequenceOutputFeature, TextOutputFeature,
-                          CategoryDistributionOutputFeature)
+                          CategoryDistributionOutputFeature, TimeseriesOutputFeature)
 """Every feature class; a new feature type adds its class here (and its name to INPUT_TYPES, OUTPUT_TYPES)."""
 
 InputFeature = Annotated[Union[INPUT_FEATURE_CLASSES], Field(discriminator="type")]

@@ -11,6 +11,12 @@ METRICS_BY_OUTPUT_TYPE: dict[str, tuple[str, ...]] = {
     "category": ("loss", "accuracy", "hits_at_k", "precision", "recall", "f1"),
     "number": ("loss", "mean_absolute_error", "mean_squared_error", "root_mean_squared_error", "r2"),
     "set": ("loss", "jaccard", "precision", "recall", "f1"),
+    "vector": ("loss", "mean_absolute_error", "mean_squared_error", "root_mean_squared_error", "r2"),
+    "timeseries": ("loss", "mean_absolute_error", "mean_squared_error", "root_mean_squared_error", "r2"),
+    "category_distribution": ("loss", "kl_divergence", "cross_entropy", "accuracy"),
+    "sequence": ("loss", "token_accuracy", "sequence_accuracy", "last_accuracy", "perplexity", "edit_distance"),
+    "text": ("loss", "token_accuracy", "sequence_accuracy", "last_accuracy", "perplexity", "edit_distance", "bleu",
+             "rouge1_fmeasure", "rouge2_fmeasure", "rougeL_fmeasure", "char_error_rate"),
 }
 """Per output feature type, every metric computed for it (category: precision, recall and f1
 only up to 256 classes)."""
@@ -21,5 +27,6 @@ COMBINED_METRICS: tuple[str, ...] = ("loss",)
 """What is reported under ``combined``."""
 
 HIGHER_IS_BETTER: frozenset[str] = frozenset({"accuracy", "hits_at_k", "roc_auc", "precision", "recall", "f1", "r2",
-                                              "jaccard"})
+                                              "jaccard", "token_accuracy", "sequence_accuracy", "last_accuracy",
+                                              "bleu", "rouge1_fmeasure", "rouge2_fmeasure", "rougeL_fmeasure"})
 """Metrics where a larger value is better (every other one, the losses and errors, is better smaller)."""

@@ -425,6 +425,22 @@ class TimeseriesPreprocessing(FeaturePreprocessing):
         return self
 
 
+class TimeseriesOutputPreprocessing(TimeseriesPreprocessing):
+    horizon: int = Field(0, ge=0)
+    """Ludwig's forecasting horizon, which builds each row's future series from the following rows
+    of a number column; plait accepts only 0: each row's output column holds its future series."""
+
+    @field_validator("horizon")
+    @classmethod
+    def _no_horizon(cls, value: int) -> int:
+        if value:
+            raise ValueError(f"got {value}; plait does not build a series from the following rows of a column: that "
+                             f"depends on the row order, which partitions and prediction chunks do not keep. Put each "
+                             f"row's next {value} values in the output column (a list of numbers, or a string of "
+                             f"them), and leave horizon at 0")
+        return value
+
+
 AUDIO_FEATURES = Literal["fbank", "group_delay", "raw", "stft", "stft_phase"]
 
 

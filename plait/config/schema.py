@@ -144,6 +144,16 @@ class PlaitConfig(StrictModel):
         return self
 
     @model_validator(mode="after")
+    def _bucketing_field(self):
+        field = self.trainer.bucketing_field
+        tokens = [f.name for f in self.features if f.type in ("text", "sequence")]
+        if field is not None and field not in tokens:
+            raise field_error("trainer.bucketing_field", f"got {shown(field)}, which is no text or sequence feature; "
+                                                         + (f"valid choices are: {', '.join(tokens)}" if tokens else
+                                                            "this config has none, so leave it null"))
+        return self
+
+    @model_validator(mode="after")
     def _hyperopt_target(self):
         """The searched metric must be one the output feature reports."""
         if self.hyperopt is None:

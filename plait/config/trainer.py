@@ -405,9 +405,11 @@ class TrainerConfig(StrictModel):
     """Used only with increase_batch_size_on_plateau."""
     increase_batch_size_eval_split: str = "training"
     """Used only with increase_batch_size_on_plateau."""
-    bucketing_field: Annotated[str | None, ludwig_only(None, instead=f"{_NOT_IMPLEMENTED}; batches are drawn "
-                                                                     "at random")] = None
-    """Ludwig: batch rows of similar length of this feature together. plait accepts only null."""
+    bucketing_field: str | None = None
+    """A text or sequence feature: each epoch's shuffled rows are sorted by that feature's length in
+    runs of BUCKET_BATCHES batches, so that a batch holds rows of similar length and pads little
+    (its token columns are padded to the batch's longest row where the encoder allows it). null:
+    batches are drawn at random."""
     enable_profiling: Annotated[bool, ludwig_only(False, instead=f"{_NOT_IMPLEMENTED}; run under torch.profiler "
                                                                  "or py-spy yourself")] = False
     """Ludwig: profile training with torch.profiler. plait accepts only false."""

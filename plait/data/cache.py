@@ -23,7 +23,8 @@ from plait.utils import fs as fsu
 log = logging.getLogger("plait")
 
 # 2: set outputs keep the items training never saw, as the id len(vocabulary).
-CACHE_FORMAT_VERSION = 2
+# 3: text and sequence features are lists of each row's tokens, no longer padded to one length.
+CACHE_FORMAT_VERSION = 3
 METADATA_FILE = "metadata.json"
 
 

@@ -78,6 +78,7 @@ class TextProcessor(FeatureProcessor):
             meta["sequence_length"] = _capped(max(1, stats["max_length"]), pp.max_sequence_length)
         if pp.sequence_length is not None:
             meta["sequence_length"] = pp.sequence_length
+        meta["padding"] = pp.padding
         return meta
 
     def _finalize_output(self, stats: dict) -> dict:
@@ -94,7 +95,7 @@ class TextProcessor(FeatureProcessor):
                         self.name, stats["too_long"], stats["rows"], pp.max_sequence_length)
         return {"fill_value": self.fill_value(stats["texts"]),
                 "vocabulary": specials + [str(w) for w in dict.fromkeys(words) if w not in specials],
-                "sequence_length": length + generated, "generated": generated}
+                "sequence_length": length + generated, "generated": generated, "padding": "right"}
 
     def cache_inputs(self) -> dict:
         if not self.preprocessing.vocab_file:
@@ -110,8 +111,25 @@ class TextProcessor(FeatureProcessor):
         length = metadata["sequence_length"]
         if metadata.get("generated"):  # the tokens, cut to leave room for the stop token, then it
             flat, lengths = _with_stop(flat, lengths, length - 1)
-        left = self.preprocessing.padding == "left" and not self.is_output  # outputs are read left to right
+        if "padding" in metadata:  # each row's tokens, cut to the length: the batches pad them
+            return _token_lists(*_cut(flat, lengths, length))
+        # The metadata of a model saved before token lists were stored: rows padded to the length.
+        left = self.preprocessing.padding == "left" and not self.is_output
         return fixed_size_list(pad(flat, lengths, length, 0, left), pa.int32())
+
+
+def _cut(flat: np.ndarray, lengths: np.ndarray, length: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's first ``length`` tokens."""
+    if lengths.size == 0 or lengths.max() <= length:
+        return flat, lengths
+    kept = np.minimum(lengths, length)
+    within = np.arange(flat.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    return flat[within < np.repeat(kept, lengths)], kept
+
+
+def _token_lists(flat: np.ndarray, lengths: np.ndarray) -> pa.ListArray:
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat, pa.int32()))
 
 
 def _with_stop(flat: np.ndarray, lengths: np.ndarray, room: int) -> tuple[np.ndarray, np.ndarray]:

@@ -18,7 +18,7 @@ import torch
 
 from plait.errors import DataError, ModelError
 from plait.features.base import check_unique_columns
-from plait.training.data import table_tensors
+from plait.training.data import table_tensors, trim_padding
 
 BATCH_ROWS = 8192
 """Rows per forward pass: large enough to keep the cores busy, small enough for any model."""
@@ -111,7 +111,9 @@ class Predictor:
                     for name, head in self.module.heads.items()}
         parts = []
         for start in range(0, rows, self.batch_size):
-            batch = {k: v[start:start + self.batch_size].to(self.device) for k, v in inputs.items()}
+            batch = trim_padding({k: v[start:start + self.batch_size] for k, v in inputs.items()},
+                                 [n for n in getattr(self.module, "batch_padded", []) if n in inputs])
+            batch = {k: v.to(self.device) for k, v in batch.items()}
             parts.append({k: v.cpu() for k, v in self.module(batch).items()})
         return {name: torch.cat([p[name] for p in parts]) for name in parts[0]} if parts else {}
 
@@ -138,7 +140,7 @@ def postprocess(processor, out: dict, meta: dict) -> dict:
     name, kind = processor.name, processor.type
     if kind == "number":
         return {f"{name}_predictions": out["prediction"].numpy()}
-    if kind == "vector":
+    if kind in ("vector", "timeseries"):
         return {f"{name}_predictions": _lists(out["prediction"].numpy(), pa.float32())}
     if kind in ("sequence", "text"):
         return _sequence_columns(name, kind, out, meta)

@@ -4,11 +4,11 @@ and text outputs by its decoder)."""
 from __future__ import annotations
 
 from plait.models.outputs import (BinaryHead, CategoryDistributionHead, CategoryHead, NumberHead, OutputHead,
-                                  SetHead, VectorHead)
+                                  SetHead, TimeseriesHead, VectorHead)
 from plait.models.sequence_heads import GeneratorHead, TaggerHead
 
 HEADS = {"binary": BinaryHead, "category": CategoryHead, "number": NumberHead, "set": SetHead, "vector": VectorHead,
-         "category_distribution": CategoryDistributionHead}
+         "category_distribution": CategoryDistributionHead, "timeseries": TimeseriesHead}
 SEQUENCE_HEADS = {"tagger": TaggerHead, "generator": GeneratorHead}
 """The heads of sequence and text outputs, by decoder."""
 

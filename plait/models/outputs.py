@@ -292,6 +292,14 @@ class VectorHead(OutputHead):
         return {"prediction": logits.float()}
 
 
+class TimeseriesHead(VectorHead):
+    """The next steps of a series: a projector over the output's series length."""
+
+    def __init__(self, feature, metadata, input_shape, dependency_size=0):
+        super().__init__(feature, {**metadata, "vector_size": metadata["timeseries_length"]}, input_shape,
+                         dependency_size)
+
+
 class CategoryDistributionHead(OutputHead):
     """A distribution over the classes, trained towards each row's target distribution (soft labels)."""
 

@@ -253,6 +253,19 @@ class TextEncoder(nn.Module):
             self.output_shape = (self.fc.output_size,)
         self.output_size = self.output_shape[-1]
 
+    @property
+    def length_free(self) -> bool:
+        """Whether a row's encoding is the same whatever padding follows its tokens, so that a batch
+        may be padded to its own longest row rather than to the sequence length: true for token
+        embeddings whose body reads only the real tokens (embed, transformer, a one-way rnn) and
+        whose reduction leaves padding out."""
+        if isinstance(self.embedding, FloatSteps) or self.reducer is None or self.reducer.mode == "concat":
+            return False
+        body = self.body
+        if isinstance(body, Recurrent):
+            return not body.rnn.bidirectional
+        return isinstance(body, (Identity, Transformer))
+
     def _body_shape(self, length: int) -> tuple[int, int]:
         """The body's output length and width, from a dry run on one all-padding row."""
         floats = isinstance(self.embedding, FloatSteps)

@@ -174,7 +174,7 @@ def _short(value: Any) -> str:
 
 COERCERS: dict[str, Callable[[Any, dict], Any]] = {
     "number": number, "binary": binary, "category": label, "text": label, "set": label, "vector": vector,
-    "date": date, "h3": h3, "bag": label, "timeseries": timeseries, "audio": audio,
+    "date": date, "h3": h3, "bag": label, "timeseries": timeseries, "audio": audio, "sequence": label,
 }
 """The check of one value, by feature type. A feature type the server is to take adds its own."""
 

@@ -26,8 +26,7 @@ def column_tensor(column: pa.ChunkedArray | pa.Array, meta: dict) -> torch.Tenso
     if kind == "category":
         return torch.from_numpy(column.to_numpy(zero_copy_only=False).astype(np.int64))
     if kind in ("text", "sequence"):
-        flat = pc.list_flatten(column).to_numpy().astype(np.int64)
-        return torch.from_numpy(flat.reshape(len(column), meta["sequence_length"]))
+        return _token_matrix(column, meta)
     if kind in ("vector", "category_distribution"):
         flat = pc.list_flatten(column).to_numpy().astype(np.float32)
         return torch.from_numpy(flat.reshape(len(column), meta["vector_size"]))
@@ -45,6 +44,21 @@ def column_tensor(column: pa.ChunkedArray | pa.Array, meta: dict) -> torch.Tenso
     if kind == "bag":
         return _counts(column, meta)
     raise ValueError(f"no tensor conversion for feature type {kind!r}")
+
+
+def _token_matrix(column: pa.Array, meta: dict) -> torch.Tensor:
+    """Token lists as a [rows, sequence_length] matrix of ids, padded with 0 on the feature's side
+    (a column stored padded already, as caches before token lists were, is read as it is)."""
+    length = meta["sequence_length"]
+    flat = pc.list_flatten(column).to_numpy().astype(np.int64)
+    if pa.types.is_fixed_size_list(column.type):
+        return torch.from_numpy(flat.reshape(len(column), length))
+    lengths = pc.list_value_length(column).fill_null(0).to_numpy().astype(np.int64)
+    matrix = np.zeros((len(column), length), dtype=np.int64)
+    columns = np.arange(length)
+    real = columns >= (length - lengths)[:, None] if meta.get("padding") == "left" else columns < lengths[:, None]
+    matrix[real] = flat
+    return torch.from_numpy(matrix)
 
 
 def _multi_hot(column: pa.Array, meta: dict) -> torch.Tensor:
@@ -75,6 +89,19 @@ def _counts(column: pa.Array, meta: dict) -> torch.Tensor:
     return torch.from_numpy(matrix)
 
 
+def trim_padding(batch: dict[str, torch.Tensor], names) -> dict[str, torch.Tensor]:
+    """``batch`` with the token matrices of ``names`` (padded on the right) cut after the batch's
+    longest row: per-batch padding, so a batch of short texts costs what short texts cost."""
+    trimmed = dict(batch)
+    for name in names:
+        tokens = batch[name]
+        used = torch.nonzero(tokens.any(0))
+        length = int(used[-1]) + 1 if used.numel() else 1
+        if length < tokens.shape[1]:
+            trimmed[name] = tokens[:, :length]
+    return trimmed
+
+
 def table_tensors(table: pa.Table, features: dict, names: list[str]) -> dict[str, torch.Tensor]:
     return {name: column_tensor(table[name], features[name]) for name in names}
 
@@ -87,6 +114,27 @@ def shuffle_generator(seed: int, epoch: int, rank: int = 0) -> torch.Generator:
     return torch.Generator().manual_seed(seed * 100_003 + epoch + rank * 1_000_000_007)
 
 
+BUCKET_BATCHES = 32
+"""With bucketing, rows are sorted by length within runs of this many batches of the shuffled
+order: batches of similar lengths, still drawn from all over the data."""
+
+
+def bucketed(order: torch.Tensor, lengths: torch.Tensor, batch_size: int) -> torch.Tensor:
+    """``order`` (a shuffled order of rows) with each run of BUCKET_BATCHES batches sorted by the
+    rows' ``lengths`` (stable, so the shuffle breaks ties)."""
+    run = batch_size * BUCKET_BATCHES
+    pieces = []
+    for start in range(0, len(order), run):
+        piece = order[start:start + run]
+        pieces.append(piece[torch.argsort(lengths[piece], stable=True)])
+    return torch.cat(pieces) if pieces else order
+
+
+def row_lengths(tokens: torch.Tensor) -> torch.Tensor:
+    """The number of tokens (not padding) in each row of a token matrix."""
+    return (tokens != 0).sum(1)
+
+
 class Batches:
     """Mini-batches over in-memory tensors; each epoch a new seeded permutation.
 
@@ -96,17 +144,20 @@ class Batches:
     """
 
     def __init__(self, tensors: dict[str, torch.Tensor], batch_size: int, shuffle: bool = True, seed: int = 0,
-                 rank: int = 0, world_size: int = 1):
+                 rank: int = 0, world_size: int = 1, bucketing_field: str | None = None):
         self.tensors = tensors
         self.rows = len(next(iter(tensors.values())))
         self.batch_size, self.shuffle, self.seed = batch_size, shuffle, seed
         self.rank, self.world_size = rank, world_size
+        self.lengths = row_lengths(tensors[bucketing_field]) if bucketing_field and shuffle else None
 
     def indices(self, epoch: int) -> torch.Tensor:
         if self.shuffle:
             order = torch.randperm(self.rows, generator=shuffle_generator(self.seed, epoch))
         else:
             order = torch.arange(self.rows)
+        if self.lengths is not None:  # each worker's batch takes every world_size-th row of a sorted run
+            order = bucketed(order, self.lengths, self.batch_size * self.world_size)
         return order[self.rank :: self.world_size] if self.world_size > 1 else order
 
     def _starts(self, rows: int) -> list[int]:

@@ -40,7 +40,7 @@ class OutputMetrics:
             return {**base, "correct": 1, "hits_at_k": 1, "unseen": 1, "confusion": confusion}
         if self.type == "number":
             return {**base, "abs_err": 1, "sq_err": 1, "y": 1, "y2": 1}
-        if self.type == "vector":  # per position of the vector: r2 is their mean, as scikit-learn's
+        if _FAMILY.get(self.type, self.type) == "vector":  # per position of the vector: r2 is their mean, as scikit-learn's
             size = self.classes
             return {**base, "abs_err": 1, "sq_err": size, "y": size, "y2": size}
         if self.type == "category_distribution":
@@ -234,7 +234,7 @@ class OutputMetrics:
         return result
 
 
-_FAMILY = {"text": "sequence"}
+_FAMILY = {"text": "sequence", "timeseries": "vector"}
 """Output types whose statistics are another type's (text outputs add their own to a sequence's)."""
 
 

@@ -85,7 +85,8 @@ def in_memory_batches(job: FitJob, strategy: Strategy) -> tuple[Batches, Batches
     names = model_columns(job.config)
     shard = dict(rank=strategy.rank, world_size=strategy.world_size)
     train = Batches(table_tensors(job.data.read_split("training"), features, names), batch_size(job),
-                    shuffle=job.config.trainer.should_shuffle, seed=job.seed, **shard)
+                    shuffle=job.config.trainer.should_shuffle, seed=job.seed,
+                    bucketing_field=job.config.trainer.bucketing_field, **shard)
     validation = Batches(table_tensors(job.data.read_split("validation"), features, names), eval_batch_size(job),
                          shuffle=False, **shard)
     return train, validation

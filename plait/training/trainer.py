@@ -18,7 +18,7 @@ import torch
 
 from plait.errors import TrainingError
 from plait.training import checkpoint as ckpt
-from plait.training.data import Batches, lockstep
+from plait.training.data import Batches, lockstep, trim_padding
 from plait.training.early_stopping import BestWeights, EarlyStopping
 from plait.training.interrupt import StopRequest, TrainingInterrupted
 from plait.inference.evaluation import Evaluation
@@ -240,6 +240,7 @@ class Trainer:
     def _split(self, batch: dict) -> tuple[dict, dict]:
         device = self.strategy.device
         model = unwrap(self.model)
+        batch = trim_padding(batch, getattr(model, "batch_padded", []))
         inputs = {n: batch[n].to(device, non_blocking=True)
                   for n in model.input_names + getattr(model, "target_readers", [])}
         targets = {n: batch[n].to(device, non_blocking=True) for n in model.output_names}

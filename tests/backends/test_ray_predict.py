@@ -103,6 +103,25 @@ def test_model_predict_on_ray_equals_local_row_for_row(saved, small_batches):
     assert_same_predictions(Model.load(saved / "model", backend="ray").predict(frame), local_predictions(saved, frame))
 
 
+def test_sequence_text_vector_and_distribution_outputs_predict_on_ray_as_locally(tmp_path, sequence_data):
+    frame = sequence_data(300, seed=4).dropna()
+    config = {"input_features": [{"name": "src", "type": "sequence", "encoder": "embed"}],
+              "output_features": [{"name": "rev", "type": "text", "decoder": {"beam_width": 2}}, {"name": "vec", "type": "vector"},
+                                  {"name": "dist", "type": "category_distribution"}],
+              "trainer": {"epochs": 2}, "backend": {"type": "local", "cache_dir": str(tmp_path / "cache")}}
+    model = Model(config)
+    model.train(dataset=frame, progress_bar=False)
+    model.save(tmp_path / "model")
+    on_ray = Model.load(tmp_path / "model", backend="ray").predict(frame)
+    local = Model.load(tmp_path / "model", backend="local").predict(frame)
+    assert on_ray["rev_predictions"].tolist() == local["rev_predictions"].tolist()
+    for column in ("rev_probabilities", "vec_predictions"):
+        np.testing.assert_allclose(np.concatenate(on_ray[column].to_list()), np.concatenate(local[column].to_list()),
+                                   rtol=1e-5, atol=1e-6)
+    assert_same_predictions(on_ray.drop(columns=["rev_predictions", "rev_probabilities", "vec_predictions"]),
+                            local.drop(columns=["rev_predictions", "rev_probabilities", "vec_predictions"]))
+
+
 @pytest.mark.parametrize("fmt", ["parquet", "csv"])
 def test_cli_predict_on_ray_writes_part_files_in_input_order(saved, small_batches, tmp_path, fmt, capsys):
     rc = main(["predict", "--model-path", str(saved / "model"), "--dataset", str(saved / "data.csv"), "--backend", "ray",

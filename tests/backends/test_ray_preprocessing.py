@@ -67,10 +67,31 @@ def test_dask_and_modin_write_the_same_bytes_as_local_for_every_feature_type(tmp
         assert outputs(run(config, source, engine, tmp_path / name)) == local, f"{name} differs from local"
 
 
-def test_dask_and_modin_write_the_same_bytes_as_local_for_sequences_and_the_new_outputs(tmp_path, make_dataset,
-                                                                                         make_config, sequence_data):
-    source = make_dataset(sequence_data(600), "data.parquet")
-    config = make_config([{"name": "src", "type": "sequence"}],
+def with_other_inputs(frame, seed: int = 0):
+    """``frame`` with a date, an H3 cell, a bag of words and a series per row (some missing)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    n = len(frame)
+    digits = np.where(np.arange(15) < 4, rng.integers(0, 7, (n, 15)), 7).astype(np.int64)
+    cells = (1 << 59) | (4 << 52) | (rng.integers(0, 122, n).astype(np.int64) << 45) | (
+        digits << (42 - 3 * np.arange(15))).sum(1)
+    days = rng.integers(0, 3000, n)
+    frame = frame.assign(
+        when=[str(np.datetime64("2015-01-01") + int(d)) + (" 10:30" if d % 3 else "") for d in days],
+        cell=cells, words=[" ".join(rng.choice(list("xyz"), rng.integers(0, 6))) for _ in range(n)],
+        series=[" ".join(f"{v:.3f}" for v in rng.normal(size=rng.integers(1, 9))) for _ in range(n)])
+    frame.loc[::19, "when"] = None
+    frame.loc[::29, "series"] = None
+    return frame
+
+
+def test_dask_and_modin_write_the_same_bytes_as_local_for_the_other_feature_types(tmp_path, make_dataset, make_config,
+                                                                                  sequence_data):
+    source = make_dataset(with_other_inputs(sequence_data(600)), "data.parquet")
+    config = make_config([{"name": "src", "type": "sequence"}, {"name": "when", "type": "date"},
+                          {"name": "cell", "type": "h3"}, {"name": "words", "type": "bag"},
+                          {"name": "series", "type": "timeseries"}],
                          [{"name": "rev", "type": "text"}, {"name": "tags", "type": "sequence", "decoder": "tagger"},
                           {"name": "vec", "type": "vector"}, {"name": "dist", "type": "category_distribution"}])
     local = outputs(run(config, source, get_engine("local", num_partitions=3), tmp_path / "local"))

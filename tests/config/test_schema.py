@@ -541,3 +541,11 @@ def test_an_input_reading_the_output_column_is_target_leakage(refused):
 def test_an_output_reading_another_column_than_its_name_is_leakage_too(refused):
     problem = refused(output_features=[{"name": "target", "type": "number", "column": "age"}])
     assert "input feature 'age' reads column 'age', which output feature 'target'" in problem
+
+
+def test_bucketing_field_names_a_text_or_sequence_feature():
+    config = {"input_features": [{"name": "t", "type": "text"}, {"name": "n", "type": "number"}],
+              "output_features": [{"name": "y", "type": "binary"}]}
+    assert load_config({**config, "trainer": {"bucketing_field": "t"}}).trainer.bucketing_field == "t"
+    assert problems_of({**config, "trainer": {"bucketing_field": "n"}}) == [
+        "trainer.bucketing_field: got 'n', which is no text or sequence feature; valid choices are: t"]

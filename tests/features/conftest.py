@@ -22,3 +22,31 @@ def preprocessed_in_parts(tmp_path, make_config):
         return files, data.metadata["features"]
 
     return run
+
+
+def _padded(processor, values, metadata: dict) -> list:
+    """Transformed token lists as the model reads them: a matrix padded to the sequence length."""
+    import pyarrow as pa
+
+    from plait.training.data import column_tensor
+
+    column = processor.transform(processor.prepare(values if isinstance(values, pa.Array) else pa.array(values)),
+                                 metadata)
+    return column_tensor(column, {**metadata, "type": processor.type}).tolist()
+
+
+@pytest.fixture
+def padded_transform():
+    """padded_transform(processor, values, metadata) -> token rows padded as the model reads them."""
+    return _padded
+
+
+@pytest.fixture
+def padded_fit_transform(fit):
+    """padded_fit_transform(processor, training, values=None) -> (metadata, padded token rows)."""
+
+    def run(processor, training, values=None):
+        metadata = fit(processor, training)
+        return metadata, _padded(processor, training if values is None else values, metadata)
+
+    return run

@@ -16,14 +16,14 @@ from plait.data.preprocess import preprocess
 from plait.errors import DataError
 
 
-def test_a_sequence_input_splits_on_spaces_and_keeps_punctuation_in_its_tokens(make_processor, fit_transform):
+def test_a_sequence_input_splits_on_spaces_and_keeps_punctuation_in_its_tokens(make_processor, padded_fit_transform):
     processor = make_processor("sequence")
-    meta, rows = fit_transform(processor, ["a b! b", "c", None])
+    meta, rows = padded_fit_transform(processor, ["a b! b", "c", None])
     assert meta["vocabulary"] == ["<PAD>", "<UNK>", "a", "b", "b!", "c"]
     assert rows == [[2, 4, 3], [5, 0, 0], [0, 0, 0]]
 
 
-def test_a_generated_output_ends_with_the_stop_token_and_is_cut_to_make_room(make_processor, fit, transform, caplog):
+def test_a_generated_output_ends_with_the_stop_token_and_is_cut_to_make_room(make_processor, fit, padded_transform, caplog):
     processor = make_processor("text", {"max_sequence_length": 3}, output=True)
     with caplog.at_level(logging.WARNING):
         meta = fit(processor, ["x y", "x y z w"], ["x"])
@@ -31,20 +31,20 @@ def test_a_generated_output_ends_with_the_stop_token_and_is_cut_to_make_room(mak
     assert meta["sequence_length"] == 4 and meta["generated"]
     assert "1 of 3 training rows have more than 3 tokens" in caplog.text
     x, y, z = (meta["vocabulary"].index(t) for t in "xyz")
-    assert transform(processor, ["x y", "x y z w", "q", ""], meta) == [
+    assert padded_transform(processor, ["x y", "x y z w", "q", ""], meta) == [
         [x, y, 3, 0], [x, y, z, 3], [1, 3, 0, 0], [3, 0, 0, 0]]
 
 
-def test_a_tagged_output_has_no_stop_token(make_processor, fit_transform):
+def test_a_tagged_output_has_no_stop_token(make_processor, padded_fit_transform):
     processor = make_processor("sequence", output=True, decoder={"type": "tagger"})
-    meta, rows = fit_transform(processor, ["N V", "N"])
+    meta, rows = padded_fit_transform(processor, ["N V", "N"])
     assert meta["sequence_length"] == 2 and not meta["generated"]
     assert rows == [[4, 5], [4, 0]]
 
 
-def test_category_distributions_are_normalized_and_named_by_vocab(make_processor, fit_transform):
+def test_category_distributions_are_normalized_and_named_by_vocab(make_processor, padded_fit_transform):
     processor = make_processor("category_distribution", {"vocab": ["lo", "hi"]}, output=True)
-    meta, rows = fit_transform(processor, ["1 3", "0.5 0.5"])
+    meta, rows = padded_fit_transform(processor, ["1 3", "0.5 0.5"])
     assert meta["vocabulary"] == ["lo", "hi"]
     assert np.allclose(rows, [[0.25, 0.75], [0.5, 0.5]])
 
@@ -53,9 +53,9 @@ def test_category_distributions_are_normalized_and_named_by_vocab(make_processor
     (["1 -1", "1 1"], "not distributions (a negative value, or nothing above 0), such as [1.0, -1.0]"),
     (["0 0", "1 1"], "such as [0.0, 0.0]"),
 ])
-def test_a_row_that_is_no_distribution_is_refused_with_an_example(make_processor, fit_transform, values, message):
+def test_a_row_that_is_no_distribution_is_refused_with_an_example(make_processor, padded_fit_transform, values, message):
     with pytest.raises(DataError, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
-        fit_transform(make_processor("category_distribution", output=True), values)
+        padded_fit_transform(make_processor("category_distribution", output=True), values)
 
 
 def test_distributions_of_another_length_than_vocab_are_refused(make_processor, fit):

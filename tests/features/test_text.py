@@ -16,14 +16,14 @@ def words(meta: dict, row: list[int]) -> list[str]:
     return [meta["vocabulary"][i] for i in row if i != PAD]
 
 
-def test_space_tokenizer_splits_on_whitespace_only(make_processor, fit_transform):
-    meta, out = fit_transform(text(make_processor, tokenizer="space", lowercase=True), ["Hello  world", "hello, World!"])
+def test_space_tokenizer_splits_on_whitespace_only(make_processor, padded_fit_transform):
+    meta, out = padded_fit_transform(text(make_processor, tokenizer="space", lowercase=True), ["Hello  world", "hello, World!"])
     assert meta["vocabulary"] == ["<PAD>", "<UNK>", "hello", "hello,", "world", "world!"]
     assert [words(meta, row) for row in out] == [["hello", "world"], ["hello,", "world!"]]
 
 
-def test_space_punct_tokenizer_makes_punctuation_its_own_token(make_processor, fit_transform):
-    meta, out = fit_transform(text(make_processor, tokenizer="space_punct", lowercase=True), ["Hello, world!", "don't"])
+def test_space_punct_tokenizer_makes_punctuation_its_own_token(make_processor, padded_fit_transform):
+    meta, out = padded_fit_transform(text(make_processor, tokenizer="space_punct", lowercase=True), ["Hello, world!", "don't"])
     assert [words(meta, row) for row in out] == [["hello", ",", "world", "!"], ["don", "'", "t"]]
 
 
@@ -55,68 +55,68 @@ def test_custom_padding_and_unknown_symbols(make_processor, fit):
     assert meta["vocabulary"] == ["[PAD]", "[UNK]", "a"]
 
 
-def test_unseen_words_map_to_unknown(make_processor, fit_transform):
-    _, out = fit_transform(text(make_processor, tokenizer="space"), ["a b c"], ["a zebra b"])
+def test_unseen_words_map_to_unknown(make_processor, padded_fit_transform):
+    _, out = padded_fit_transform(text(make_processor, tokenizer="space"), ["a b c"], ["a zebra b"])
     assert out == [[2, UNK, 3]]
 
 
-def test_most_common_caps_the_vocabulary(make_processor, fit_transform):
-    meta, out = fit_transform(text(make_processor, tokenizer="space", most_common=2), ["a a a b b c"], ["c b a"])
+def test_most_common_caps_the_vocabulary(make_processor, padded_fit_transform):
+    meta, out = padded_fit_transform(text(make_processor, tokenizer="space", most_common=2), ["a a a b b c"], ["c b a"])
     assert meta["vocabulary"] == ["<PAD>", "<UNK>", "a", "b"]
     assert out == [[UNK, 3, 2, PAD, PAD, PAD]]
 
 
-def test_sequences_are_padded_on_the_right_to_the_longest_training_text(make_processor, fit_transform):
-    meta, out = fit_transform(text(make_processor, tokenizer="space"), ["a b c", "a", ""])
+def test_sequences_are_padded_on_the_right_to_the_longest_training_text(make_processor, padded_fit_transform):
+    meta, out = padded_fit_transform(text(make_processor, tokenizer="space"), ["a b c", "a", ""])
     assert meta["sequence_length"] == 3
     assert out == [[2, 3, 4], [2, PAD, PAD], [PAD, PAD, PAD]]
 
 
-def test_left_padding(make_processor, fit_transform):
-    _, out = fit_transform(text(make_processor, tokenizer="space", padding="left"), ["a b c", "a"])
+def test_left_padding(make_processor, padded_fit_transform):
+    _, out = padded_fit_transform(text(make_processor, tokenizer="space", padding="left"), ["a b c", "a"])
     assert out == [[2, 3, 4], [PAD, PAD, 2]]
 
 
-def test_max_sequence_length_truncates_the_end(make_processor, fit_transform):
-    meta, out = fit_transform(text(make_processor, tokenizer="space", max_sequence_length=2), ["a b c", "c"])
+def test_max_sequence_length_truncates_the_end(make_processor, padded_fit_transform):
+    meta, out = padded_fit_transform(text(make_processor, tokenizer="space", max_sequence_length=2), ["a b c", "c"])
     assert meta["sequence_length"] == 2
     assert [words(meta, row) for row in out] == [["a", "b"], ["c"]]
     assert out[1][1] == PAD
 
 
-def test_max_sequence_length_truncates_with_left_padding_too(make_processor, fit_transform):
-    meta, out = fit_transform(text(make_processor, tokenizer="space", max_sequence_length=2, padding="left"), ["a b c", "c"])
+def test_max_sequence_length_truncates_with_left_padding_too(make_processor, padded_fit_transform):
+    meta, out = padded_fit_transform(text(make_processor, tokenizer="space", max_sequence_length=2, padding="left"), ["a b c", "c"])
     assert [words(meta, row) for row in out] == [["a", "b"], ["c"]]
     assert out[1][0] == PAD
 
 
-def test_texts_longer_than_any_training_text_are_truncated(make_processor, fit_transform):
-    _, out = fit_transform(text(make_processor, tokenizer="space"), ["a b"], ["a b a b a"])
+def test_texts_longer_than_any_training_text_are_truncated(make_processor, padded_fit_transform):
+    _, out = padded_fit_transform(text(make_processor, tokenizer="space"), ["a b"], ["a b a b a"])
     assert out == [[2, 3]]
 
 
-def test_missing_text_is_all_padding_by_default(make_processor, fit_transform):
-    _, out = fit_transform(text(make_processor, tokenizer="space"), ["a b", None])
+def test_missing_text_is_all_padding_by_default(make_processor, padded_fit_transform):
+    _, out = padded_fit_transform(text(make_processor, tokenizer="space"), ["a b", None])
     assert out == [[2, 3], [PAD, PAD]]
 
 
-def test_fill_with_const_text(make_processor, fit_transform):
-    _, out = fit_transform(text(make_processor, tokenizer="space", fill_value="b"), ["a b", None])
+def test_fill_with_const_text(make_processor, padded_fit_transform):
+    _, out = padded_fit_transform(text(make_processor, tokenizer="space", fill_value="b"), ["a b", None])
     assert out == [[2, 3], [3, PAD]]
 
 
-def test_fill_with_mode_uses_the_most_frequent_training_text(make_processor, fit_transform):
+def test_fill_with_mode_uses_the_most_frequent_training_text(make_processor, padded_fit_transform):
     processor = text(make_processor, tokenizer="space", missing_value_strategy="fill_with_mode")
-    meta, out = fit_transform(processor, ["a b", "c", "a b", None])
+    meta, out = padded_fit_transform(processor, ["a b", "c", "a b", None])
     assert meta["fill_value"] == "a b"
     assert out[3] == out[0]
 
 
-def test_output_is_fixed_size_lists_of_int32(make_processor, fit):
-    processor = text(make_processor, tokenizer="space")
+def test_output_is_each_rows_tokens_as_int32_lists_cut_to_the_length(make_processor, fit):
+    processor = text(make_processor, tokenizer="space", max_sequence_length=2)
     meta = fit(processor, ["a b c"])
-    out = processor.transform(processor.prepare(pa.array(["a"])), meta)
-    assert out.type == pa.list_(pa.int32(), 3)
+    out = processor.transform(processor.prepare(pa.array(["a", "a b c", None])), meta)
+    assert out.type == pa.list_(pa.int32()) and out.to_pylist() == [[2], [2, 3], []]
 
 
 def test_statistics_do_not_depend_on_partitioning(make_processor, fit):
@@ -147,16 +147,16 @@ def test_bpe_is_trained_on_the_data_without_downloading_anything(bpe):
     assert len(vocab) <= 40 + 2
 
 
-def test_bpe_tokens_spell_the_words(bpe, transform):
+def test_bpe_tokens_spell_the_words(bpe, padded_transform):
     processor, meta = bpe
-    [row] = transform(processor, ["lowest wider"], meta)
+    [row] = padded_transform(processor, ["lowest wider"], meta)
     assert "".join(words(meta, row)) == "lowestwider"
     assert len(row) == meta["sequence_length"]
 
 
-def test_bpe_lowercases_and_maps_unseen_characters_to_unknown(bpe, transform):
+def test_bpe_lowercases_and_maps_unseen_characters_to_unknown(bpe, padded_transform):
     processor, meta = bpe
-    upper, lower, unseen = transform(processor, ["LOWEST", "lowest", "zq"], meta)
+    upper, lower, unseen = padded_transform(processor, ["LOWEST", "lowest", "zq"], meta)
     assert upper == lower
     assert [i for i in unseen if i != PAD] == [UNK, UNK]
 
@@ -167,7 +167,7 @@ def test_bpe_most_common_is_the_subword_vocabulary_size(make_processor, fit):
     assert len(small["vocabulary"]) <= 14 < len(large["vocabulary"])
 
 
-def test_bpe_on_a_megabyte_without_spaces_finishes_and_spells_it(make_processor, fit, transform, no_network):
+def test_bpe_on_a_megabyte_without_spaces_finishes_and_spells_it(make_processor, fit, padded_transform, no_network):
     """One cell of 1 MB with no space (a pasted blob) is one word: BPE learns from its pieces of
     BPE_WORD_CHARACTERS (else training runs for hours), and still encodes it whole."""
     import random
@@ -179,7 +179,7 @@ def test_bpe_on_a_megabyte_without_spaces_finishes_and_spells_it(make_processor,
     processor = text(make_processor, tokenizer="bpe", most_common=2000)
     started = time.monotonic()
     meta = fit(processor, [blob, "a short row"])
-    [row, _] = transform(processor, [blob, "a short row"], meta)
+    [row, _] = padded_transform(processor, [blob, "a short row"], meta)
     assert time.monotonic() - started < 60
     assert max(len(token) for token in meta["vocabulary"]) <= BPE_WORD_CHARACTERS
     spelled = "".join(words(meta, row))
@@ -199,14 +199,14 @@ def test_ludwigs_rule_based_tokenizers(make_processor, fit, tokenizer, tokens):
     assert sorted(meta["vocabulary"][2:]) == tokens
 
 
-def test_a_vocab_file_gives_the_vocabulary_in_its_order(make_processor, fit_transform, tmp_path):
+def test_a_vocab_file_gives_the_vocabulary_in_its_order(make_processor, padded_fit_transform, tmp_path):
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("zebra 10\napple\n\n<UNK>\n", encoding="utf-8")
-    meta, out = fit_transform(make_processor("text", {"vocab_file": str(vocab)}), ["apple pie"])
+    meta, out = padded_fit_transform(make_processor("text", {"vocab_file": str(vocab)}), ["apple pie"])
     assert meta["vocabulary"] == ["<PAD>", "<UNK>", "zebra", "apple"]
     assert out == [[3, 1]]
 
 
-def test_sequence_length_pads_and_truncates_to_exactly_that(make_processor, fit, fit_transform):
-    assert [len(row) for row in fit_transform(make_processor("text", {"sequence_length": 3}), ["a", "a b c d e"])[1]] == [3, 3]
+def test_sequence_length_pads_and_truncates_to_exactly_that(make_processor, fit, padded_fit_transform):
+    assert [len(row) for row in padded_fit_transform(make_processor("text", {"sequence_length": 3}), ["a", "a b c d e"])[1]] == [3, 3]
     assert fit(make_processor("text", {"max_sequence_length": None}), ["w " * 300])["sequence_length"] == 300

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from plait.training.data import Batches, lockstep
+from plait.training.data import Batches, lockstep, trim_padding
 from plait.training.strategies.local import LocalStrategy
 
 
@@ -52,3 +52,42 @@ def test_workers_take_disjoint_rows_that_cover_the_epoch_exactly_once(rows, worl
 def test_lockstep_on_one_worker_marks_the_last_batch():
     steps = list(lockstep(Batches(_tensors(10), 4, shuffle=False).epoch(0), LocalStrategy(), filler={}))
     assert [(len(b["x"]), real, last) for b, real, last in steps] == [(4, True, False), (4, True, False), (2, True, True)]
+
+
+def token_rows(rows: int, seed: int = 0) -> torch.Tensor:
+    """Token matrices of random lengths 1..40, padded on the right to 40."""
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(1, 41, (rows,), generator=g)
+    return (torch.arange(40)[None, :] < lengths[:, None]).long() * torch.randint(2, 50, (rows, 40), generator=g)
+
+
+def padding_share(batches, name: str = "t") -> float:
+    real = padded = 0
+    for batch in batches:
+        tokens = trim_padding(batch, [name])[name]
+        real, padded = real + int((tokens != 0).sum()), padded + tokens.numel()
+    return 1 - real / padded
+
+
+def test_bucketing_pads_far_less_and_still_visits_every_row_once():
+    tokens = token_rows(2000)
+    plain = Batches({"t": tokens, "i": torch.arange(2000)}, 32, seed=3)
+    bucketed = Batches({"t": tokens, "i": torch.arange(2000)}, 32, seed=3, bucketing_field="t")
+    assert sorted(torch.cat([b["i"] for b in bucketed.epoch(0)]).tolist()) == list(range(2000))
+    assert padding_share(bucketed.epoch(0)) < 0.1 < 0.3 < padding_share(plain.epoch(0))
+    first, second = (torch.cat([b["i"] for b in bucketed.epoch(e)]) for e in (0, 1))
+    assert not torch.equal(first, second)  # still shuffled, epoch by epoch
+
+
+def test_bucketing_shares_rows_between_workers_exactly_once():
+    tokens = token_rows(500)
+    shards = [Batches({"t": tokens, "i": torch.arange(500)}, 16, seed=1, rank=r, world_size=2, bucketing_field="t")
+              for r in range(2)]
+    seen = sorted(i for shard in shards for b in shard.epoch(0) for i in b["i"].tolist())
+    assert seen == list(range(500))
+
+
+def test_trim_padding_cuts_after_the_longest_row_and_keeps_one_column_of_empty_rows():
+    batch = {"t": torch.tensor([[5, 6, 0, 0], [7, 0, 0, 0]]), "e": torch.zeros(2, 3, dtype=torch.long)}
+    trimmed = trim_padding(batch, ["t", "e"])
+    assert trimmed["t"].tolist() == [[5, 6], [7, 0]] and trimmed["e"].shape == (2, 1)

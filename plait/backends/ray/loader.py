@@ -24,7 +24,7 @@ from typing import Iterator
 import pyarrow as pa
 import torch
 
-from plait.training.data import shuffle_generator, table_tensors
+from plait.training.data import bucketed, row_lengths, shuffle_generator, table_tensors
 
 log = logging.getLogger("plait")
 
@@ -138,11 +138,12 @@ class ShardBatches:
 
     def __init__(self, shard, rows: int, world_size: int, batch_size: int, features: dict, names: list[str],
                  filler: pa.Table, shuffle_rows: int | None = None, seed: int = 0, rank: int = 0,
-                 read_ahead: bool = False, epochs: int | None = None):
+                 read_ahead: bool = False, epochs: int | None = None, bucketing_field: str | None = None):
         self.shard, self.rows, self.world_size = shard, rows, world_size
         self.batch_size, self.features, self.names = batch_size, features, names
         self.shuffle_rows, self.seed, self.rank = shuffle_rows, seed, rank
         self.read_ahead, self.epochs = read_ahead, epochs
+        self.bucketing_field = bucketing_field
         self._filler = filler
         self._ahead: dict[int, _FirstAhead] = {}
 
@@ -190,6 +191,8 @@ class ShardBatches:
         if not self.shuffle_rows:
             return tensors
         order = torch.randperm(_rows(tensors), generator=generator)
+        if self.bucketing_field:  # rows of similar length together, as in plait.training.data.Batches
+            order = bucketed(order, row_lengths(tensors[self.bucketing_field]), self.batch_size)
         return {name: tensor.index_select(0, order) for name, tensor in tensors.items()}
 
     def _cut(self, windows: Iterator[dict]) -> Iterator[dict]:

@@ -313,7 +313,8 @@ def _shard_batches(job: FitJob, strategy, feed: dict) -> tuple:
     features = job.data.metadata["features"]
     common = dict(world_size=strategy.world_size, features=features, names=model_columns(job.config), filler=feed["filler"], rank=strategy.rank)
     train = ShardBatches(ray.train.get_dataset_shard("training"), job.data.rows("training"), batch_size=batch_size(job),
-                         shuffle_rows=feed["shuffle_rows"], seed=job.seed, read_ahead=True, **common)
+                         shuffle_rows=feed["shuffle_rows"], seed=job.seed, read_ahead=True,
+                         bucketing_field=job.config.trainer.bucketing_field, **common)
     train.epochs = _epochs_to_run(job.config.trainer, len(train))
     validation = None
     if job.data.rows("validation"):
