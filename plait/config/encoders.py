@@ -180,6 +180,10 @@ class TimeseriesPassthroughEncoder(EncoderBase):
         return t._reduction(value)
 
 
+class SequencePassthroughEncoder(TimeseriesPassthroughEncoder):
+    """The token ids themselves as numbers, one per step (padding left out of the reductions)."""
+
+
 NumberEncoder = union(PassthroughEncoder, DenseEncoder, PeriodicEncoder, PLEEncoder, BinsEncoder)
 BinaryEncoder = union(PassthroughEncoder, DenseEncoder)
 CategoryEncoder = union(CategoryEmbedEncoder, CategorySparseEncoder, CategoryOneHotEncoder,
@@ -193,7 +197,8 @@ TimeseriesEncoder = union(TimeseriesPassthroughEncoder, DenseEncoder, t.Parallel
 AudioEncoder = union(t.ParallelCNNEncoder, t.StackedCNNEncoder, t.StackedParallelCNNEncoder, t.RNNEncoder,
                      t.CNNRNNEncoder)
 """The text encoders that Ludwig gives audio (no transformer), over the frames' features."""
-SequenceEncoder = TextEncoder
+SequenceEncoder = union(t.TextEmbedEncoder, t.ParallelCNNEncoder, t.StackedCNNEncoder, t.StackedParallelCNNEncoder,
+                        t.RNNEncoder, t.CNNRNNEncoder, t.TextTransformerEncoder, SequencePassthroughEncoder)
 DateEncoder = union(DateEmbedEncoder, DateWaveEncoder)
 H3Encoder = union(H3EmbedEncoder, H3WeightedSumEncoder, H3RNNEncoder)
 BagEncoder = union(BagEmbedEncoder)
@@ -218,7 +223,8 @@ DOCUMENTED = [PassthroughEncoder, DenseEncoder, PeriodicEncoder, PLEEncoder, Bin
               CategorySparseEncoder, CategoryOneHotEncoder, CategoryPassthroughEncoder, CategoryHashEncoder,
               SetEmbedEncoder, TextEmbedEncoder, ParallelCNNEncoder, StackedCNNEncoder, StackedParallelCNNEncoder,
               RNNEncoder, CNNRNNEncoder, TextTransformerEncoder, DateEmbedEncoder, DateWaveEncoder, H3EmbedEncoder,
-              H3WeightedSumEncoder, H3RNNEncoder, BagEmbedEncoder, TimeseriesPassthroughEncoder, FCLayer, ConvLayer]
+              H3WeightedSumEncoder, H3RNNEncoder, BagEmbedEncoder, TimeseriesPassthroughEncoder,
+              SequencePassthroughEncoder, FCLayer, ConvLayer]
 """The encoder sections of the config reference (docs/config.md), in its order."""
 
 _ENCODERS_BY_INPUT_TYPE = {"number": NumberEncoder, "binary": BinaryEncoder, "category": CategoryEncoder,

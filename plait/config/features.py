@@ -151,7 +151,8 @@ class SequenceInputFeature(InputFeatureBase):
     type: Literal["sequence"] = "sequence"
     preprocessing: p.SequencePreprocessing = Field(default_factory=p.SequencePreprocessing)
     encoder: e.SequenceEncoder = Field(default_factory=e.TextEmbedEncoder)
-    """How the tokens are encoded: the text encoders; unset: embed, as in Ludwig."""
+    """How the tokens are encoded: the text encoders, or passthrough (the ids as numbers); unset: embed, as in
+    Ludwig."""
 
 
 class DateInputFeature(InputFeatureBase):

@@ -347,7 +347,9 @@ class H3Preprocessing(FeaturePreprocessing):
         return self
 
 
-class BagPreprocessing(FeaturePreprocessing):
+class BagPreprocessing(SetPreprocessing):
+    """A set's settings, read as counts (the tokenizer and vocabulary checks are the set's)."""
+
     tokenizer: str = "space"
     """How a cell is split into tokens, each counted: space, comma, underscore, or any word
     tokenizer of text features (space_punct, characters, ...)."""
@@ -359,16 +361,6 @@ class BagPreprocessing(FeaturePreprocessing):
     fill_value: str = "<UNK>"
     """The text ``fill_with_const`` gives a missing value, tokenized like any other: the default
     counts one unknown token (with the space tokenizer), as in Ludwig."""
-
-    @field_validator("tokenizer")
-    @classmethod
-    def _known_tokenizer(cls, value: str) -> str:
-        return _tokenizer(value, WORD_TOKENIZERS)
-
-    @model_validator(mode="after")
-    def _strategy(self):
-        self.check_strategy(("fill_with_const", "fill_with_mode", "drop_row"))
-        return self
 
 
 SERIES_TOKENIZERS = ("space", "comma")

@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 from plait.errors import DataError
 from plait.features.audio_ops import Framing, UnreadableAudio, header, read_mono
 from plait.features.base import FeatureProcessor
-from plait.features.text_ops import fixed_size_list
+from plait.features.text_ops import fixed_size_list, float_lists, pad
 
 log = logging.getLogger("plait")
 
@@ -80,24 +80,30 @@ class AudioProcessor(FeatureProcessor):
                      "were cut to it.", self.name, stats["over_limit"], self.preprocessing.audio_file_length_limit_in_s)
         return {"sample_rate": rate, "frames": framing.steps(min(stats["longest"], self._limit(rate))),
                 "channels": framing.channels, "padding_value": self.preprocessing.padding_value,
-                "truncated": stats["over_limit"]}
+                "truncated": stats["over_limit"], "padding": "right"}
 
     def transform(self, column: pa.Array, metadata: dict) -> pa.Array:
+        """Each file's frames of features, flattened (frames x channels), up to ``frames``; the batches
+        pad them (a model saved before frames were stored so gets them padded here, with NaN)."""
         framing = self._framing(metadata["sample_rate"])
         steps, channels = metadata["frames"], metadata["channels"]
-        matrix = np.full((len(column), steps, channels), np.nan, dtype=np.float32)  # NaN: padding, see above
         norm = self.preprocessing.norm == "per_file"
-        for row, source in enumerate(column.to_pylist()):
+        rows = []
+        for source in column.to_pylist():
             if source is None:  # fill_with_const: a clip of no steps (drop_row never gets here)
+                rows.append(np.zeros((0, channels), np.float32))
                 continue
             samples, rate = self._decoded(source, framing.samples_for(steps))
             if rate != framing.rate:
                 raise DataError(f"audio feature {self.name!r}: {_described(source)} has a sample rate of {rate} Hz, "
                                 f"but the model was trained on {framing.rate} Hz files. plait does not resample; "
                                 f"convert it first (such as: ffmpeg -i in.wav -ar {framing.rate} out.wav)")
-            features = framing.features(samples, norm)[:steps].numpy()
-            matrix[row, : len(features)] = features
-        return fixed_size_list(matrix.reshape(len(column), steps * channels), pa.float32())
+            rows.append(framing.features(samples, norm)[:steps].numpy().astype(np.float32))
+        lengths = np.array([row.size for row in rows], dtype=np.int64)
+        flat = np.concatenate([row.reshape(-1) for row in rows]) if rows else np.zeros(0, np.float32)
+        if "padding" in metadata:
+            return float_lists(flat, lengths)
+        return fixed_size_list(pad(flat, lengths, steps * channels, np.nan, False, dtype=np.float32), pa.float32())
 
     def _framing(self, rate: int) -> Framing:
         framing = Framing.of(self.preprocessing, rate)

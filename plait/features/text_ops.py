@@ -268,3 +268,9 @@ def pad(flat: np.ndarray, lengths: np.ndarray, length: int, pad_id: int | float,
 def fixed_size_list(matrix: np.ndarray, value_type: pa.DataType) -> pa.FixedSizeListArray:
     values = pa.array(matrix.reshape(-1), type=value_type)
     return pa.FixedSizeListArray.from_arrays(values, matrix.shape[1])
+
+
+def float_lists(flat: np.ndarray, lengths: np.ndarray) -> pa.ListArray:
+    """Variable-length rows of float32 (each row's ``lengths`` values of ``flat``, in order)."""
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat, pa.float32()))

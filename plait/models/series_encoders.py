@@ -31,6 +31,19 @@ class SeriesPassthrough(nn.Module):
         return x if self.reducer is None else self.reducer(x, mask)
 
 
+class TokenPassthrough(nn.Module):
+    """A sequence input's token ids as numbers, one per step (Ludwig's sequence passthrough):
+    padding (id 0) is a padded step, left out of the reductions."""
+
+    def __init__(self, steps: int, reduce_output: str | None):
+        super().__init__()
+        self.series = SeriesPassthrough(steps, 0.0, reduce_output)
+        self.output_shape, self.output_size = self.series.output_shape, self.series.output_size
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.series(tokens.float().masked_fill(tokens == 0, float("nan")))
+
+
 class SeriesDense(nn.Module):
     """Fully connected layers over the steps of a series."""
 
@@ -58,6 +71,7 @@ SERIES_ENCODERS = {
     ("timeseries", "passthrough"): lambda c, m: SeriesPassthrough(m["timeseries_length"], m["padding_value"],
                                                                   c.reduce_output),
     ("timeseries", "dense"): lambda c, m: SeriesDense(m["timeseries_length"], m["padding_value"], c),
+    ("sequence", "passthrough"): lambda c, m: TokenPassthrough(m["sequence_length"], c.reduce_output),
     **{("timeseries", name): _timeseries(name) for name in BODIES if name != "embed"},
     # Ludwig gives audio neither the embed encoder nor the transformer.
     **{("audio", name): _audio(name) for name in BODIES if name not in ("embed", "transformer")},

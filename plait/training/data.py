@@ -30,12 +30,12 @@ def column_tensor(column: pa.ChunkedArray | pa.Array, meta: dict) -> torch.Tenso
     if kind in ("vector", "category_distribution"):
         flat = pc.list_flatten(column).to_numpy().astype(np.float32)
         return torch.from_numpy(flat.reshape(len(column), meta["vector_size"]))
-    if kind == "timeseries":  # padded steps are NaN (plait.features.timeseries)
-        flat = pc.list_flatten(column).to_numpy().astype(np.float32)
-        return torch.from_numpy(flat.reshape(len(column), meta["timeseries_length"]))
+    if kind == "timeseries":  # an input's padded steps are NaN (plait.features.timeseries)
+        fill = meta["padding_value"] if meta.get("output") else np.nan
+        return torch.from_numpy(_float_matrix(column, meta["timeseries_length"], fill, meta.get("padding") == "left"))
     if kind == "audio":
-        flat = pc.list_flatten(column).to_numpy().astype(np.float32)
-        return torch.from_numpy(flat.reshape(len(column), meta["frames"], meta["channels"]))
+        matrix = _float_matrix(column, meta["frames"] * meta["channels"], np.nan, left=False)
+        return torch.from_numpy(matrix.reshape(len(column), meta["frames"], meta["channels"]))
     if kind == "set":
         return _multi_hot(column, meta)
     if kind in PARTS:
@@ -44,6 +44,19 @@ def column_tensor(column: pa.ChunkedArray | pa.Array, meta: dict) -> torch.Tenso
     if kind == "bag":
         return _counts(column, meta)
     raise ValueError(f"no tensor conversion for feature type {kind!r}")
+
+
+def _float_matrix(column: pa.Array, width: int, fill: float, left: bool) -> np.ndarray:
+    """Rows of floats as a [rows, width] float32 matrix, padded with ``fill`` on the left or the
+    right (a column stored padded already, as caches before float lists were, is read as it is)."""
+    flat = pc.list_flatten(column).to_numpy(zero_copy_only=False).astype(np.float32)
+    if pa.types.is_fixed_size_list(column.type):
+        return flat.reshape(len(column), width)
+    lengths = pc.list_value_length(column).fill_null(0).to_numpy().astype(np.int64)
+    matrix = np.full((len(column), width), fill, dtype=np.float32)
+    columns = np.arange(width)
+    matrix[columns >= (width - lengths)[:, None] if left else columns < lengths[:, None]] = flat
+    return matrix
 
 
 def _token_matrix(column: pa.Array, meta: dict) -> torch.Tensor:

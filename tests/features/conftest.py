@@ -25,14 +25,15 @@ def preprocessed_in_parts(tmp_path, make_config):
 
 
 def _padded(processor, values, metadata: dict) -> list:
-    """Transformed token lists as the model reads them: a matrix padded to the sequence length."""
+    """Transformed rows (tokens, series, audio frames) as the model reads them: padded to the
+    feature's length."""
     import pyarrow as pa
 
     from plait.training.data import column_tensor
 
     column = processor.transform(processor.prepare(values if isinstance(values, pa.Array) else pa.array(values)),
                                  metadata)
-    return column_tensor(column, {**metadata, "type": processor.type}).tolist()
+    return column_tensor(column, {**metadata, "type": processor.type, "output": processor.is_output}).tolist()
 
 
 @pytest.fixture

@@ -33,9 +33,9 @@ def clips(out: list, meta: dict) -> np.ndarray:
     return np.asarray(out, dtype=float).reshape(len(out), meta["frames"], meta["channels"])
 
 
-def test_fbank_features_per_window_padded_to_the_longest_file(make_processor, fit_transform, tmp_path):
+def test_fbank_features_per_window_padded_to_the_longest_file(make_processor, padded_fit_transform, tmp_path):
     short, long = tone(tmp_path / "a.wav", 300, 0.1), tone(tmp_path / "b.flac", 900, 0.2, form="FLAC")
-    meta, out = fit_transform(audio(make_processor), [short, long])
+    meta, out = padded_fit_transform(audio(make_processor), [short, long])
     # 0.04 s windows every 0.02 s: 1600 samples give ceil((1600 - 320) / 160 + 1) = 9 windows.
     assert (meta["sample_rate"], meta["frames"], meta["channels"], meta["truncated"]) == (RATE, 9, 80, 0)
     features = clips(out, meta)
@@ -44,45 +44,45 @@ def test_fbank_features_per_window_padded_to_the_longest_file(make_processor, fi
     assert features[0, :4].mean(0).argmax() < features[1].mean(0).argmax()
 
 
-def test_raw_samples_of_a_stereo_file_are_its_mean_and_the_length_limit_cuts(make_processor, fit_transform, tmp_path):
+def test_raw_samples_of_a_stereo_file_are_its_mean_and_the_length_limit_cuts(make_processor, padded_fit_transform, tmp_path):
     path = tmp_path / "s.wav"
     sf.write(str(path), np.stack([np.full(RATE // 10, 0.5), np.full(RATE // 10, -0.25)], axis=1), RATE)
     processor = audio(make_processor, type="raw", audio_file_length_limit_in_s=0.005)
-    meta, out = fit_transform(processor, [str(path)])
+    meta, out = padded_fit_transform(processor, [str(path)])
     assert (meta["frames"], meta["channels"], meta["truncated"]) == (40, 1, 1)
     assert np.allclose(clips(out, meta), 0.125)
 
 
-def test_missing_files_have_no_frames_and_bytes_read_as_paths_do(make_processor, fit_transform, transform, tmp_path):
+def test_missing_files_have_no_frames_and_bytes_read_as_paths_do(make_processor, padded_fit_transform, padded_transform, tmp_path):
     path = tone(tmp_path / "a.wav", 440, 0.1)
     processor = audio(make_processor, type="stft", norm="per_file")
-    meta, out = fit_transform(processor, [path, None, ""])
+    meta, out = padded_fit_transform(processor, [path, None, ""])
     assert meta["channels"] == 161 and np.isnan(clips(out, meta)[1:]).all()
     with open(path, "rb") as handle:
         content = handle.read()
-    from_bytes = transform(processor, pa.array([content, None], pa.binary()), meta)
+    from_bytes = padded_transform(processor, pa.array([content, None], pa.binary()), meta)
     assert np.array_equal(np.asarray(from_bytes), np.asarray(out[:2]), equal_nan=True)
     assert np.allclose(clips(out, meta)[0].mean(0), 0, atol=1e-4)  # per_file: each feature centred
 
 
-def test_statistics_do_not_depend_on_partitioning(make_processor, fit, transform, tmp_path):
+def test_statistics_do_not_depend_on_partitioning(make_processor, fit, padded_transform, tmp_path):
     paths = [tone(tmp_path / f"{i}.wav", 200 + 100 * i, 0.05 + 0.03 * i) for i in range(4)] + [None]
     processor = audio(make_processor, type="group_delay", audio_file_length_limit_in_s=0.12)
     whole = fit(processor, paths)
     assert whole == fit(processor, paths[:1], paths[1:3], [], paths[3:]) and whole["truncated"] == 1
-    assert np.array_equal(np.asarray(transform(processor, paths, whole)),
-                          np.asarray(transform(processor, paths[:2], whole) + transform(processor, paths[2:], whole)),
+    assert np.array_equal(np.asarray(padded_transform(processor, paths, whole)),
+                          np.asarray(padded_transform(processor, paths[:2], whole) + padded_transform(processor, paths[2:], whole)),
                           equal_nan=True)
 
 
-def test_files_at_different_sample_rates_are_refused_naming_both(make_processor, fit, transform, tmp_path):
+def test_files_at_different_sample_rates_are_refused_naming_both(make_processor, fit, padded_transform, tmp_path):
     low, high = tone(tmp_path / "low.wav", 300, 0.1, rate=8000), tone(tmp_path / "high.wav", 300, 0.1, rate=16000)
     processor = audio(make_processor)
     with pytest.raises(DataError, match=rf"different sample rates: 8000 Hz \('{low}'\) and 16000 Hz \('{high}'\)\. "
                                         r"plait does not resample"):
         fit(processor, [low], [high, low])
     with pytest.raises(DataError, match=r"has a sample rate of 16000 Hz, but the model was trained on 8000 Hz"):
-        transform(processor, [high], fit(processor, [low]))
+        padded_transform(processor, [high], fit(processor, [low]))
 
 
 def test_fft_points_fewer_than_a_window_are_refused(make_processor, fit, tmp_path):

@@ -53,7 +53,7 @@ def test_partitioning_does_not_change_a_single_byte(preprocessed_in_parts):
                           "y": rng.random(200) < 0.5})
     frame.loc[::9, "b"] = None
     inputs = [{"name": "b", "type": "bag", "preprocessing": {"most_common": 3}}]
-    assert preprocessed_in_parts(inputs, [TARGET], frame, 1) == preprocessed_in_parts(inputs, [TARGET], frame, 7)
+    assert preprocessed_in_parts(inputs, [TARGET], frame, 1) == preprocessed_in_parts(inputs, [TARGET], frame, 20)
 
 
 def test_whether_a_word_appears_twice_is_learned(tmp_path):

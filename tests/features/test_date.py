@@ -89,7 +89,7 @@ def test_partitioning_does_not_change_a_single_byte(preprocessed_in_parts):
                           "y": rng.random(200) < 0.5})
     frame.loc[::9, "d"] = None
     inputs = [{"name": "d", "type": "date"}]
-    assert preprocessed_in_parts(inputs, [TARGET], frame, 1) == preprocessed_in_parts(inputs, [TARGET], frame, 7)
+    assert preprocessed_in_parts(inputs, [TARGET], frame, 1) == preprocessed_in_parts(inputs, [TARGET], frame, 20)
 
 
 def test_a_category_set_by_the_weekday_is_learned(tmp_path):

@@ -68,7 +68,7 @@ def test_partitioning_does_not_change_a_single_byte(preprocessed_in_parts):
     frame = pd.DataFrame({"h": pd.array(index, dtype="Int64"), "y": rng.random(200) < 0.5})
     frame.loc[::9, "h"] = None
     inputs = [{"name": "h", "type": "h3", "preprocessing": {"missing_value_strategy": "fill_with_mode"}}]
-    assert preprocessed_in_parts(inputs, [TARGET], frame, 1) == preprocessed_in_parts(inputs, [TARGET], frame, 7)
+    assert preprocessed_in_parts(inputs, [TARGET], frame, 1) == preprocessed_in_parts(inputs, [TARGET], frame, 20)
 
 
 @pytest.mark.parametrize("encoder", ["embed", "weighted_sum", "rnn"])

@@ -27,38 +27,39 @@ def same(a: list, b: list) -> bool:
     return np.array_equal(np.asarray(a, dtype=float), np.asarray(b, dtype=float), equal_nan=True)
 
 
-def test_strings_and_lists_are_padded_to_the_longest_training_series(make_processor, fit_transform):
-    meta, out = fit_transform(series(make_processor), ["1 2 3", " 4.5\t-5 ", "6e1"])
+def test_strings_and_lists_are_padded_to_the_longest_training_series(make_processor, padded_fit_transform):
+    meta, out = padded_fit_transform(series(make_processor), ["1 2 3", " 4.5\t-5 ", "6e1"])
     assert (meta["timeseries_length"], meta["truncated"]) == (3, 0)
     assert same(out, [[1, 2, 3], [4.5, -5, NAN], [60, NAN, NAN]])
-    assert same(fit_transform(series(make_processor), [[1, 2], [3]])[1], [[1, 2], [3, NAN]])
+    assert same(padded_fit_transform(series(make_processor), [[1, 2], [3]])[1], [[1, 2], [3, NAN]])
 
 
-def test_comma_tokenizer_left_padding_and_the_length_limit(make_processor, fit_transform):
+def test_comma_tokenizer_left_padding_and_the_length_limit(make_processor, padded_fit_transform):
     processor = series(make_processor, tokenizer="comma", padding="left", timeseries_length_limit=3)
-    meta, out = fit_transform(processor, ["1, 2, 3, 4, 5", "7,8"])
+    meta, out = padded_fit_transform(processor, ["1, 2, 3, 4, 5", "7,8"])
     assert (meta["timeseries_length"], meta["truncated"]) == (3, 1)
     assert same(out, [[1, 2, 3], [NAN, 7, 8]])  # as in Ludwig: the first steps are kept
 
 
-def test_missing_series_and_values_that_are_not_finite(make_processor, fit_transform):
-    meta, out = fit_transform(series(make_processor, padding_value=-1), ["1 nan 3", None, "inf 2"])
+def test_missing_series_and_values_that_are_not_finite(make_processor, padded_fit_transform):
+    meta, out = padded_fit_transform(series(make_processor, padding_value=-1), ["1 nan 3", None, "inf 2"])
     assert meta["padding_value"] == -1
     assert same(out, [[1, -1, 3], [NAN, NAN, NAN], [-1, 2, NAN]])
     filled = series(make_processor, fill_value="7 8")
-    assert same(fit_transform(filled, ["1 2 3", None])[1], [[1, 2, 3], [7, 8, NAN]])
+    assert same(padded_fit_transform(filled, ["1 2 3", None])[1], [[1, 2, 3], [7, 8, NAN]])
 
 
-def test_an_output_pads_with_the_padding_value(make_processor, fit_transform):
+def test_an_output_pads_with_the_padding_value(make_processor, padded_fit_transform):
     processor = make_processor("timeseries", {"missing_value_strategy": "fill_with_const"})
     processor.is_output = True
-    assert same(fit_transform(processor, ["1 2", "3"])[1], [[1, 2], [3, 0]])
+    assert same(padded_fit_transform(processor, ["1 2", "3"])[1], [[1, 2], [3, 0]])
 
 
-def test_output_is_fixed_size_lists_of_float32(make_processor, fit):
+def test_output_is_each_rows_steps_as_float32_lists_cut_to_the_length(make_processor, fit):
     processor = series(make_processor)
     meta = fit(processor, ["1 2"])
-    assert processor.transform(processor.prepare(pa.array(["3"])), meta).type == pa.list_(pa.float32(), 2)
+    out = processor.transform(processor.prepare(pa.array(["3", "4 5 6"])), meta)
+    assert out.type == pa.list_(pa.float32()) and out.to_pylist() == [[3.0], [4.0, 5.0]]
 
 
 def test_non_numbers_are_counted_with_an_example(make_processor):
@@ -69,12 +70,12 @@ def test_non_numbers_are_counted_with_an_example(make_processor):
         "series is numbers split by space). Clean the column, or fix preprocessing.tokenizer")
 
 
-def test_statistics_do_not_depend_on_partitioning(make_processor, fit, transform):
+def test_statistics_do_not_depend_on_partitioning(make_processor, fit, padded_transform):
     rows = ["0.1 0.2", "0.3 0.7 0.9", None, "1e-3", "2 2 2 2 2", ""]
     processor = series(make_processor, timeseries_length_limit=4)
     whole = fit(processor, rows)
     assert whole == fit(processor, rows[:1], rows[1:3], rows[3:], []) and whole["truncated"] == 1
-    assert same(transform(processor, rows, whole), transform(processor, rows[:3], whole) + transform(processor, rows[3:], whole))
+    assert same(padded_transform(processor, rows, whole), padded_transform(processor, rows[:3], whole) + padded_transform(processor, rows[3:], whole))
 
 
 def test_ludwigs_window_over_rows_is_refused_with_the_alternative():

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from plait.api import Model
+from plait.config.metrics import METRICS_BY_OUTPUT_TYPE
 
 REVERSE = {"input_features": [{"name": "src", "type": "sequence",
                                "encoder": {"type": "rnn", "reduce_output": "last", "state_size": 48}}],
@@ -24,7 +25,7 @@ def test_the_generator_learns_to_reverse_a_sequence(frame, make_config):
     model.train(frame.iloc[:700])
     metrics = model.evaluate(frame.iloc[700:])["rev"]
     assert metrics["token_accuracy"] >= 0.7 and metrics["sequence_accuracy"] >= 0.5, metrics
-    assert set(metrics) >= {"bleu", "rouge1_fmeasure", "char_error_rate", "edit_distance", "perplexity", "last_accuracy"}
+    assert set(metrics) == set(METRICS_BY_OUTPUT_TYPE["text"])
     predictions = model.predict(frame.iloc[700:705])
     assert list(predictions.columns) == ["rev_predictions", "rev_probabilities", "rev_probability"]
     assert all(isinstance(text, str) for text in predictions["rev_predictions"])
@@ -52,6 +53,8 @@ def test_vector_and_distribution_outputs_learn_counts(frame, make_config, tmp_pa
     model.train(frame.iloc[:700])
     metrics = model.evaluate(frame.iloc[700:])
     assert metrics["vec"]["r2"] >= 0.5 and metrics["dist"]["kl_divergence"] <= 0.05, metrics
+    assert set(metrics["vec"]) == set(METRICS_BY_OUTPUT_TYPE["vector"])
+    assert set(metrics["dist"]) == set(METRICS_BY_OUTPUT_TYPE["category_distribution"])
     model.save(tmp_path / "model")
     code, _, err = cli("predict", "--model-path", tmp_path / "model", "--dataset", make_dataset(frame.iloc[700:710]),
                        "--output-directory", tmp_path / "out", "--output-format", "csv")
@@ -74,3 +77,15 @@ def test_bad_outputs_are_refused_through_the_cli(tmp_path, cli, write_config, ma
     code, _, err = cli("train", "--config", config, "--dataset", make_dataset(data), "--output-directory",
                        tmp_path / "results")
     assert code == 2 and problem in err and "Traceback" not in err, err
+
+
+def test_an_output_longer_than_max_sequence_length_is_cut_and_counted_in_the_log(tmp_path, cli, write_config,
+                                                                                make_dataset, make_config, frame):
+    config = write_config(make_config([{"name": "src", "type": "sequence"}],
+                                      [{"name": "rev", "type": "text", "preprocessing": {"max_sequence_length": 3}}],
+                                      trainer={"epochs": 1}))
+    code, _, err = cli("train", "--config", config, "--dataset", make_dataset(frame.iloc[:200]),
+                       "--output-directory", tmp_path / "results")
+    longer = int((frame["rev"].iloc[:200].str.split().str.len() > 3).sum())
+    assert code == 0 and longer > 0
+    assert "training rows have more than 3 tokens (preprocessing.max_sequence_length); they are cut to that length" in err
