@@ -91,13 +91,13 @@ class TaggerHead(SequenceHead):
                                  decoder.bias_initializer)
 
     def decode(self, combined, dependencies=()):
-        x = combined
+        x = combined if combined.dim() == 3 else combined.unsqueeze(1)  # no rows to predict: [0, width]
         if self.attention is not None:
             x = self.attend_in(x)
             x = self.attention(x, x, x, need_weights=False)[0]
         if dependencies:
             x = torch.cat([x, *(d.unsqueeze(1).expand(-1, x.shape[1], -1) for d in dependencies)], dim=-1)
-        hidden = self.fc(x.reshape(-1, x.shape[-1])).reshape(x.shape[0], x.shape[1], -1)
+        hidden = self.fc(x.reshape(-1, x.shape[-1])).reshape(x.shape[0], x.shape[1], self.fc.output_size)
         logits = self.projection(hidden)
         tokens = logits.argmax(-1, keepdim=True).to(logits.dtype)
         return hidden.mean(1), torch.cat([logits, tokens], dim=-1)

@@ -119,16 +119,18 @@ class OutputMetrics:
         s["correct"] += (log_p.argmax(-1) == y.argmax(-1)).sum()
 
     def _update_sequence(self, s, output, target):
-        """Token metrics over the target's tokens (padding left out); the row-level scores compare
-        the predicted tokens, up to their end, with the target's, up to its stop token."""
+        """Token and sequence accuracy over the target's tokens and its stop token (padding left
+        out); last accuracy, of the last token before the stop; the row-level scores compare the
+        predicted tokens, up to their end, with the target's, up to its stop token."""
         head = self.head
         tokens, target = head.tokens(output), head.aligned(target, output.shape[1])
-        real = (target != 0) & (target != 3)
+        counted = target != 0  # the stop token counts: a sequence that does not end is wrong
+        real = counted & (target != 3)
         s["count"] += target.shape[0]
-        s["tokens"] += real.sum()
-        hits = (tokens == target) & real
+        s["tokens"] += counted.sum()
+        hits = (tokens == target) & counted
         s["correct_tokens"] += hits.sum()
-        s["correct_sequences"] += ((tokens == target) | ~real).all(1).sum()
+        s["correct_sequences"] += ((tokens == target) | ~counted).all(1).sum()
         last = (real.long().cumsum(1) == real.sum(1, keepdim=True)) & real
         s["correct_last"] += (hits & last).sum()
         predicted = _cut(tokens, head.predict(output)["length"])

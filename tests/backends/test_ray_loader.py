@@ -113,3 +113,34 @@ def test_windowed_batches_are_full_and_the_same_when_read_ahead(cached):
         assert 1 < sizes[-1] <= batch_size + 1
         assert sum(sizes) == len(training_ids(data))
     assert read_batches(config, data, loader, workers=1, batch_size=batch_size) == read_ahead
+
+
+def test_bucketed_windows_pad_less_and_still_hold_every_row_once(tmp_path):
+    """trainer.bucketing_field on the Ray loader: each shuffled window sorted by length in runs."""
+    from plait.training.data import trim_padding
+
+    rng = np.random.default_rng(2)
+    lengths = rng.integers(1, 40, 1500)
+    df = pd.DataFrame({"row_id": np.arange(1500, dtype=float), "t": [" ".join(["w"] * n) + f" v{n}" for n in lengths],
+                       "y": rng.random(1500) > 0.5})
+    config = load_config({
+        "input_features": [{"name": "row_id", "type": "number", "preprocessing": {"normalization": "none"}},
+                           {"name": "t", "type": "text", "encoder": "embed"}],
+        "output_features": [{"name": "y", "type": "binary"}],
+        "preprocessing": {"split": {"probabilities": [1.0, 0.0, 0.0]}},
+        "backend": {"type": "local", "cache_dir": str(tmp_path / "cache")},
+    })
+    data = preprocess(config, df, seed=1)
+    settings = LoaderConfig(fully_executed=True)
+    names = ["row_id", "t", "y"]
+    datasets = split_datasets(data, settings, names, 1)
+    shard = exactly_once_data_config(settings.window_size_bytes).configure(datasets, 1, None, None)[0]["training"]
+    padding, ids = {}, {}
+    for field in (None, "t"):
+        loader = ShardBatches(shard, 1500, 1, 32, data.metadata["features"], names, filler_table(datasets["training"]),
+                              shuffle_rows(data, settings, 32), seed=3, bucketing_field=field)
+        batches = [trim_padding(b, ["t"]) for b in loader.epoch(0)]
+        ids[field] = sorted(int(i) for b in batches for i in b["row_id"].tolist())
+        padding[field] = 1 - sum(int((b["t"] != 0).sum()) for b in batches) / sum(b["t"].numel() for b in batches)
+    assert ids[None] == ids["t"] == list(range(1500))
+    assert padding["t"] < 0.1 < 0.3 < padding[None]

@@ -42,6 +42,7 @@ def test_the_tagger_labels_each_token(frame, make_config):
     assert model.evaluate(frame.iloc[700:])["tags"]["sequence_accuracy"] >= 0.95
     predicted = model.predict(frame.iloc[700:720])["tags_predictions"]
     assert [list(p) for p in predicted] == [s.split() for s in frame["tags"].iloc[700:720]]
+    assert list(model.predict(frame.iloc[:0]).columns) == ["tags_predictions", "tags_probabilities", "tags_probability"]
 
 
 def test_vector_and_distribution_outputs_learn_counts(frame, make_config, tmp_path, cli, write_config, make_dataset):
