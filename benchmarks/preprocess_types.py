@@ -165,9 +165,9 @@ def _most_common(tokens: pa.Array, limit: int | None) -> pa.Array:
     return table["token"].combine_chunks()[:limit]
 
 
-def _lists(ids: np.ndarray, lengths: np.ndarray) -> pa.ListArray:
+def _lists(values: np.ndarray, lengths: np.ndarray, kind: pa.DataType = pa.int32()) -> pa.ListArray:
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
-    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(ids, pa.int32()))
+    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(values, kind))
 
 
 def _ids(tokens: pa.ListArray, specials: list[str], limit: int | None, unknown: int) -> tuple[np.ndarray, np.ndarray]:
@@ -263,12 +263,7 @@ def timeseries_baseline(column: pa.Array) -> pa.Array:
     tokens = pc.utf8_split_whitespace(column)
     values = pc.list_flatten(tokens).cast(pa.float64()).to_numpy().astype(np.float32)
     lengths = pc.list_value_length(tokens).fill_null(0).to_numpy()
-    return _float_lists(values, lengths)
-
-
-def _float_lists(values: np.ndarray, lengths: np.ndarray) -> pa.Array:
-    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
-    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(values, pa.float32()))
+    return _lists(values, lengths, pa.float32())
 
 
 def _vectors(column: pa.Array, size: int) -> np.ndarray:
@@ -298,7 +293,7 @@ def audio_baseline(column: pa.Array) -> pa.Array:
     for path in column.to_pylist():
         samples, rate = soundfile.read(path, dtype="float32", always_2d=True)
         clips.append(_fbank(samples.mean(axis=1), rate))
-    return _float_lists(np.concatenate([c.reshape(-1) for c in clips]), np.array([c.size for c in clips]))
+    return _lists(np.concatenate([c.reshape(-1) for c in clips]), np.array([c.size for c in clips]), pa.float32())
 
 
 def _fbank(x: np.ndarray, rate: int, bands: int = 80) -> np.ndarray:

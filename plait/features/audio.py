@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 from plait.errors import DataError
 from plait.features.audio_ops import Framing, UnreadableAudio, header, read_mono
 from plait.features.base import FeatureProcessor
-from plait.features.text_ops import fixed_size_list, float_lists, pad
+from plait.features.text_ops import fixed_size_list, pad, row_lists
 
 log = logging.getLogger("plait")
 
@@ -102,7 +102,7 @@ class AudioProcessor(FeatureProcessor):
         lengths = np.array([row.size for row in rows], dtype=np.int64)
         flat = np.concatenate([row.reshape(-1) for row in rows]) if rows else np.zeros(0, np.float32)
         if "padding" in metadata:
-            return float_lists(flat, lengths)
+            return row_lists(flat, lengths, pa.float32())
         return fixed_size_list(pad(flat, lengths, steps * channels, np.nan, False, dtype=np.float32), pa.float32())
 
     def _framing(self, rate: int) -> Framing:

@@ -12,7 +12,7 @@ import pyarrow as pa
 from plait.errors import DataError
 from plait.features import stats as st
 from plait.features.base import FeatureProcessor
-from plait.features.text_ops import as_strings, encode_tokens, tokenize
+from plait.features.text_ops import as_strings, encode_tokens, row_lists, tokenize
 
 import pyarrow.compute as pc
 
@@ -57,8 +57,7 @@ class SetProcessor(FeatureProcessor):
             flat, lengths = _distinct_unseen(*encode_tokens(tokens, vocabulary, unknown=len(vocabulary)), tokens, len(vocabulary))
         else:
             flat, lengths = encode_tokens(tokens, vocabulary, unknown=0)
-        offsets = pa.array(_offsets(lengths), pa.int32())
-        return pa.ListArray.from_arrays(offsets, pa.array(flat, pa.int32()))
+        return row_lists(flat, lengths, pa.int32())
 
 
 def _distinct_unseen(flat, lengths, tokens: pa.ListArray, unseen_id: int):
@@ -77,9 +76,3 @@ def _distinct_unseen(flat, lengths, tokens: pa.ListArray, unseen_id: int):
     keep = ~unseen
     keep[np.flatnonzero(unseen)[first]] = True
     return flat[keep], np.bincount(rows[keep], minlength=len(lengths)).astype(np.int64)
-
-
-def _offsets(lengths):
-    import numpy as np
-
-    return np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)

@@ -17,7 +17,8 @@ import pyarrow.compute as pc
 from plait.errors import DataError
 from plait.features import stats as st
 from plait.features.base import FeatureProcessor
-from plait.features.text_ops import as_strings, encode_tokens, fixed_size_list, pad, tokenize
+from plait.features.text_ops import (as_strings, encode_tokens, first_values, fixed_size_list, pad, row_lists,
+                                     tokenize)
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +26,7 @@ log = logging.getLogger(__name__)
 START_SYMBOL, STOP_SYMBOL = "<SOS>", "<EOS>"
 """An output's vocabulary has these after padding and unknown (indices 2 and 3): the generator
 starts from the start token and ends a sequence with the stop token."""
-STOP_ID = 3
+PAD_ID, START_ID, STOP_ID = 0, 2, 3
 
 
 class TextProcessor(FeatureProcessor):
@@ -112,24 +113,10 @@ class TextProcessor(FeatureProcessor):
         if metadata.get("generated"):  # the tokens, cut to leave room for the stop token, then it
             flat, lengths = _with_stop(flat, lengths, length - 1)
         if "padding" in metadata:  # each row's tokens, cut to the length: the batches pad them
-            return _token_lists(*_cut(flat, lengths, length))
+            return row_lists(*first_values(flat, lengths, length), pa.int32())
         # The metadata of a model saved before token lists were stored: rows padded to the length.
         left = self.preprocessing.padding == "left" and not self.is_output
         return fixed_size_list(pad(flat, lengths, length, 0, left), pa.int32())
-
-
-def _cut(flat: np.ndarray, lengths: np.ndarray, length: int) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's first ``length`` tokens."""
-    if lengths.size == 0 or lengths.max() <= length:
-        return flat, lengths
-    kept = np.minimum(lengths, length)
-    within = np.arange(flat.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    return flat[within < np.repeat(kept, lengths)], kept
-
-
-def _token_lists(flat: np.ndarray, lengths: np.ndarray) -> pa.ListArray:
-    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
-    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat, pa.int32()))
 
 
 def _with_stop(flat: np.ndarray, lengths: np.ndarray, room: int) -> tuple[np.ndarray, np.ndarray]:

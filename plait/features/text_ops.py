@@ -270,7 +270,15 @@ def fixed_size_list(matrix: np.ndarray, value_type: pa.DataType) -> pa.FixedSize
     return pa.FixedSizeListArray.from_arrays(values, matrix.shape[1])
 
 
-def float_lists(flat: np.ndarray, lengths: np.ndarray) -> pa.ListArray:
-    """Variable-length rows of float32 (each row's ``lengths`` values of ``flat``, in order)."""
+def row_lists(flat: np.ndarray, lengths: np.ndarray, value_type: pa.DataType) -> pa.ListArray:
+    """Variable-length rows: each row's ``lengths`` values of ``flat``, in order."""
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
-    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat, pa.float32()))
+    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat, value_type))
+
+
+def first_values(flat: np.ndarray, lengths: np.ndarray, length: int) -> tuple[np.ndarray, np.ndarray]:
+    """(flat values, row lengths) of each row's first ``length`` values."""
+    if lengths.size == 0 or lengths.max() <= length:
+        return flat, lengths
+    within = np.arange(flat.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    return flat[within < length], np.minimum(lengths, length)

@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from plait.errors import DataError
 from plait.features.base import FeatureProcessor
-from plait.features.text_ops import as_strings, fixed_size_list, float_lists, pad, tokenize
+from plait.features.text_ops import as_strings, first_values, fixed_size_list, pad, row_lists, tokenize
 
 log = logging.getLogger("plait")
 
@@ -87,20 +87,12 @@ class TimeseriesProcessor(FeatureProcessor):
         values[~np.isfinite(values)] = metadata["padding_value"]
         lengths = pc.list_value_length(column).to_numpy(zero_copy_only=False).astype(np.int64)
         if "padding" in metadata:  # each row's steps, cut to the length: the batches pad them
-            return float_lists(*_first(values, lengths, metadata["timeseries_length"]))
+            return row_lists(*first_values(values, lengths, metadata["timeseries_length"]), pa.float32())
         # The metadata of a model saved before series were stored unpadded: rows padded here.
         marker = metadata["padding_value"] if self.is_output else np.nan
         matrix = pad(values, lengths, metadata["timeseries_length"], marker, self.preprocessing.padding == "left",
                      dtype=np.float32)
         return fixed_size_list(matrix, pa.float32())
-
-
-def _first(values: np.ndarray, lengths: np.ndarray, length: int) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's first ``length`` values (a longer series is cut, as Ludwig cuts it)."""
-    if lengths.size == 0 or lengths.max() <= length:
-        return values, lengths
-    within = np.arange(values.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    return values[within < length], np.minimum(lengths, length)
 
 
 def _is_list(arrow_type: pa.DataType) -> bool:

@@ -18,6 +18,7 @@ import torch
 
 from plait.errors import DataError, ModelError
 from plait.features.base import check_unique_columns
+from plait.features.text_ops import row_lists
 from plait.training.data import table_tensors, trim_padding
 
 BATCH_ROWS = 8192
@@ -164,8 +165,7 @@ def postprocess(processor, out: dict, meta: dict) -> dict:
 
 def _lists(matrix: np.ndarray, value_type: pa.DataType) -> pa.Array:
     """The rows of a matrix as an Arrow list column."""
-    offsets = np.arange(len(matrix) + 1, dtype=np.int32) * matrix.shape[1]
-    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(matrix.reshape(-1), value_type))
+    return row_lists(matrix.reshape(-1), np.full(len(matrix), matrix.shape[1]), value_type)
 
 
 def _sequence_columns(name: str, kind: str, out: dict, meta: dict) -> dict:
@@ -173,11 +173,7 @@ def _sequence_columns(name: str, kind: str, out: dict, meta: dict) -> dict:
     sequence's (their product)."""
     tokens, probabilities, lengths = (out[k].numpy() for k in ("prediction", "probabilities", "length"))
     keep = np.arange(tokens.shape[1])[None, :] < lengths[:, None]
-    offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32))
-    words = pa.ListArray.from_arrays(offsets, pa.array(np.asarray(meta["vocabulary"], dtype=object)[tokens[keep]],
-                                                       pa.string()))
-    token_probabilities = pa.ListArray.from_arrays(offsets, pa.array(probabilities[keep], pa.float32()))
-    chosen = np.where(keep, probabilities, 1.0)
-    columns = {f"{name}_predictions": pc.binary_join(words, " ") if kind == "text" else words,
-               f"{name}_probabilities": token_probabilities, f"{name}_probability": chosen.prod(axis=1)}
-    return columns
+    words = row_lists(np.asarray(meta["vocabulary"], dtype=object)[tokens[keep]], lengths, pa.string())
+    return {f"{name}_predictions": pc.binary_join(words, " ") if kind == "text" else words,
+            f"{name}_probabilities": row_lists(probabilities[keep], lengths, pa.float32()),
+            f"{name}_probability": np.where(keep, probabilities, 1.0).prod(axis=1)}

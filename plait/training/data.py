@@ -25,16 +25,17 @@ def column_tensor(column: pa.ChunkedArray | pa.Array, meta: dict) -> torch.Tenso
         return torch.from_numpy(column.to_numpy(zero_copy_only=False).astype(np.float32))
     if kind == "category":
         return torch.from_numpy(column.to_numpy(zero_copy_only=False).astype(np.int64))
-    if kind in ("text", "sequence"):
-        return _token_matrix(column, meta)
+    if kind in ("text", "sequence"):  # token ids, 0 for padding
+        return torch.from_numpy(_padded(column, meta["sequence_length"], 0, meta.get("padding") == "left", np.int64))
     if kind in ("vector", "category_distribution"):
         flat = pc.list_flatten(column).to_numpy().astype(np.float32)
         return torch.from_numpy(flat.reshape(len(column), meta["vector_size"]))
     if kind == "timeseries":  # an input's padded steps are NaN (plait.features.timeseries)
         fill = meta["padding_value"] if meta.get("output") else np.nan
-        return torch.from_numpy(_float_matrix(column, meta["timeseries_length"], fill, meta.get("padding") == "left"))
+        return torch.from_numpy(_padded(column, meta["timeseries_length"], fill, meta.get("padding") == "left",
+                                        np.float32))
     if kind == "audio":
-        matrix = _float_matrix(column, meta["frames"] * meta["channels"], np.nan, left=False)
+        matrix = _padded(column, meta["frames"] * meta["channels"], np.nan, False, np.float32)
         return torch.from_numpy(matrix.reshape(len(column), meta["frames"], meta["channels"]))
     if kind == "set":
         return _multi_hot(column, meta)
@@ -46,32 +47,17 @@ def column_tensor(column: pa.ChunkedArray | pa.Array, meta: dict) -> torch.Tenso
     raise ValueError(f"no tensor conversion for feature type {kind!r}")
 
 
-def _float_matrix(column: pa.Array, width: int, fill: float, left: bool) -> np.ndarray:
-    """Rows of floats as a [rows, width] float32 matrix, padded with ``fill`` on the left or the
-    right (a column stored padded already, as caches before float lists were, is read as it is)."""
-    flat = pc.list_flatten(column).to_numpy(zero_copy_only=False).astype(np.float32)
+def _padded(column: pa.Array, width: int, fill: float, left: bool, dtype) -> np.ndarray:
+    """Rows of a list column as a [rows, width] matrix, padded with ``fill`` on the left or the
+    right (a column stored padded already, as caches before lists were, is read as it is)."""
+    flat = pc.list_flatten(column).to_numpy(zero_copy_only=False).astype(dtype)
     if pa.types.is_fixed_size_list(column.type):
         return flat.reshape(len(column), width)
     lengths = pc.list_value_length(column).fill_null(0).to_numpy().astype(np.int64)
-    matrix = np.full((len(column), width), fill, dtype=np.float32)
+    matrix = np.full((len(column), width), fill, dtype=dtype)
     columns = np.arange(width)
     matrix[columns >= (width - lengths)[:, None] if left else columns < lengths[:, None]] = flat
     return matrix
-
-
-def _token_matrix(column: pa.Array, meta: dict) -> torch.Tensor:
-    """Token lists as a [rows, sequence_length] matrix of ids, padded with 0 on the feature's side
-    (a column stored padded already, as caches before token lists were, is read as it is)."""
-    length = meta["sequence_length"]
-    flat = pc.list_flatten(column).to_numpy().astype(np.int64)
-    if pa.types.is_fixed_size_list(column.type):
-        return torch.from_numpy(flat.reshape(len(column), length))
-    lengths = pc.list_value_length(column).fill_null(0).to_numpy().astype(np.int64)
-    matrix = np.zeros((len(column), length), dtype=np.int64)
-    columns = np.arange(length)
-    real = columns >= (length - lengths)[:, None] if meta.get("padding") == "left" else columns < lengths[:, None]
-    matrix[real] = flat
-    return torch.from_numpy(matrix)
 
 
 def _multi_hot(column: pa.Array, meta: dict) -> torch.Tensor:
