@@ -20,10 +20,11 @@ from torch import nn
 from torch.nn import functional as F
 
 from plait.errors import ConfigError
+from plait.features.text import PAD_ID, START_ID, STOP_ID
 from plait.models.layers import FCStack, SequenceReducer, linear
 from plait.models.outputs import OutputHead, RowLosses, decoder_layers
 
-PAD, START, STOP = 0, 2, 3
+PAD, START, STOP = PAD_ID, START_ID, STOP_ID
 
 
 class SequenceHead(OutputHead):
@@ -59,9 +60,13 @@ class SequenceHead(OutputHead):
         """The tokens up to the first padding or stop token; each chosen token's probability."""
         tokens = self.tokens(output)
         probabilities = torch.softmax(self.logits(output).float(), dim=-1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+        return {"prediction": tokens, "probabilities": probabilities, "length": self.lengths(tokens)}
+
+    @staticmethod
+    def lengths(tokens: torch.Tensor) -> torch.Tensor:
+        """How many tokens each row has before its first padding or stop token."""
         ended = (tokens == PAD) | (tokens == STOP)
-        length = torch.where(ended.any(1), ended.float().argmax(1), torch.full_like(tokens[:, 0], tokens.shape[1]))
-        return {"prediction": tokens, "probabilities": probabilities, "length": length}
+        return torch.where(ended.any(1), ended.float().argmax(1), torch.full_like(tokens[:, 0], tokens.shape[1]))
 
 
 class TaggerHead(SequenceHead):

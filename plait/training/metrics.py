@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 import torch
 
 from plait.models.ecd import feature_name
+from plait.models.sequence_heads import PAD, STOP
 from plait.training.sequence_metrics import BLEU_ORDER, corpus_bleu, edit_distance, ngram_matches, rouge_f
 
 AUC_BINS = 4096
@@ -124,8 +127,8 @@ class OutputMetrics:
         predicted tokens, up to their end, with the target's, up to its stop token."""
         head = self.head
         tokens, target = head.tokens(output), head.aligned(target, output.shape[1])
-        counted = target != 0  # the stop token counts: a sequence that does not end is wrong
-        real = counted & (target != 3)
+        counted = target != PAD  # the stop token counts: a sequence that does not end is wrong
+        real = counted & (target != STOP)
         s["count"] += target.shape[0]
         s["tokens"] += counted.sum()
         hits = (tokens == target) & counted
@@ -133,22 +136,27 @@ class OutputMetrics:
         s["correct_sequences"] += ((tokens == target) | ~counted).all(1).sum()
         last = (real.long().cumsum(1) == real.sum(1, keepdim=True)) & real
         s["correct_last"] += (hits & last).sum()
-        predicted = _cut(tokens, head.predict(output)["length"])
+        predicted = _cut(tokens, head.lengths(tokens))
         wanted = _cut(target, real.sum(1))
         s["edit_distance"] += sum(edit_distance(p, w) for p, w in zip(predicted, wanted))
         if self.type == "text":
             self._update_text(s, predicted, wanted)
 
     def _update_text(self, s, predicted: list[list[int]], wanted: list[list[int]]) -> None:
+        """BLEU's n-gram counts, ROUGE and character errors, summed over the batch's rows in Python
+        and added to the statistics once (not a tensor operation per row)."""
         vocabulary = self.head.metadata["vocabulary"]
+        sums = {"ngram_matches": np.zeros(BLEU_ORDER), "ngram_totals": np.zeros(BLEU_ORDER), "rouge": np.zeros(3),
+                "predicted_length": 0, "reference_length": 0, "char_errors": 0, "chars": 0}
         for p, w in zip(predicted, wanted):
             matches, totals = ngram_matches(p, w)
-            s["ngram_matches"] += torch.tensor(matches, dtype=s["ngram_matches"].dtype, device=s["ngram_matches"].device)
-            s["ngram_totals"] += torch.tensor(totals, dtype=s["ngram_totals"].dtype, device=s["ngram_totals"].device)
-            s["predicted_length"] += len(p); s["reference_length"] += len(w)
-            s["rouge"] += torch.tensor(rouge_f(p, w), dtype=s["rouge"].dtype, device=s["rouge"].device)
+            sums["ngram_matches"] += matches; sums["ngram_totals"] += totals
+            sums["rouge"] += rouge_f(p, w)
+            sums["predicted_length"] += len(p); sums["reference_length"] += len(w)
             predicted_text, wanted_text = (" ".join(vocabulary[t] for t in row) for row in (p, w))
-            s["char_errors"] += edit_distance(predicted_text, wanted_text); s["chars"] += len(wanted_text)
+            sums["char_errors"] += edit_distance(predicted_text, wanted_text); sums["chars"] += len(wanted_text)
+        for key, value in sums.items():
+            s[key] += torch.as_tensor(value, dtype=s[key].dtype, device=s[key].device)
 
     def _update_set(self, s, logits, target):
         # Columns past the logits' count each row's items that training never saw (none when the
