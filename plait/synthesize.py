@@ -223,9 +223,41 @@ def _tone_files() -> list[str]:
     return paths
 
 
+IMAGE_LEVELS = (30, 90, 150, 210)
+"""The grey levels of the synthetic images (the signal is the level)."""
+
+
+def _image(feature, rows: int, rng) -> tuple:
+    """Paths of a few small PNG files, each a grey level with a bright diagonal (written once, in
+    the temporary folder); the signal is the level."""
+    paths = np.asarray(_level_files(), dtype=object)
+    index = rng.integers(len(IMAGE_LEVELS), size=rows)
+    return paths[index], np.asarray(IMAGE_LEVELS, dtype=float)[index] / 100
+
+
+def _level_files() -> list[str]:
+    import tempfile
+
+    from PIL import Image
+
+    folder = os.path.join(tempfile.gettempdir(), "plait-synthetic-images")
+    os.makedirs(folder, exist_ok=True)
+    paths = []
+    for level in IMAGE_LEVELS:
+        path = os.path.join(folder, f"grey_{level}.png")
+        if not os.path.exists(path):
+            pixels = np.full((16, 16, 3), level, np.uint8)
+            pixels[np.arange(16), np.arange(16)] = 255
+            partial = f"{path}.{os.getpid()}.tmp.png"
+            Image.fromarray(pixels).save(partial)
+            os.replace(partial, path)
+        paths.append(path)
+    return paths
+
+
 INPUTS = {"number": _number, "binary": _binary, "category": _category, "text": _text, "set": _set, "vector": _vector,
           "date": _date, "h3": _h3, "bag": _bag,
-          "timeseries": _timeseries, "audio": _audio}
+          "timeseries": _timeseries, "audio": _audio, "image": _image}
 
 
 # ---- outputs: values from a signal ---------------------------------------------------------------------

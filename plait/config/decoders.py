@@ -325,7 +325,7 @@ CategoryDistributionDecoder = union(ClassifierDecoder)
 
 DEFAULT_DECODER = {"binary": "regressor", "number": "regressor", "category": "classifier", "set": "classifier",
                    "vector": "projector", "sequence": "generator", "text": "generator",
-                   "category_distribution": "classifier", "timeseries": "projector"}
+                   "category_distribution": "classifier", "timeseries": "projector", "image": "unet"}
 
 ludwig_types_not_implemented("decoder", {
     "passthrough": "use regressor (binary, number), classifier (category, set) or projector (vector)",
@@ -472,11 +472,13 @@ SetLoss = union(SigmoidCrossEntropyLoss)
 VectorLoss = union(MeanSquaredErrorLoss, MeanAbsoluteErrorLoss, HuberLoss)
 SequenceLoss = union(SequenceSoftmaxCrossEntropyLoss)
 CategoryDistributionLoss = union(SoftmaxCrossEntropyLoss)
+ImageLoss = union(SoftmaxCrossEntropyLoss)
 
 DEFAULT_LOSS = {"binary": "binary_weighted_cross_entropy", "category": "softmax_cross_entropy",
                 "number": "mean_squared_error", "set": "sigmoid_cross_entropy", "vector": "mean_squared_error",
                 "sequence": "sequence_softmax_cross_entropy", "text": "sequence_softmax_cross_entropy",
-                "category_distribution": "softmax_cross_entropy", "timeseries": "mean_squared_error"}
+                "category_distribution": "softmax_cross_entropy", "timeseries": "mean_squared_error",
+                "image": "softmax_cross_entropy"}
 
 ludwig_types_not_implemented("loss", {
     "sampled_softmax_cross_entropy": "plait computes the full softmax over the vocabulary; use "

@@ -8,9 +8,7 @@ where the feature picks the same type, or none.
 
 Each section is checked against the very settings the features of that type take, whether or not
 any feature has that type: a misspelt key is reported at ``defaults.<type>.encoder.<key>``.
-Ludwig's feature types that plait has no feature for (image) are accepted with
-their sections unchecked: a config Ludwig rendered writes defaults for every type, and they can
-apply to no feature here, since a feature of such a type is refused on its own.
+Every feature type Ludwig has is one plait has, so every section is checked.
 """
 
 from __future__ import annotations
@@ -23,6 +21,7 @@ from pydantic import Field, ValidationError, create_model, field_validator
 
 from plait.config import decoders as d
 from plait.config import encoders as e
+from plait.config.augmentation import AugmentationOp, augmentation_list
 from plait.config.base import StrictModel, _literal_values, _tagged_member, _union_members
 from plait.config.encoder_settings import without_null_adapter
 from plait.config.features import InputFeature, OutputFeature
@@ -88,11 +87,6 @@ class UncheckedTypeDefaults(StrictModel):
     """Unchecked: applies to no feature."""
 
 
-class ImageTypeDefaults(UncheckedTypeDefaults):
-    augmentation: list | bool | None = None
-    """Unchecked: applies to no feature (Ludwig's image augmentation)."""
-
-
 def _filled_type(module: str, ftype: str):
     def fill(cls, value):
         value = with_type(value, MODULE_DEFAULT_TYPES[module].get(ftype))
@@ -136,6 +130,17 @@ BagTypeDefaults = _type_defaults_model("bag")
 TimeseriesTypeDefaults = _type_defaults_model("timeseries")
 AudioTypeDefaults = _type_defaults_model("audio")
 
+
+class ImageTypeDefaults(_type_defaults_model("image")):
+    augmentation: list[AugmentationOp] | None = None
+    """The augmentation every image input feature starts from (``true``: Ludwig's default list); a
+    feature's own list replaces it."""
+
+    @field_validator("augmentation", mode="before")
+    @classmethod
+    def _augmentation(cls, value):
+        return None if value is None else augmentation_list(value)
+
 _NO_FEATURE = "Ludwig's {} feature type; plait has no {} feature, so these defaults apply to no feature (unchecked)."
 
 
@@ -164,7 +169,9 @@ class Defaults(StrictModel):
     """What h3 input features start from: preprocessing and encoder (decoder and loss: unchecked)."""
     bag: BagTypeDefaults | None = None
     """What bag input features start from: preprocessing and encoder (decoder and loss: unchecked)."""
-    image: ImageTypeDefaults | None = Field(None, description=_NO_FEATURE.format("image", "image"))
+    image: ImageTypeDefaults | None = None
+    """What image features start from: preprocessing, encoder and augmentation (inputs), decoder and loss
+    (outputs)."""
     timeseries: TimeseriesTypeDefaults | None = None
     """What timeseries features start from: preprocessing, encoder (inputs), decoder and loss (outputs)."""
 
@@ -174,7 +181,7 @@ TYPE_DEFAULTS: dict[str, type[TypeDefaults]] = {
 }
 """The ``defaults.<type>`` model of each feature type plait has."""
 
-APPLIES_TO = {"input": ("preprocessing", "encoder"), "output": ("preprocessing", "decoder", "loss")}
+APPLIES_TO = {"input": ("preprocessing", "encoder", "augmentation"), "output": ("preprocessing", "decoder", "loss")}
 """Which sections of ``defaults.<type>`` reach input features, and which reach output features."""
 
 

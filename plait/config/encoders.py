@@ -19,7 +19,9 @@ from plait.config.h3_encoders import H3EmbedEncoder, H3RNNEncoder, H3WeightedSum
 from plait.config.base import LUDWIG_DEFAULT, ludwig_only, ludwig_types_not_implemented
 from plait.config.encoder_settings import (EMBEDDINGS_ON_CPU, ENCODER_FIELDS, EmbeddingSettings, EncoderBase,
                                            FCLayer, FCSettings, Initializer)
+from plait.config.image_encoders import IMAGE_ENCODER_CLASSES, ImageStackedCNNEncoder
 from plait.config.layers import union
+from plait.config.torchvision_encoders import TORCHVISION_ENCODER_CLASSES
 from plait.config.text_encoders import (CNNRNNEncoder, ConvLayer, ParallelCNNEncoder, RNNEncoder,
                                         StackedCNNEncoder, StackedParallelCNNEncoder, TextEmbedEncoder,
                                         TextTransformerEncoder)
@@ -202,6 +204,7 @@ SequenceEncoder = union(t.TextEmbedEncoder, t.ParallelCNNEncoder, t.StackedCNNEn
 DateEncoder = union(DateEmbedEncoder, DateWaveEncoder)
 H3Encoder = union(H3EmbedEncoder, H3WeightedSumEncoder, H3RNNEncoder)
 BagEncoder = union(BagEmbedEncoder)
+ImageEncoder = union(*IMAGE_ENCODER_CLASSES, *TORCHVISION_ENCODER_CLASSES)
 
 # The encoder each input type gets when the config names none.
 DEFAULT_ENCODER = {
@@ -217,6 +220,7 @@ DEFAULT_ENCODER = {
     "date": "embed",
     "h3": "embed",
     "bag": "embed",
+    "image": "stacked_cnn",  # Ludwig's
 }
 
 DOCUMENTED = [PassthroughEncoder, DenseEncoder, PeriodicEncoder, PLEEncoder, BinsEncoder, CategoryEmbedEncoder,
@@ -230,7 +234,7 @@ DOCUMENTED = [PassthroughEncoder, DenseEncoder, PeriodicEncoder, PLEEncoder, Bin
 _ENCODERS_BY_INPUT_TYPE = {"number": NumberEncoder, "binary": BinaryEncoder, "category": CategoryEncoder,
                            "text": TextEncoder, "set": SetEncoder, "vector": VectorEncoder,
                            "sequence": SequenceEncoder, "date": DateEncoder, "h3": H3Encoder, "bag": BagEncoder,
-                           "timeseries": TimeseriesEncoder, "audio": AudioEncoder}
+                           "timeseries": TimeseriesEncoder, "audio": AudioEncoder, "image": ImageEncoder}
 _input_types: dict[type, list[str]] = {}
 for _ftype, _union in _ENCODERS_BY_INPUT_TYPE.items():
     _members = typing.get_args(_union)[0]  # a union of one class is that class

@@ -14,13 +14,16 @@ from pydantic import Field, field_validator, model_validator
 from plait.config import decoders as d
 from plait.config import encoders as e
 from plait.config import preprocessing as p
+from plait.config.augmentation import AugmentationOp, augmentation_list
+from plait.config.image_encoders import UNetDecoder
+from plait.config.layers import union
 from plait.config.base import StrictModel, field_error, ludwig_only, shown, suggest
 from plait.config.encoder_settings import without_null_adapter
 
 INPUT_TYPES = ("binary", "number", "category", "text", "set", "vector", "sequence", "date", "h3", "bag",
-               "timeseries", "audio")
+               "timeseries", "audio", "image")
 OUTPUT_TYPES = ("binary", "category", "number", "set", "vector", "sequence", "text", "category_distribution",
-                "timeseries")
+                "timeseries", "image")
 
 
 def _typed(value, default_type: str):
@@ -190,6 +193,23 @@ class AudioInputFeature(InputFeatureBase):
     settings unused); unset: parallel_cnn, as in Ludwig."""
 
 
+class ImageInputFeature(InputFeatureBase):
+    type: Literal["image"] = "image"
+    preprocessing: p.ImagePreprocessing = Field(default_factory=p.ImagePreprocessing)
+    encoder: e.ImageEncoder = Field(default_factory=e.ImageStackedCNNEncoder)
+    """How the image is encoded: stacked_cnn (Ludwig's default), mlp_mixer, unet (for a segmentation
+    output), or a torchvision model (resnet, efficientnet, vit, ...)."""
+    augmentation: list[AugmentationOp] = Field(default_factory=list)
+    """Random changes to training images (flips, rotation, blur, brightness, contrast), each image
+    drawn anew in every batch, while training only; true: Ludwig's default list (a horizontal flip
+    and a rotation); false or []: none."""
+
+    @field_validator("augmentation", mode="before")
+    @classmethod
+    def _augmentation(cls, value):
+        return augmentation_list(value)
+
+
 Reduction = Literal["sum", "mean", "avg", "max", "concat", "last", "attention", "attention_pooling", "none", "None"] | None
 """Ludwig's ways of reducing a sequence [rows, steps, width] to one vector per row."""
 
@@ -347,6 +367,21 @@ class CategoryDistributionOutputFeature(OutputFeatureBase):
     loss: d.CategoryDistributionLoss = Field(default_factory=d.SoftmaxCrossEntropyLoss)
 
 
+class ImageOutputFeature(OutputFeatureBase):
+    """A segmentation mask: a class per pixel, each distinct pixel value of the training masks a class."""
+
+    type: Literal["image"] = "image"
+    preprocessing: p.ImagePreprocessing = Field(
+        default_factory=lambda: p.ImagePreprocessing(missing_value_strategy="drop_row"))
+    decoder: union(UNetDecoder) = Field(default_factory=UNetDecoder)
+    """unet: the expanding half of a U-Net, reading the skip connections of the unet encoder of the
+    image input."""
+    loss: d.ImageLoss = Field(default_factory=d.SoftmaxCrossEntropyLoss)
+    """Softmax cross-entropy per pixel, a row's loss the mean over its pixels."""
+    reduce_input: Reduction = None
+    """Unused: the decoder reads the combiner's output as the U-Net's bottleneck."""
+
+
 def output_order(outputs: list) -> list[str]:
     """The output features' names, each after those it depends on (a head reads their hidden states).
 
@@ -405,10 +440,10 @@ def check_dependencies(outputs: list) -> None:
 INPUT_FEATURE_CLASSES = (BinaryInputFeature, NumberInputFeature, CategoryInputFeature, TextInputFeature,
                          SetInputFeature, VectorInputFeature, SequenceInputFeature, DateInputFeature,
                          H3InputFeature, BagInputFeature,
-                         TimeseriesInputFeature, AudioInputFeature)
+                         TimeseriesInputFeature, AudioInputFeature, ImageInputFeature)
 OUTPUT_FEATURE_CLASSES = (BinaryOutputFeature, CategoryOutputFeature, NumberOutputFeature, SetOutputFeature,
                           VectorOutputFeature, SequenceOutputFeature, TextOutputFeature,
-                          CategoryDistributionOutputFeature, TimeseriesOutputFeature)
+                          CategoryDistributionOutputFeature, TimeseriesOutputFeature, ImageOutputFeature)
 """Every feature class; a new feature type adds its class here (and its name to INPUT_TYPES, OUTPUT_TYPES)."""
 
 InputFeature = Annotated[Union[INPUT_FEATURE_CLASSES], Field(discriminator="type")]

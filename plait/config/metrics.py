@@ -17,9 +17,10 @@ METRICS_BY_OUTPUT_TYPE: dict[str, tuple[str, ...]] = {
     "sequence": ("loss", "token_accuracy", "sequence_accuracy", "last_accuracy", "perplexity", "edit_distance"),
     "text": ("loss", "token_accuracy", "sequence_accuracy", "last_accuracy", "perplexity", "edit_distance", "bleu",
              "rouge1_fmeasure", "rouge2_fmeasure", "rougeL_fmeasure", "char_error_rate"),
+    "image": ("loss", "accuracy", "iou"),
 }
 """Per output feature type, every metric computed for it (category: precision, recall and f1
-only up to 256 classes)."""
+only up to 256 classes; image: accuracy and iou over pixels)."""
 
 COMBINED = "combined"
 """The name under which the weighted total over every output feature is reported."""
@@ -28,5 +29,5 @@ COMBINED_METRICS: tuple[str, ...] = ("loss",)
 
 HIGHER_IS_BETTER: frozenset[str] = frozenset({"accuracy", "hits_at_k", "roc_auc", "precision", "recall", "f1", "r2",
                                               "jaccard", "token_accuracy", "sequence_accuracy", "last_accuracy",
-                                              "bleu", "rouge1_fmeasure", "rouge2_fmeasure", "rougeL_fmeasure"})
+                                              "bleu", "rouge1_fmeasure", "rouge2_fmeasure", "rougeL_fmeasure", "iou"})
 """Metrics where a larger value is better (every other one, the losses and errors, is better smaller)."""

@@ -482,6 +482,75 @@ class AudioPreprocessing(FeaturePreprocessing):
         return self
 
 
+IMAGE_STANDARDIZATIONS = Literal["imagenet1k"]
+
+
+class ImagePreprocessing(FeaturePreprocessing):
+    """Image files (a path per row: relative to the dataset's folder, absolute, or an fsspec URL),
+    the files' bytes (a binary column), or arrays; decoded, converted to ``num_channels`` and
+    resized once, while preprocessing, and cached as fixed-size uint8 tensors."""
+
+    missing_value_strategy: MissingValueStrategy = Field("fill_with_const", json_schema_extra={LUDWIG_DEFAULT: "bfill"})
+    """For an empty cell: fill_with_const (an image of ``fill_value`` in every pixel) or drop_row.
+    A path whose file is missing or empty is dropped with drop_row, and is an error otherwise (an
+    image that cannot be read is not quietly replaced). Ludwig's default, bfill, is refused."""
+    fill_value: float | None = Field(None, ge=0, le=255)
+    """The pixel value (0-255, every channel) of a missing image; null: 0."""
+    computed_fill_value: Annotated[float | None, ludwig_only(None, instead=COMPUTED_FIELD_NOTE)] = None
+    """Computed by Ludwig; plait accepts only null."""
+    height: int | None = Field(None, gt=0)
+    """Height the images are resized to; null: inferred (``infer_image_dimensions``), or the first image's."""
+    width: int | None = Field(None, gt=0)
+    """Width the images are resized to; null: inferred (``infer_image_dimensions``), or the first image's."""
+    num_channels: int | None = Field(None, ge=1, le=4)
+    """1 (grayscale), 2 (grayscale and alpha), 3 (RGB) or 4 (RGBA): every image is converted to it;
+    null: inferred from a sample of the training images (``infer_image_num_channels``)."""
+    resize_method: Literal["interpolate", "crop_or_pad"] = "interpolate"
+    """interpolate: scaled to the size (bilinear, antialiased); crop_or_pad: cut or padded around the
+    centre (padding repeats the edge pixels)."""
+    infer_image_num_channels: bool = True
+    """Without ``num_channels``: use the channels most of the sampled training images have (RGB on a tie)."""
+    infer_image_dimensions: bool = True
+    """Without ``height`` and ``width``: use the mean size of the sampled training images, at most
+    ``infer_image_max_height`` by ``infer_image_max_width``. false: the first training image's size,
+    and an image of another size is an error."""
+    infer_image_max_height: int = Field(256, gt=0)
+    """Largest inferred height."""
+    infer_image_max_width: int = Field(256, gt=0)
+    """Largest inferred width."""
+    infer_image_sample_size: int = Field(100, gt=0)
+    """How many training images (the first, in row order) the inferred size and channels come from."""
+    standardize_image: IMAGE_STANDARDIZATIONS | None = None
+    """imagenet1k: each channel minus ImageNet's mean, over its standard deviation (what pretrained
+    torchvision encoders expect; RGB images only). null: pixel values scaled to [0, 1]."""
+    requires_equal_dimensions: bool = False
+    """Square images: height and width both become the smaller of the two (as Ludwig does for encoders
+    that need square inputs)."""
+    num_processes: int = Field(1, gt=0)
+    """Ludwig's decoding processes. plait decodes with a thread per core of each preprocessing task
+    (OMP_NUM_THREADS where set, as Ray sets it for its tasks), or this many threads if more."""
+    num_classes: int | None = Field(None, ge=2)
+    """Image outputs (segmentation masks): how many classes their pixels have; null: inferred from
+    the training masks' distinct pixel values. Unused by inputs."""
+    infer_image_num_classes: bool = False
+    """Ludwig's switch for inferring num_classes from a sample; plait counts the distinct pixel
+    values of every training mask when num_classes is null (an exact count, on every engine)."""
+    in_memory: bool = True
+    """Ludwig's choice of reading files while training; accepted, no effect: plait decodes every
+    image once, while preprocessing, and streams the cached tensors (Ludwig's eager mode)."""
+    mode: Literal["eager", "lazy", "lazy_cached"] = "lazy"
+    """Ludwig's decoding schedule; accepted, no effect (plait always decodes while preprocessing)."""
+    prefetch_size: int | None = Field(None, ge=0)
+    """Ludwig's batches decoded ahead; accepted, no effect."""
+    lazy_cache_dir: str | None = None
+    """Ludwig's folder for decoded in-memory images; accepted, no effect."""
+
+    @model_validator(mode="after")
+    def _strategy(self):
+        self.check_strategy(("fill_with_const", "drop_row"))
+        return self
+
+
 PREPROCESSING_BY_TYPE: dict[str, type[FeaturePreprocessing]] = {
     "binary": BinaryPreprocessing,
     "number": NumberPreprocessing,
@@ -491,6 +560,7 @@ PREPROCESSING_BY_TYPE: dict[str, type[FeaturePreprocessing]] = {
     "vector": VectorPreprocessing,
     "timeseries": TimeseriesPreprocessing,
     "audio": AudioPreprocessing,
+    "image": ImagePreprocessing,
     "sequence": SequencePreprocessing,
     "category_distribution": CategoryDistributionPreprocessing,
     "date": DatePreprocessing,
@@ -593,6 +663,7 @@ class GlobalPreprocessing(StrictModel):
     vector: VectorPreprocessing | None = None
     timeseries: TimeseriesPreprocessing | None = None
     audio: AudioPreprocessing | None = None
+    image: ImagePreprocessing | None = None
     date: DatePreprocessing | None = None
     h3: H3Preprocessing | None = None
     bag: BagPreprocessing | None = None

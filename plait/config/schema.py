@@ -21,9 +21,11 @@ from plait.config.trainer import TrainerConfig
 
 class PlaitConfig(StrictModel):
     input_features: list[InputFeature] = Field(min_length=1)
-    """The columns the model reads, each with a type (binary, number, category, text, set, vector)."""
+    """The columns the model reads, each with a type (binary, number, category, text, set, vector, sequence,
+    date, h3, bag, timeseries, audio, image)."""
     output_features: list[OutputFeature] = Field(min_length=1)
-    """The columns the model predicts (binary, category, number, set)."""
+    """The columns the model predicts (binary, category, number, set, vector, sequence, text,
+    category_distribution, timeseries, image)."""
     preprocessing: GlobalPreprocessing = Field(default_factory=GlobalPreprocessing)
     """The split, sampling, and per-type preprocessing defaults."""
     defaults: Defaults = Field(default_factory=Defaults)
@@ -88,7 +90,7 @@ class PlaitConfig(StrictModel):
                 data[section] = [_merge_feature(f, type_preprocessing, defaults, kind) for f in features]
         if isinstance(data.get("combiner"), dict) and "type" not in data["combiner"]:
             data["combiner"] = {"type": "concat", **data["combiner"]}
-        return data
+        return _segmentation_combiner(data)
 
     @field_validator("backend", mode="before")
     @classmethod
@@ -219,6 +221,19 @@ LLM_ONLY_KEYS = {"base_model": None, "prompt": None, "adapter": None, "adapters"
 """Top-level keys of Ludwig's LLM model type, each with the value that means it is not used."""
 
 
+def _segmentation_combiner(data: dict) -> dict:
+    """With an image output, the concat combiner passes the U-Net bottleneck through unchanged: no
+    fully connected layers unless the config asks for them (Ludwig's default; plait's is 1)."""
+    outputs = data.get("output_features")
+    combiner = data.get("combiner", {})
+    segments = isinstance(outputs, list) and any(isinstance(f, dict) and f.get("type") == "image" for f in outputs)
+    if not segments or not isinstance(combiner, dict) or combiner.get("type", "concat") != "concat":
+        return data
+    if "num_fc_layers" in combiner or "fc_layers" in combiner:
+        return data
+    return {**data, "combiner": {"type": "concat", **combiner, "num_fc_layers": 0}}
+
+
 def _usable_defaults(defaults: dict) -> dict[str, dict]:
     """``defaults`` per feature type, less the sections that are invalid: those are reported at
     ``defaults.<type>.<section>``, and merged into no feature (which would report them again)."""
@@ -241,6 +256,8 @@ def _merge_feature(feature: Any, type_preprocessing: dict, defaults: dict, kind:
     layers = [type_preprocessing.get(ftype), type_defaults.get("preprocessing"), feature.get("preprocessing")]
     if any(isinstance(layer, dict) for layer in layers):
         merged["preprocessing"] = {k: v for layer in layers if isinstance(layer, dict) for k, v in layer.items()}
+    if "augmentation" in type_defaults and "augmentation" not in feature:  # a list: the feature's replaces it
+        merged["augmentation"] = type_defaults["augmentation"]
     for key in ("encoder", "decoder", "loss"):
         if key in type_defaults:
             default_type = MODULE_DEFAULT_TYPES.get(key, {}).get(ftype)

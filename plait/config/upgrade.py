@@ -437,14 +437,15 @@ def _missing_value_strategy(config: dict, note: Note) -> None:
             note(f"{path}missing_value_strategy {old} -> {new}")
 
 
-def _unused_audio_backfill(config: dict, note: Note) -> None:
-    """Ludwig renders ``defaults.audio.preprocessing.missing_value_strategy: bfill`` into every
-    config; where no feature is audio it applies to nothing, and goes without a word (an audio
-    feature that would use it is refused at its own path)."""
-    preprocessing = _section(_section(_section(config, "defaults") or {}, "audio") or {}, "preprocessing")
-    has_audio = any(f.get("type") == "audio" for _, f in _features(config, "input"))
-    if preprocessing and preprocessing.get("missing_value_strategy") == "bfill" and not has_audio:
-        del preprocessing["missing_value_strategy"]
+def _unused_file_backfill(config: dict, note: Note) -> None:
+    """Ludwig renders ``defaults.audio.preprocessing.missing_value_strategy: bfill`` (and the same
+    for image) into every config; where no feature has that type it applies to nothing, and goes
+    without a word (a feature that would use it is refused at its own path)."""
+    for ftype in ("audio", "image"):
+        preprocessing = _section(_section(_section(config, "defaults") or {}, ftype) or {}, "preprocessing")
+        used = any(f.get("type") == ftype for kind in ("input", "output") for _, f in _features(config, kind))
+        if preprocessing and preprocessing.get("missing_value_strategy") == "bfill" and not used:
+            del preprocessing["missing_value_strategy"]
 
 
 def _max_batch_size(config: dict, note: Note) -> None:
@@ -581,7 +582,7 @@ STEPS: list[Callable[[dict, Note], None]] = [
     _bias_names, _numerical_type, _size_names, _hyperopt, _eval_batch_size, _type_preprocessing_to_defaults,
     _split_settings, _nested_modules, _class_weights, _missing_value_strategy, _max_batch_size, _trainer_type,
     _learning_rate_schedule, _optimizer_names, _optimizer_clipping, _scheduler_type, _defaults_type_key,
-    _removed_text_encoders, _rnn_cell, _unused_audio_backfill,
+    _removed_text_encoders, _rnn_cell, _unused_file_backfill,
 ]
 """The rules in the order Ludwig applies them (by the version that introduced each); a later rule
 sees what an earlier one renamed (``training`` is ``trainer`` before the trainer rules run)."""

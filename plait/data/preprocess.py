@@ -158,7 +158,9 @@ class PartitionSteps:
 
     def partial_stats(self, part: pa.Table) -> dict:
         training = part.filter(pc.equal(part[SPLIT], sp.TRAINING))
-        return {p.name: p.partial_stats(training[p.name]) for p in self.processors}
+        rows = training[ROW_NUMBER].to_numpy()
+        return {p.name: p.partial_stats(training[p.name], rows=rows) if p.stats_read_row_numbers
+                else p.partial_stats(training[p.name]) for p in self.processors}
 
     def merge_stats(self, a: dict, b: dict) -> dict:
         return {p.name: p.merge_stats(a[p.name], b[p.name]) for p in self.processors}
@@ -211,8 +213,8 @@ def preprocess(
     costs seconds that a cache hit should not pay)."""
     sources = _sources(dataset, training_set, validation_set, test_set)
     options = fsu.storage_options(config.backend.cache_credentials)
-    processors = processors_for(config)
     first = next(iter(sources.values()))
+    processors = processors_for(config, first)
     signature = preprocessing_signature(config, processors)
     before_seed = 4 if config.preprocessing.balancing else 3  # the order keys were always made in
     key = cache_key(
@@ -317,7 +319,7 @@ def _split_rows(engine: DataEngine, steps: PartitionSteps, data) -> tuple[list, 
 def transform_split(config: PlaitConfig, features: dict, source: Any, seed: int, split: str) -> pa.Table:
     """The rows of raw data that a run with this config and seed put in ``split``, transformed
     with saved feature metadata (to evaluate a saved model on exactly its test set, say)."""
-    processors = processors_for(config)
+    processors = processors_for(config, source)
     engine = get_engine("local")
     data, columns = engine.read([Source(source)])
     check_columns(columns, processors, source, config)

@@ -29,6 +29,12 @@ class FeatureProcessor(ABC):
     # Most features read one scalar per cell; a nested column (a Parquet list or struct) would fail
     # deep inside a cast, so it is refused up front by ``prepare_raw``. Vector features read lists.
     reads_nested: bool = False
+    # ``partial_stats`` of a feature that setting this also gets each row's number (``rows=``): the
+    # image feature's sample is the first training images in row order, whatever the partitions.
+    stats_read_row_numbers: bool = False
+    data_directory: str | None = None
+    """Where relative file paths in the data are read from: the dataset's folder, set by whoever
+    reads the dataset (None: the working directory)."""
 
     def __init__(self, config, is_output: bool = False):
         self.config = config

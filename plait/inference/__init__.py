@@ -8,7 +8,9 @@ process, or as a Ray Data job) and nothing else.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import os
 from functools import partial
 from typing import Any
 
@@ -48,6 +50,8 @@ def _endpoint_named(function):
 def predict(backend, spec: PredictorSpec, dataset: Any):
     """Predictions for every row of ``dataset``, in its order, as a pandas DataFrame (with the
     predictions' columns even when there are no rows)."""
+    spec = _reading_from(spec, dataset)
+    spec, dataset = image_folder(spec, dataset)
     _check_known_columns(spec, dataset, with_outputs=False)
     make = partial(_make, ChunkPredictions, spec, isinstance(dataset, CachedSplit))
     tables = [t for t in backend.map_batches(dataset, make, ordered=True, what="prediction")]
@@ -59,6 +63,8 @@ def write_predictions(backend, spec: PredictorSpec, dataset: Any, output_directo
                       ) -> WrittenPredictions:
     """Predictions for every row of ``dataset`` written to ``<output_directory>/predictions.<fmt>``
     (a file, or on a distributed backend a folder of part files in input order)."""
+    spec = _reading_from(spec, dataset)
+    spec, dataset = image_folder(spec, dataset)
     from plait.config import load_config
 
     _check_known_columns(spec, dataset, with_outputs=False)
@@ -74,6 +80,7 @@ def evaluate(backend, spec: PredictorSpec, dataset: Any, cached: bool | None = N
     """Metrics on data holding the output columns (rows missing a target are skipped): each
     batch's statistics, computed where the backend maps batches, added up here. ``cached``: the
     rows are preprocessed (default: for a cached split)."""
+    spec = _reading_from(spec, dataset)
     cached = isinstance(dataset, CachedSplit) if cached is None else cached
     if not cached:
         _check_known_columns(spec, dataset, with_outputs=True)
@@ -82,6 +89,28 @@ def evaluate(backend, spec: PredictorSpec, dataset: Any, cached: bool | None = N
                                        what="evaluation"):
         total.add_rows(shipped)
     return total.metrics_or_error()
+
+
+def _reading_from(spec: PredictorSpec, dataset: Any) -> PredictorSpec:
+    """The spec with relative file paths in ``dataset`` read from its folder."""
+    from plait.features import data_directory
+
+    return dataclasses.replace(spec, data_directory=data_directory(dataset))
+
+
+def image_folder(spec: PredictorSpec, dataset: Any) -> tuple[PredictorSpec, Any]:
+    """A folder (or glob) of image files, given to a model whose one input is an image, as a table
+    of their paths in name order; the predictions then begin with the path of each image."""
+    from plait.features.image_ops import image_files
+
+    inputs = spec.config["input_features"]
+    if len(inputs) != 1 or inputs[0]["type"] != "image" or not isinstance(dataset, (str, os.PathLike)):
+        return spec, dataset
+    files = image_files(os.fspath(dataset))
+    if files is None:
+        return spec, dataset
+    column = inputs[0].get("column") or inputs[0]["name"]
+    return dataclasses.replace(spec, key_column=column), pa.table({column: pa.array(files, pa.string())})
 
 
 def _predictions_of_no_rows(spec: PredictorSpec) -> pa.Table:

@@ -36,6 +36,10 @@ class PredictorSpec:
     weights: dict | None = None
     """The weights, for a model not saved yet; else they are read from ``model_dir``."""
     model_dir: str | None = None
+    data_directory: str | None = None
+    """Where relative file paths (images, audio) in the data are read from: the dataset's folder."""
+    key_column: str | None = None
+    """A column of the data copied in front of the predictions (the paths of a folder of images)."""
 
     def build(self, device: str = "cpu", cached: bool = False) -> "Predictor":
         from plait.config import load_config
@@ -48,7 +52,11 @@ class PredictorSpec:
             load_weights_into(module, self.weights, "the model's weights")
         else:
             load_weights_into(module, self._saved_weights(), f"the weights ({WEIGHTS}) of the model at {self.model_dir!r}")
-        return Predictor(config, self.metadata, module, device=device, cached=cached)
+        predictor = Predictor(config, self.metadata, module, device=device, cached=cached)
+        for processor in predictor.processors:
+            processor.data_directory = self.data_directory
+        predictor.key_column = self.key_column
+        return predictor
 
     def _saved_weights(self) -> dict:
         from plait.models.saved import read_model
@@ -73,6 +81,7 @@ class Predictor:
         self.outputs = [p for p in self.processors if p.is_output]
         self.module = module.to(device).eval()
         self.batch_size = batch_size
+        self.key_column: str | None = None
 
     def column(self, processor) -> str:
         """Where a feature is in the tables: its raw column, or, in cached rows, its name."""
@@ -125,14 +134,17 @@ class Predictor:
     def predict_columns(self, table: pa.Table) -> dict[str, Any]:
         """The same predictions as ``predict_chunk``, as NumPy arrays (Arrow list arrays for sets)."""
         logits = self.logits(self.tensors(table, self.inputs))
-        columns: dict[str, Any] = {}
+        columns: dict[str, Any] = {self.key_column: table[self.key_column]} if self.key_column else {}
         for p in self.outputs:
             columns.update(postprocess(p, self.module.head(p.name).predict(logits[p.name]), self.features[p.name]))
         return columns
 
 
 def _input_size(head: torch.nn.Module) -> int:
-    """The width a head reads: its first linear layer's input (its decoder's, else its projection's)."""
+    """The width a head reads: what it says (a segmentation head), else its first linear layer's
+    input (its decoder's, else its projection's)."""
+    if getattr(head, "input_size", None):
+        return head.input_size
     return next(m for m in head.modules() if isinstance(m, torch.nn.Linear)).in_features
 
 
@@ -145,6 +157,10 @@ def postprocess(processor, out: dict, meta: dict) -> dict:
         return {f"{name}_predictions": _lists(out["prediction"].numpy(), pa.float32())}
     if kind in ("sequence", "text"):
         return _sequence_columns(name, kind, out, meta)
+    if kind == "image":
+        masks = out["prediction"].to(torch.uint8).numpy()
+        return {f"{name}_predictions": _masks(masks.reshape(len(masks), meta["height"], meta["width"])),
+                f"{name}_probability": out["probability"].reshape(len(masks), -1).mean(1).numpy()}
     if kind == "binary":
         p = out["probability"].numpy()
         return {f"{name}_predictions": out["prediction"].numpy(), f"{name}_probability": np.maximum(p, 1 - p),
@@ -161,6 +177,13 @@ def postprocess(processor, out: dict, meta: dict) -> dict:
     if len(vocab) <= 100:
         columns.update({f"{name}_probabilities_{label}": probabilities[:, i] for i, label in enumerate(vocab)})
     return columns
+
+
+def _masks(masks: np.ndarray) -> pa.Array:
+    """Predicted masks [rows, height, width] as a column of height lists of width class ids."""
+    rows, height, width = masks.shape
+    pixel_rows = pa.FixedSizeListArray.from_arrays(pa.array(masks.reshape(-1), pa.uint8()), width)
+    return pa.FixedSizeListArray.from_arrays(pixel_rows, height)
 
 
 def _lists(matrix: np.ndarray, value_type: pa.DataType) -> pa.Array:

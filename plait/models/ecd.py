@@ -36,14 +36,16 @@ def feature_name(key: str) -> str:
 
 
 class ECD(nn.Module):
-    def __init__(self, config, metadata: dict):
+    def __init__(self, config, metadata: dict, load_pretrained: bool = False):
+        """``load_pretrained``: read pretrained encoder weights from their files (a model built to
+        start training; a model whose own weights are loaded next has no need)."""
         super().__init__()
         features = metadata["features"]
         self.input_names = [f.name for f in config.input_features]
         self.output_names = [f.name for f in config.output_features]
         if AUXILIARY_LOSS in self.output_names:
             raise ConfigError(f"output feature name {AUXILIARY_LOSS!r} is reserved by plait; rename the column")
-        encoders = build_encoders(config.input_features, features)
+        encoders = build_encoders(config.input_features, features, load_pretrained)
         self.encoders = nn.ModuleDict({module_key(f.name): encoders[f.name] for f in config.input_features})
         self.combiner = build_combiner(
             config.combiner,
@@ -88,18 +90,31 @@ class ECD(nn.Module):
         """The logits of each output feature; in training mode, also the combiner's own loss term
         (TabNet's sparsity loss) under ``AUXILIARY_LOSS`` where it has one. It travels in the
         output, not in module state, so that DDP and FSDP see it as part of the forward's graph."""
-        encoded = {name: self.encoder(name)(inputs[name]) for name in self.input_names}
+        encoded, state = self._encoded(inputs)
         combined, auxiliary_loss = self.combiner(encoded)
         hidden, logits = {}, {}
         for name in self.head_order:
             dependencies = [hidden[d] for d in self.dependencies[name]]
             # A generator learns each step from the true previous token (teacher forcing).
-            target = {"target": inputs[name]} if self.training and name in self.target_readers else {}
-            hidden[name], logits[name] = self.head(name)(combined, dependencies, return_hidden=True, **target)
+            extra = {"target": inputs[name]} if self.training and name in self.target_readers else {}
+            if getattr(self.head(name), "reads_encoder_state", False):  # a U-Net decoder's skip connections
+                extra["encoder_state"] = state
+            hidden[name], logits[name] = self.head(name)(combined, dependencies, return_hidden=True, **extra)
         logits = {name: logits[name] for name in self.output_names}
         if auxiliary_loss is not None and self.training:
             logits[AUXILIARY_LOSS] = auxiliary_loss
         return logits
+
+    def _encoded(self, inputs: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], object]:
+        """Each input's encoding, and the state of the encoder that returns one besides (a U-Net's
+        skip connections, for its decoder; None when no encoder does)."""
+        encoded, state = {}, None
+        for name in self.input_names:
+            encoder = self.encoder(name)
+            encoded[name] = encoder(inputs[name])
+            if getattr(encoder, "returns_state", False):
+                encoded[name], state = encoded[name]
+        return encoded, state
 
     def loss(self, logits: dict[str, torch.Tensor], targets: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict]:
         """The weighted total loss (with the combiner's loss term, when the logits carry one) and

@@ -19,6 +19,9 @@ from plait.models import h3_encoders as h3
 from plait.models import text_encoders as t
 from plait.models.date_encoders import date_embed, date_wave
 from plait.models.embeddings import embedding_table
+from plait.models.image_encoders import IMAGE_ENCODERS
+from plait.models.image_input import image_input
+from plait.models.torchvision_encoders import TORCHVISION_ENCODERS
 from plait.models.layers import FCLayers, fc_layer_specs
 from plait.models.legacy import LEGACY_ENCODER, LEGACY_ENCODERS
 from plait.models.series_encoders import SERIES_ENCODERS, check_tied_channels, fit_steps, steps_of
@@ -186,19 +189,24 @@ ENCODERS: dict[tuple[str, str], Callable[..., nn.Module]] = {
     ("h3", "rnn"): lambda c, m: h3.H3RNN(c),
     ("bag", "embed"): lambda c, m: SetEmbed(_vocab(m), c),  # multi-hot or counts: the same weighted sum
     **{("sequence", name): builder for name, builder in t.TEXT_BUILDERS.items()},
+    # An image encoder's body: build_encoder puts it inside the pixel scaling and augmentation.
+    **{("image", name): builder for name, builder in {**IMAGE_ENCODERS, **TORCHVISION_ENCODERS}.items()},
 }
 
 
-def build_encoder(feature, metadata: dict) -> nn.Module:
+def build_encoder(feature, metadata: dict, load_pretrained: bool = False) -> nn.Module:
     if LEGACY_ENCODER in metadata:  # a module of an old saved model (plait/models/legacy.py)
         return LEGACY_ENCODERS[metadata[LEGACY_ENCODER]](feature.encoder, metadata)
+    if feature.type == "image":
+        return image_input(feature, metadata, ENCODERS[("image", feature.encoder.type)], load_pretrained)
     return ENCODERS[(feature.type, feature.encoder.type)](feature.encoder, metadata)
 
 
-def build_encoders(features: list, metadata: dict) -> dict[str, nn.Module]:
+def build_encoders(features: list, metadata: dict, load_pretrained: bool = False) -> dict[str, nn.Module]:
     """Every input feature's encoder by name; a ``tied`` feature shares its target's module (one
-    set of weights), reading its own values through the target's vocabulary."""
-    encoders = {f.name: build_encoder(f, metadata[f.name]) for f in features if f.tied is None}
+    set of weights), reading its own values through the target's vocabulary. ``load_pretrained``:
+    see :class:`~plait.models.ecd.ECD`."""
+    encoders = {f.name: build_encoder(f, metadata[f.name], load_pretrained) for f in features if f.tied is None}
     for f in features:
         if f.tied is not None:
             encoders[f.name] = TiedInput(encoders[f.tied], f.type, metadata[f.name], metadata[f.tied])

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from plait.models.outputs import (BinaryHead, CategoryDistributionHead, CategoryHead, NumberHead, OutputHead,
                                   SetHead, TimeseriesHead, VectorHead)
+from plait.models.image_heads import SegmentationHead
 from plait.models.sequence_heads import GeneratorHead, TaggerHead
 
 HEADS = {"binary": BinaryHead, "category": CategoryHead, "number": NumberHead, "set": SetHead, "vector": VectorHead,
-         "category_distribution": CategoryDistributionHead, "timeseries": TimeseriesHead}
+         "category_distribution": CategoryDistributionHead, "timeseries": TimeseriesHead, "image": SegmentationHead}
 SEQUENCE_HEADS = {"tagger": TaggerHead, "generator": GeneratorHead}
 """The heads of sequence and text outputs, by decoder."""
 

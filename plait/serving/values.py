@@ -18,6 +18,8 @@ from typing import Any, Callable
 import pyarrow as pa
 
 from plait.features.audio_ops import UnreadableAudio, header, read_file
+from plait.features.image_ops import UnreadableImage
+from plait.features.image_ops import header as image_header
 from plait.features.binary import FALSE_WORDS, TRUE_WORDS
 from plait.features.date import read_dates
 from plait.features.h3 import index_problem, read_indexes
@@ -151,6 +153,21 @@ def audio(value: Any, _meta: dict) -> bytes | None:
     return content
 
 
+def image(value: Any, _meta: dict) -> bytes | None:
+    """An image file: a file part's bytes, or the path of a file the server can read."""
+    if value is None:
+        return None
+    if not isinstance(value, (str, bytes)):
+        raise BadValue(f"an image file (a file part, or a path), got a JSON {_json_kind(value)}")
+    try:
+        content = value if isinstance(value, bytes) else read_file(value)
+        image_header(content)
+    except (UnreadableImage, UnreadableAudio) as exc:
+        where = "the file sent" if isinstance(value, bytes) else _short(value)
+        raise BadValue(f"an image file (a file part, or a path); {where} cannot be read: {exc}") from None
+    return content
+
+
 def _text(value: Any, expected: str) -> str:
     """A form field's text, or a file part's bytes read as UTF-8; anything else is refused."""
     if isinstance(value, str):
@@ -175,9 +192,10 @@ def _short(value: Any) -> str:
 COERCERS: dict[str, Callable[[Any, dict], Any]] = {
     "number": number, "binary": binary, "category": label, "text": label, "set": label, "vector": vector,
     "date": date, "h3": h3, "bag": label, "timeseries": timeseries, "audio": audio, "sequence": label,
+    "image": image,
 }
 """The check of one value, by feature type. A feature type the server is to take adds its own."""
 
 ARROW_TYPES: dict[str, pa.DataType] = {"number": pa.float64(), "h3": pa.int64(),
-                                      "timeseries": pa.list_(pa.float64()), "audio": pa.binary()}
+                                      "timeseries": pa.list_(pa.float64()), "audio": pa.binary(), "image": pa.binary()}
 """The Arrow type of a micro-batch column of checked values, by feature type (default: string)."""

@@ -37,6 +37,8 @@ def column_tensor(column: pa.ChunkedArray | pa.Array, meta: dict) -> torch.Tenso
     if kind == "audio":
         matrix = _padded(column, meta["frames"] * meta["channels"], np.nan, False, np.float32)
         return torch.from_numpy(matrix.reshape(len(column), meta["frames"], meta["channels"]))
+    if kind == "image":
+        return _images(column, meta)
     if kind == "set":
         return _multi_hot(column, meta)
     if kind in PARTS:
@@ -45,6 +47,18 @@ def column_tensor(column: pa.ChunkedArray | pa.Array, meta: dict) -> torch.Tenso
     if kind == "bag":
         return _counts(column, meta)
     raise ValueError(f"no tensor conversion for feature type {kind!r}")
+
+
+def _images(column: pa.Array, meta: dict) -> torch.Tensor:
+    """Stored images (height x width x channels bytes each) as uint8 [rows, channels, height,
+    width]; an output's masks (a class id per pixel) as int64 [rows, height, width]."""
+    height, width = meta["height"], meta["width"]
+    pixels = np.frombuffer(column.buffers()[1], np.uint8, offset=column.offset * column.type.byte_width,
+                           count=len(column) * column.type.byte_width) if len(column) else np.zeros(0, np.uint8)
+    if meta.get("output"):
+        return torch.from_numpy(pixels.reshape(len(column), height, width).astype(np.int64))
+    images = torch.from_numpy(pixels.copy()).reshape(len(column), height, width, meta["num_channels"])
+    return images.permute(0, 3, 1, 2)  # channels-last in memory, which CPU convolutions prefer
 
 
 def _padded(column: pa.Array, width: int, fill: float, left: bool, dtype) -> np.ndarray:

@@ -48,6 +48,8 @@ class OutputMetrics:
             return {**base, "abs_err": 1, "sq_err": size, "y": size, "y2": size}
         if self.type == "category_distribution":
             return {**base, "kl": 1, "correct": 1}
+        if self.type == "image":  # per class: pixels in both the prediction and the target, in either
+            return {**base, "pixels": 1, "correct": 1, "intersection": self.classes, "union": self.classes}
         if self.type in ("sequence", "text"):
             text = {"ngram_matches": BLEU_ORDER, "ngram_totals": BLEU_ORDER, "predicted_length": 1,
                     "reference_length": 1, "rouge": 3, "char_errors": 1, "chars": 1} if self.type == "text" else {}
@@ -120,6 +122,17 @@ class OutputMetrics:
         s["count"] += y.shape[0]
         s["kl"] += torch.where(y > 0, y * (y.clamp(min=1e-300).log() - log_p), 0.0).sum()
         s["correct"] += (log_p.argmax(-1) == y.argmax(-1)).sum()
+
+    def _update_image(self, s, logits, target):
+        pred, target, classes = logits.argmax(1).reshape(-1), target.long().reshape(-1), self.classes
+        hits = pred == target
+        intersection = torch.bincount(target[hits], minlength=classes)
+        s["count"] += logits.shape[0]
+        s["pixels"] += target.numel()
+        s["correct"] += hits.sum()
+        s["intersection"] += intersection
+        either = torch.bincount(pred, minlength=classes) + torch.bincount(target, minlength=classes)
+        s["union"] += either - intersection
 
     def _update_sequence(self, s, output, target):
         """Token and sequence accuracy over the target's tokens and its stop token (padding left
@@ -218,6 +231,13 @@ class OutputMetrics:
     def _compute_category_distribution(self, s, n):
         return {"kl_divergence": float(s["kl"].item()) / n, "cross_entropy": self.head.finish_loss(
             _ratio(float(s["loss"].item()), float(s["loss_weight"].item()))), "accuracy": float(s["correct"].item()) / n}
+
+    def _compute_image(self, s, n):
+        # iou: the mean over classes of the summed counts' ratio (not a mean of per-batch ratios);
+        # a class in neither the predictions nor the targets has no ratio and is left out.
+        union, present = s["union"].double(), s["union"] > 0
+        iou = (s["intersection"].double()[present] / union[present]).mean().item() if present.any() else 0.0
+        return {"accuracy": _ratio(float(s["correct"].item()), float(s["pixels"].item())), "iou": iou}
 
     def _compute_sequence(self, s, n):
         tokens = float(s["tokens"].item())

@@ -97,7 +97,7 @@ def fit(job: FitJob, strategy: Strategy, batches: tuple | None = None, watch=Non
     ``batches``: (training, validation) batches from a loader; default: read the cache whole.
     ``watch``: see :meth:`Trainer.fit`."""
     seed_everything(job.seed)
-    module = ECD(job.config, job.metadata)
+    module = ECD(job.config, job.metadata, load_pretrained=True)
     train, validation = batches or in_memory_batches(job, strategy)
     size = batch_size(job)
     resume_from = strategy.broadcast_object(checkpoint_to_resume(job, warn=False) if strategy.is_coordinator else None)

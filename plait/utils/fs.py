@@ -30,7 +30,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from plait.errors import CacheError
+from plait.errors import CacheError, PlaitError
 
 
 def storage_options(credentials: dict | str | None) -> dict:
@@ -94,6 +94,8 @@ def endpoint_errors(options: dict, setting: str):
     part of it."""
     try:
         yield
+    except PlaitError:  # plait's own message already says what failed (an image URL, say)
+        raise
     except Exception as exc:
         failure = unreachable_endpoint(exc)
         if failure is None:

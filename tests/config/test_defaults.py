@@ -105,10 +105,9 @@ def test_a_misspelt_feature_type_in_defaults():
         "defaults.categroy: unknown field; did you mean category?"]
 
 
-# ---- Ludwig's feature types plait lacks ----------------------------------------------------------
+# ---- defaults as Ludwig renders them, for every type ----------------------------------------------
 
-def test_defaults_of_ludwig_types_plait_lacks_are_accepted_as_ludwig_renders_them():
-    """A rendered config writes defaults for every Ludwig type; none can reach a feature here."""
+def test_defaults_of_every_ludwig_type_are_accepted_as_ludwig_renders_them():
     config = load_config(with_defaults({
         "image": {"preprocessing": {"height": None, "width": None, "num_channels": None},
                   "encoder": {"type": "stacked_cnn", "conv_layers": None}, "augmentation": [],
@@ -118,7 +117,16 @@ def test_defaults_of_ludwig_types_plait_lacks_are_accepted_as_ludwig_renders_the
         "text": {"decoder": {"type": "generator", "cell_type": "gru"}, "loss": {"type": "sequence_softmax_cross_entropy"}},
         "vector": {"decoder": {"type": "projector"}, "loss": {"type": "mean_squared_error"}},
     }))
-    assert config.defaults.image.encoder == {"type": "stacked_cnn", "conv_layers": None}
+    assert config.defaults.image.encoder.type == "stacked_cnn" and config.defaults.image.augmentation == []
+
+
+def test_image_defaults_reach_image_inputs():
+    config = load_config({**with_defaults({"image": {"augmentation": True, "preprocessing": {"height": 8}}}),
+                          "input_features": [{"name": "a", "type": "image", "preprocessing": {"width": 6}},
+                                             {"name": "b", "type": "image", "augmentation": False}]})
+    a, b = config.input_features
+    assert [op.type for op in a.augmentation] == ["random_horizontal_flip", "random_rotate"] and b.augmentation == []
+    assert (a.preprocessing.height, a.preprocessing.width) == (8, 6)
 
 
 def test_defaults_of_ludwig_types_take_only_ludwigs_sections():

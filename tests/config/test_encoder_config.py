@@ -106,8 +106,8 @@ def test_target_encoding_is_refused_with_advice():
 
 @pytest.mark.parametrize("feature,expected", [
     ({"type": "text", "encoder": {"type": "rnn", "num_filters": 8}},
-     "input_features[0].encoder.num_filters: a setting of the cnnrnn, parallel_cnn, stacked_cnn, "
-     "stacked_parallel_cnn encoders, not of the rnn encoder"),
+     "input_features[0].encoder.num_filters: a setting of the cnnrnn, parallel_cnn, stacked_parallel_cnn, "
+     "text/sequence/timeseries/audio stacked_cnn encoders, not of the rnn encoder"),
     ({"type": "number", "encoder": {"type": "dense", "num_bins": 8}},
      "input_features[0].encoder.num_bins: a setting of the bins, ple encoders, not of the dense encoder"),
     ({"type": "number", "encoder": {"type": "dense", "embedding_size": 8}},

@@ -174,10 +174,9 @@ def test_split_settings_of_ludwig_0_4():
     assert (config.preprocessing.split.type, config.preprocessing.split.column) == ("stratify", "city")
 
 
-def test_preprocessing_of_a_type_plait_lacks_moves_to_defaults():
+def test_per_type_preprocessing_stays_where_ludwig_0_17_has_it():
     out = upgraded(with_(preprocessing={"image": {"height": 12}}, defaults={"image": {"preprocessing": {"width": 5}}}))
-    assert out["defaults"]["image"]["preprocessing"] == {"height": 12, "width": 5}
-    assert "image" not in out["preprocessing"]
+    assert out["preprocessing"]["image"] == {"height": 12} and out["defaults"]["image"]["preprocessing"] == {"width": 5}
     load_config(out)
 
 

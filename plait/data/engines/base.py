@@ -66,8 +66,13 @@ def parquet_options(schema: pa.Schema) -> dict:
     """``PARQUET_OPTIONS`` plus the columns to dictionary-encode, chosen from the schema alone
     (so every partitioning and engine picks the same): every leaf that is not floating point.
     Normalized floats are nearly all distinct; dictionary-encoding them is wasted work that the
-    writer abandons after the first megabyte, and it leaves the file larger."""
-    return {**PARQUET_OPTIONS, "use_dictionary": [path for path, leaf in _leaves(schema) if not pa.types.is_floating(leaf)]}
+    writer abandons after the first megabyte, and it leaves the file larger (so are images)."""
+    return {**PARQUET_OPTIONS, "use_dictionary": [path for path, leaf in _leaves(schema) if not _distinct_values(leaf)]}
+
+
+def _distinct_values(leaf: pa.DataType) -> bool:
+    """Leaves whose values are nearly all distinct: floats, and blobs (an image's pixels)."""
+    return pa.types.is_floating(leaf) or pa.types.is_fixed_size_binary(leaf) or pa.types.is_binary(leaf)
 
 
 def _leaves(schema: pa.Schema):

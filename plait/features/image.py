@@ -1,0 +1,251 @@
+"""Image features: a file per row (its path, or its bytes in a binary column) or an array,
+decoded with Pillow, converted to one number of channels, brought to one size, and stored as a
+fixed-size uint8 tensor (height x width x channels bytes) per row.
+
+The size and channels come from the config, or from the first ``infer_image_sample_size``
+training images in row order (so every partitioning finds the same ones). A relative path is read
+from the dataset's folder (for a DataFrame, from the working directory). An image output is a
+segmentation mask: each distinct pixel value of the training masks is a class, and a mask is
+stored as one class id per pixel.
+
+The cache key holds the paths, not the files: a file changed in place is not noticed until the
+cache is cleared.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import Counter
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from plait.errors import DataError
+from plait.features import image_ops as ops
+from plait.features.base import FeatureProcessor
+
+log = logging.getLogger("plait")
+
+EXAMPLES = 3
+"""How many unreadable files an error names."""
+
+
+class ImageProcessor(FeatureProcessor):
+    type = "image"
+    reads_nested = True  # an array per row is one of the forms an image takes
+    stats_read_row_numbers = True  # the inferred size comes from the first training images in row order
+
+    def prepare(self, column: pa.Array) -> pa.Array:
+        if pa.types.is_null(column.type):
+            column = column.cast(pa.string())
+        if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+            return self._checked_paths(self._resolved(column.cast(pa.string())))
+        if pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type):
+            column = column.cast(pa.binary())
+            empty = pc.equal(pc.binary_length(column), 0)
+            return self._missing_files(column, empty.to_numpy(zero_copy_only=False), lambda i: "an empty file")
+        if pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
+            return column
+        raise DataError(f"image feature {self.name!r}: column {self.column!r} has type {column.type}; give the "
+                        f"paths of image files (strings), the files' bytes (a binary column), or arrays")
+
+    def _resolved(self, paths: pa.Array) -> pa.Array:
+        """Paths with empty cells as nulls, and relative ones joined to the dataset's folder."""
+        paths = pc.utf8_trim_whitespace(paths)
+        paths = pc.if_else(pc.equal(paths, ""), pa.scalar(None, pa.string()), paths)
+        base = self.data_directory
+        if not base:
+            return paths
+        joined = [p if p is None or os.path.isabs(p) or ops.is_url(p) else _joined(base, p) for p in paths.to_pylist()]
+        return pa.array(joined, pa.string())
+
+    def _checked_paths(self, paths: pa.Array) -> pa.Array:
+        """Local files that are missing or empty are found here, before any decoding: dropped with
+        drop_row, an error otherwise. (A URL is read, and its errors found, when it is decoded.)"""
+        values = paths.to_pylist()
+        bad = np.array([p is not None and not ops.is_url(p) and not _nonempty_file(p) for p in values])
+        return self._missing_files(paths, bad, lambda i: repr(values[i]))
+
+    def _missing_files(self, column: pa.Array, bad: np.ndarray, describe) -> pa.Array:
+        if not bad.any():
+            return column
+        where = np.flatnonzero(bad)
+        examples = ", ".join(describe(i) for i in where[:EXAMPLES])
+        what = (f"image feature {self.name!r}: {len(where)} of {len(column)} rows of column {self.column!r} name an "
+                f"image file that is missing or empty ({examples})")
+        if not self.drops_missing_rows:
+            base = (f"; relative paths are read from {self.data_directory or os.getcwd()}"
+                    if pa.types.is_string(column.type) else "")
+            raise DataError(f"{what}{base}. Fix the paths or the files, or set preprocessing.missing_value_strategy: "
+                            f"drop_row to leave those rows out")
+        log.warning("%s; those rows are left out (missing_value_strategy: drop_row).", what)
+        return pc.if_else(pa.array(bad), pa.scalar(None, column.type), column)
+
+    # Statistics: the first training images' sizes and channels; an output's mask values ----------
+
+    def partial_stats(self, column: pa.Array, rows: np.ndarray | None = None) -> dict:
+        rows = np.arange(len(column)) if rows is None else rows
+        valid = np.flatnonzero(pc.is_valid(column).to_numpy(zero_copy_only=False))
+        first = valid[np.argsort(rows[valid], kind="stable")[: self.preprocessing.infer_image_sample_size]]
+        sample = [[int(rows[i]), *self._header(column[int(i)].as_py())] for i in first]
+        stats = {"sample": sample}
+        if self.is_output and self.preprocessing.num_classes is None:
+            stats["values"] = self._mask_values(column.filter(pc.is_valid(column)))
+        return stats
+
+    def merge_stats(self, a: dict, b: dict) -> dict:
+        merged = {"sample": sorted(a["sample"] + b["sample"])[: self.preprocessing.infer_image_sample_size]}
+        if "values" in a:
+            merged["values"] = sorted(set(map(tuple, a["values"])) | set(map(tuple, b["values"])))
+        return merged
+
+    def finalize(self, stats: dict) -> dict:
+        sample = stats["sample"]
+        height, width, resize = self._size(sample)
+        channels = self._channels(sample)
+        metadata = {"height": height, "width": width, "num_channels": channels, "resize_method": resize,
+                    "fill_value": int(round(self.preprocessing.fill_value or 0)),
+                    "standardize_image": self.preprocessing.standardize_image}
+        if self.preprocessing.standardize_image == "imagenet1k" and channels != 3:
+            raise DataError(f"image feature {self.name!r}: standardize_image imagenet1k applies to RGB images, but the "
+                            f"images have {channels} channel(s); set preprocessing.num_channels: 3 or leave "
+                            f"standardize_image unset")
+        if self.is_output:
+            metadata.update(self._classes(stats.get("values")))
+        return metadata
+
+    def _size(self, sample: list) -> tuple[int, int, str | None]:
+        pre = self.preprocessing
+        if (pre.height is None) != (pre.width is None):
+            raise DataError(f"image feature {self.name!r}: preprocessing sets only one of height ({pre.height}) and "
+                            f"width ({pre.width}); set both, or neither to infer them")
+        if pre.height is not None:
+            height, width, resize = pre.height, pre.width, pre.resize_method
+        elif not sample:
+            raise DataError(f"image feature {self.name!r}: no training image to take the size from; set "
+                            f"preprocessing.height, width and num_channels")
+        elif pre.infer_image_dimensions:
+            height = min(int(round(np.mean([s[1] for s in sample]))), pre.infer_image_max_height)
+            width = min(int(round(np.mean([s[2] for s in sample]))), pre.infer_image_max_width)
+            resize = pre.resize_method
+        else:  # as Ludwig: the first image's size, and every image must have it
+            height, width, resize = sample[0][1], sample[0][2], None
+        if pre.requires_equal_dimensions and height != width:
+            height = width = min(height, width)
+            resize = resize or pre.resize_method
+            log.info("image feature %r: square images of %d x %d (requires_equal_dimensions).", self.name, height, width)
+        return height, width, resize
+
+    def _channels(self, sample: list) -> int:
+        pre = self.preprocessing
+        if pre.num_channels is not None:
+            return pre.num_channels
+        if not sample:
+            return 3
+        if not pre.infer_image_num_channels:
+            return sample[0][3]
+        counts = Counter(s[3] for s in sample)
+        top = max(counts.values())
+        tied = [c for c, n in counts.items() if n == top]
+        return 3 if 3 in tied else min(tied)  # mostly RGB data, as Ludwig assumes on a tie
+
+    def _classes(self, values: list | None) -> dict:
+        """An output's classes: its distinct mask values (pixel tuples), in sorted order."""
+        pre = self.preprocessing
+        if values is None:  # num_classes given: the mask pixels are the class ids
+            return {"num_classes": pre.num_classes, "class_values": None}
+        if len(values) < 2:
+            raise DataError(f"image output {self.name!r}: the training masks have {len(values)} distinct pixel "
+                            f"value(s); a segmentation needs at least two classes")
+        if len(values) > 255:
+            raise DataError(f"image output {self.name!r}: the training masks have {len(values)} distinct pixel values; "
+                            f"plait stores a mask as one byte per pixel, so at most 255 classes. Are these photos "
+                            f"rather than masks? Masks hold one value per class")
+        return {"num_classes": len(values), "class_values": [list(v) for v in values]}
+
+    def _header(self, source) -> tuple[int, int, int]:
+        try:
+            if isinstance(source, list):
+                image = ops.array_image(source)
+                return image.height, image.width, ops.channels_of_mode(image.mode)
+            return ops.header(source)
+        except ops.UnreadableImage as exc:
+            raise self._unreadable(source, exc) from None
+
+    def _mask_values(self, column: pa.Array) -> list:
+        """Distinct pixel values (as tuples of channel values) of masks at their own size."""
+        channels = self.preprocessing.num_channels or 1
+        target = ops.Target(1, 1, channels, "interpolate", nearest=True)
+        seen: set = set()
+        for source in column.to_pylist():
+            image = ops.array_image(source) if isinstance(source, list) else ops.open_image(source)
+            with image:
+                pixels = np.asarray(ops._converted(image, channels), dtype=np.uint8).reshape(-1, target.channels)
+            seen.update(map(tuple, np.unique(pixels, axis=0).tolist()))
+        return sorted(seen)
+
+    # Transform -------------------------------------------------------------------------------
+
+    def transform(self, column: pa.Array, metadata: dict) -> pa.Array:
+        """Each image's pixels, height x width x channels bytes (an output's: a class id per pixel)."""
+        target = ops.Target(metadata["height"], metadata["width"], metadata["num_channels"],
+                            metadata["resize_method"], nearest=self.is_output)
+        sources = column.to_pylist()
+        fill = np.full((target.height, target.width, target.channels), metadata["fill_value"], np.uint8)
+
+        def decode(source) -> bytes:
+            if source is None:
+                return fill.tobytes()
+            try:
+                pixels = target.decode(source)
+            except ops.UnreadableImage as exc:
+                raise self._unreadable(source, exc) from None
+            return (self._class_ids(pixels, metadata, source) if self.is_output else pixels).tobytes()
+
+        images = list(ops.map_in_threads(decode, sources, ops.decode_threads(self.preprocessing.num_processes)))
+        size = target.height * target.width * (1 if self.is_output else target.channels)
+        return pa.Array.from_buffers(pa.binary(size), len(images), [None, pa.py_buffer(b"".join(images))])
+
+    def _class_ids(self, pixels: np.ndarray, metadata: dict, source) -> np.ndarray:
+        values = metadata["class_values"]
+        if values is None:  # the mask's values are the class ids
+            ids = pixels[:, :, 0]
+            unknown = ids >= metadata["num_classes"]
+        else:
+            table = {tuple(v): i for i, v in enumerate(values)}
+            flat = pixels.reshape(-1, pixels.shape[2])
+            distinct, inverse = np.unique(flat, axis=0, return_inverse=True)
+            lookup = np.array([table.get(tuple(v), 255) for v in distinct.tolist()], np.uint8)
+            ids = lookup[inverse.reshape(-1)].reshape(pixels.shape[:2])
+            unknown = ids == 255
+        if unknown.any():
+            value = pixels[unknown][0].tolist()
+            raise DataError(f"image output {self.name!r}: {_described(source)} has the pixel value {value}, which is "
+                            f"no class of the training masks ({metadata['num_classes']} classes); masks hold one "
+                            f"value per class")
+        return ids.astype(np.uint8)
+
+    def _unreadable(self, source, exc: Exception) -> DataError:
+        return DataError(f"image feature {self.name!r}: cannot read {_described(source)}: {exc}. Give PNG, JPEG or "
+                         f"another format Pillow reads, as paths, the files' bytes or arrays; or leave the row out")
+
+
+def _joined(base: str, path: str) -> str:
+    return f"{base.rstrip('/')}/{path}" if ops.is_url(base) else os.path.join(base, path)
+
+
+def _nonempty_file(path: str) -> bool:
+    try:
+        return os.stat(os.path.expanduser(path)).st_size > 0
+    except OSError:
+        return False
+
+
+def _described(source) -> str:
+    if isinstance(source, bytes):
+        return f"a file of {len(source)} bytes"
+    if isinstance(source, list):
+        return "an array"
+    return repr(source)
