@@ -114,7 +114,18 @@ class ImageProcessor(FeatureProcessor):
                             f"standardize_image unset")
         if self.is_output:
             metadata.update(self._classes(stats.get("values")))
+            metadata["num_channels"] = self._mask_channels(metadata)
         return metadata
+
+    def _mask_channels(self, metadata: dict) -> int:
+        """Masks are read as grey unless a class is a colour (or num_channels says otherwise)."""
+        values = metadata["class_values"]
+        if self.preprocessing.num_channels is not None or values is None:
+            return self.preprocessing.num_channels or 1
+        channels = max(len(v) for v in values)
+        metadata["class_values"] = sorted({tuple(v) * (channels // len(v)) for v in values})
+        metadata["class_values"] = [list(v) for v in metadata["class_values"]]
+        return channels
 
     def _size(self, sample: list) -> tuple[int, int, str | None]:
         pre = self.preprocessing
@@ -175,14 +186,17 @@ class ImageProcessor(FeatureProcessor):
             raise self._unreadable(source, exc) from None
 
     def _mask_values(self, column: pa.Array) -> list:
-        """Distinct pixel values (as tuples of channel values) of masks at their own size."""
-        channels = self.preprocessing.num_channels or 1
-        target = ops.Target(1, 1, channels, "interpolate", nearest=True)
+        """Distinct pixel values of masks at their own size: grey values as 1-tuples, colours as
+        RGB triples (``num_channels`` where set)."""
         seen: set = set()
         for source in column.to_pylist():
-            image = ops.array_image(source) if isinstance(source, list) else ops.open_image(source)
-            with image:
-                pixels = np.asarray(ops._converted(image, channels), dtype=np.uint8).reshape(-1, target.channels)
+            try:
+                image = ops.array_image(source) if isinstance(source, list) else ops.open_image(source)
+                with image:
+                    channels = self.preprocessing.num_channels or (1 if ops.channels_of_mode(image.mode) <= 2 else 3)
+                    pixels = np.asarray(ops.converted(image, channels), dtype=np.uint8).reshape(-1, channels)
+            except (ops.UnreadableImage, OSError, ValueError) as exc:
+                raise self._unreadable(source, exc) from None
             seen.update(map(tuple, np.unique(pixels, axis=0).tolist()))
         return sorted(seen)
 

@@ -126,7 +126,7 @@ class Target:
         if image.size != (self.width, self.height) and self.resize == "interpolate" and not self.nearest:
             image.draft(MODE_OF_CHANNELS.get(self.channels) if self.channels in (1, 3) else None,
                         (self.width, self.height))  # a JPEG decodes at a smaller scale (a no-op otherwise)
-        image = _converted(image, self.channels)
+        image = converted(image, self.channels)
         if image.size != (self.width, self.height):
             if self.resize is None:
                 raise UnreadableImage(f"it is {image.height}x{image.width} (height x width), not "
@@ -153,7 +153,8 @@ class Target:
             image.close()
 
 
-def _converted(image, channels: int):
+def converted(image, channels: int):
+    """A Pillow image in the mode of ``channels`` channels."""
     mode = MODE_OF_CHANNELS[channels]
     if image.mode == mode:
         return image

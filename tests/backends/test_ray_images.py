@@ -72,18 +72,15 @@ print(json.dumps({{"epochs": len(result.training_statistics), "from_cache": resu
 """
 
 
-def gradients(rows: int, side: int, seed: int = 0) -> pd.DataFrame:
-    """Images that brighten left to right or right to left (label ``y``), as PNG bytes."""
-    rng = np.random.default_rng(seed)
-    ramp = np.linspace(0, 255, side, dtype=np.float64)
-    images, labels = [], []
-    base = np.broadcast_to(ramp, (side, side))
-    for i in range(rows):
-        rising = bool(i % 2)
-        pixels = (base if rising else base[:, ::-1]) * rng.uniform(0.5, 1.0)
-        images.append(png_bytes(np.repeat(pixels.astype(np.uint8)[:, :, None], 3, axis=2)))
-        labels.append(rising)
-    return pd.DataFrame({"image": images, "y": labels})
+def gradients(rows: int, side: int, levels: int = 8) -> pd.DataFrame:
+    """Images that brighten left to right or right to left (label ``y``), at a few brightness
+    levels, as PNG bytes (each distinct image encoded once)."""
+    ramp = np.broadcast_to(np.linspace(0, 255, side), (side, side))
+    encoded = {(rising, level): png_bytes(np.repeat(((ramp if rising else ramp[:, ::-1]) * (0.5 + level / (2 * levels))
+                                                     ).astype(np.uint8)[:, :, None], 3, axis=2))
+               for rising in (False, True) for level in range(levels)}
+    keys = [(bool(i % 2), (i // 2) % levels) for i in range(rows)]
+    return pd.DataFrame({"image": [encoded[k] for k in keys], "y": [k[0] for k in keys]})
 
 
 def test_an_image_dataset_three_times_the_object_store_streams_through_training(tmp_path):
