@@ -201,26 +201,16 @@ def _audio(feature, rows: int, rng) -> tuple:
 
 
 def _tone_files() -> list[str]:
-    """The tone files in a fixed folder, so that the same seed gives the same paths; each is
-    written whole (to a temporary name, then renamed) unless it is there already."""
-    import tempfile
-
     try:
         import soundfile
     except ImportError:
         raise UsageError("synthetic audio needs `pip install plait[audio]` (soundfile is not installed)") from None
-    folder = os.path.join(tempfile.gettempdir(), "plait-synthetic-audio")
-    os.makedirs(folder, exist_ok=True)
-    paths = []
-    for hz in AUDIO_TONES_HZ:
-        path = os.path.join(folder, f"tone_{hz:g}hz.wav")
-        if not os.path.exists(path):
-            seconds = np.arange(int(AUDIO_RATE * AUDIO_SECONDS)) / AUDIO_RATE
-            partial = f"{path}.{os.getpid()}.tmp"
-            soundfile.write(partial, 0.5 * np.sin(2 * np.pi * hz * seconds), AUDIO_RATE, format="WAV")
-            os.replace(partial, path)
-        paths.append(path)
-    return paths
+
+    def write(path: str, hz: float) -> None:
+        seconds = np.arange(int(AUDIO_RATE * AUDIO_SECONDS)) / AUDIO_RATE
+        soundfile.write(path, 0.5 * np.sin(2 * np.pi * hz * seconds), AUDIO_RATE, format="WAV")
+
+    return _files_once("plait-synthetic-audio", {f"tone_{hz:g}hz.wav": hz for hz in AUDIO_TONES_HZ}, write)
 
 
 IMAGE_LEVELS = (30, 90, 150, 210)
@@ -230,26 +220,33 @@ IMAGE_LEVELS = (30, 90, 150, 210)
 def _image(feature, rows: int, rng) -> tuple:
     """Paths of a few small PNG files, each a grey level with a bright diagonal (written once, in
     the temporary folder); the signal is the level."""
-    paths = np.asarray(_level_files(), dtype=object)
+    from PIL import Image
+
+    def write(path: str, level: int) -> None:
+        pixels = np.full((16, 16, 3), level, np.uint8)
+        pixels[np.arange(16), np.arange(16)] = 255
+        Image.fromarray(pixels).save(path, format="PNG")
+
+    paths = np.asarray(_files_once("plait-synthetic-images", {f"grey_{v}.png": v for v in IMAGE_LEVELS}, write),
+                       dtype=object)
     index = rng.integers(len(IMAGE_LEVELS), size=rows)
     return paths[index], np.asarray(IMAGE_LEVELS, dtype=float)[index] / 100
 
 
-def _level_files() -> list[str]:
+def _files_once(folder_name: str, files: dict, write) -> list[str]:
+    """The files ``{name: what to write}`` in a fixed folder of the temporary directory, so that
+    the same seed gives the same paths; each is written whole (to a temporary name, then renamed)
+    unless it is there already."""
     import tempfile
 
-    from PIL import Image
-
-    folder = os.path.join(tempfile.gettempdir(), "plait-synthetic-images")
+    folder = os.path.join(tempfile.gettempdir(), folder_name)
     os.makedirs(folder, exist_ok=True)
     paths = []
-    for level in IMAGE_LEVELS:
-        path = os.path.join(folder, f"grey_{level}.png")
+    for name, content in files.items():
+        path = os.path.join(folder, name)
         if not os.path.exists(path):
-            pixels = np.full((16, 16, 3), level, np.uint8)
-            pixels[np.arange(16), np.arange(16)] = 255
-            partial = f"{path}.{os.getpid()}.tmp.png"
-            Image.fromarray(pixels).save(partial)
+            partial = f"{path}.{os.getpid()}.tmp"
+            write(partial, content)
             os.replace(partial, path)
         paths.append(path)
     return paths

@@ -436,7 +436,27 @@ class TimeseriesOutputPreprocessing(TimeseriesPreprocessing):
 AUDIO_FEATURES = Literal["fbank", "group_delay", "raw", "stft", "stft_phase"]
 
 
-class AudioPreprocessing(FeaturePreprocessing):
+class FilePreprocessing(FeaturePreprocessing):
+    """What audio and image features share: a file per row, decoded once while preprocessing;
+    Ludwig's settings of when files are read are accepted and have no effect."""
+
+    in_memory: bool = True
+    """Ludwig's choice of reading files while training; accepted, no effect: plait decodes every
+    file once, while preprocessing, and caches the result (Ludwig's eager mode)."""
+    mode: Literal["eager", "lazy", "lazy_cached"] = "lazy"
+    """Ludwig's decoding schedule; accepted, no effect (plait always decodes while preprocessing)."""
+    prefetch_size: int | None = Field(None, ge=0)
+    """Ludwig's batches decoded ahead; accepted, no effect."""
+    lazy_cache_dir: str | None = None
+    """Ludwig's folder for decoded in-memory files; accepted, no effect."""
+
+    @model_validator(mode="after")
+    def _strategy(self):
+        self.check_strategy(("fill_with_const", "drop_row"))
+        return self
+
+
+class AudioPreprocessing(FilePreprocessing):
     """WAV or FLAC files (a path per row, or the file's bytes), as features per time window."""
 
     missing_value_strategy: MissingValueStrategy = Field("fill_with_const", json_schema_extra={LUDWIG_DEFAULT: "bfill"})
@@ -466,26 +486,12 @@ class AudioPreprocessing(FeaturePreprocessing):
     """The window each frame is weighted with before its Fourier transform."""
     num_filter_bands: int = Field(80, gt=0)
     """Mel filters of fbank (its features per window)."""
-    in_memory: bool = True
-    """Ludwig's choice of reading files while training; accepted, no effect: plait decodes every
-    file once, while preprocessing, and caches the features (Ludwig's eager mode)."""
-    mode: Literal["eager", "lazy", "lazy_cached"] = "lazy"
-    """Ludwig's decoding schedule; accepted, no effect (plait always decodes while preprocessing)."""
-    prefetch_size: int | None = Field(None, ge=0)
-    """Ludwig's batches decoded ahead; accepted, no effect."""
-    lazy_cache_dir: str | None = None
-    """Ludwig's folder for decoded in-memory audio; accepted, no effect."""
-
-    @model_validator(mode="after")
-    def _strategy(self):
-        self.check_strategy(("fill_with_const", "drop_row"))
-        return self
 
 
 IMAGE_STANDARDIZATIONS = Literal["imagenet1k"]
 
 
-class ImagePreprocessing(FeaturePreprocessing):
+class ImagePreprocessing(FilePreprocessing):
     """Image files (a path per row: relative to the dataset's folder, absolute, or an fsspec URL),
     the files' bytes (a binary column), or arrays; decoded, converted to ``num_channels`` and
     resized once, while preprocessing, and cached as fixed-size uint8 tensors."""
@@ -535,20 +541,6 @@ class ImagePreprocessing(FeaturePreprocessing):
     infer_image_num_classes: bool = False
     """Ludwig's switch for inferring num_classes from a sample; plait counts the distinct pixel
     values of every training mask when num_classes is null (an exact count, on every engine)."""
-    in_memory: bool = True
-    """Ludwig's choice of reading files while training; accepted, no effect: plait decodes every
-    image once, while preprocessing, and streams the cached tensors (Ludwig's eager mode)."""
-    mode: Literal["eager", "lazy", "lazy_cached"] = "lazy"
-    """Ludwig's decoding schedule; accepted, no effect (plait always decodes while preprocessing)."""
-    prefetch_size: int | None = Field(None, ge=0)
-    """Ludwig's batches decoded ahead; accepted, no effect."""
-    lazy_cache_dir: str | None = None
-    """Ludwig's folder for decoded in-memory images; accepted, no effect."""
-
-    @model_validator(mode="after")
-    def _strategy(self):
-        self.check_strategy(("fill_with_const", "drop_row"))
-        return self
 
 
 PREPROCESSING_BY_TYPE: dict[str, type[FeaturePreprocessing]] = {
