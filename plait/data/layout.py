@@ -15,10 +15,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from plait.data.engines.base import parquet_options
+from plait.data.engines.base import fixed_row_bytes, parquet_options
 from plait.utils.fs import atomic_open, ensure_dir
 
 ROWS_PER_FILE = 500_000
+FILE_BYTES = 256 << 20
+"""Files of rows with large fixed-size values (images) hold about this much, not 500,000 rows."""
 SPLIT_COLUMN = "__plait_split__"
 
 
@@ -50,6 +52,11 @@ def plan(counts: list[np.ndarray], split: int, directory: str, rows_per_file: in
         )
         tasks.append(FileTask(f"{directory}/part-{k:05d}.parquet", split, slices))
     return tasks
+
+
+def rows_per_file(schema: pa.Schema) -> int:
+    """Rows per file of a split of this schema (from the schema alone: every engine agrees)."""
+    return min(ROWS_PER_FILE, max(1, FILE_BYTES // fixed_row_bytes(schema)))
 
 
 def split_slice(part: pa.Table, split: int, start: int, stop: int) -> pa.Table:

@@ -277,7 +277,8 @@ def _run(engine: DataEngine, steps: PartitionSteps, data, splits_given: bool, fs
             counts, split_rows = _split_rows(engine, steps, data)
     transformed = engine.map(data, lambda part: steps.transform(part, features))
     schema = steps.output_schema(features)
-    tasks = [t for code, split in enumerate(sp.SPLIT_NAMES) for t in layout.plan(counts, code, f"{directory}/{split}", layout.ROWS_PER_FILE)]
+    per_file = layout.rows_per_file(schema)
+    tasks = [t for code, split in enumerate(sp.SPLIT_NAMES) for t in layout.plan(counts, code, f"{directory}/{split}", per_file)]
     sizes = engine.write(transformed, tasks, fs, schema)
     splits = {split: {"rows": int(split_rows[code]), "files": []} for code, split in enumerate(sp.SPLIT_NAMES)}
     for task, size in zip(tasks, sizes):

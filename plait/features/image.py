@@ -207,20 +207,22 @@ class ImageProcessor(FeatureProcessor):
         target = ops.Target(metadata["height"], metadata["width"], metadata["num_channels"],
                             metadata["resize_method"], nearest=self.is_output)
         sources = column.to_pylist()
-        fill = np.full((target.height, target.width, target.channels), metadata["fill_value"], np.uint8)
+        size = target.height * target.width * (1 if self.is_output else target.channels)
+        stored = np.empty((len(sources), size), np.uint8)  # each thread writes its rows in place
 
-        def decode(source) -> bytes:
+        def decode(row: int) -> None:
+            source = sources[row]
             if source is None:
-                return fill.tobytes()
+                stored[row] = metadata["fill_value"]
+                return
             try:
                 pixels = target.decode(source)
             except ops.UnreadableImage as exc:
                 raise self._unreadable(source, exc) from None
-            return (self._class_ids(pixels, metadata, source) if self.is_output else pixels).tobytes()
+            stored[row] = (self._class_ids(pixels, metadata, source) if self.is_output else pixels).reshape(-1)
 
-        images = list(ops.map_in_threads(decode, sources, ops.decode_threads(self.preprocessing.num_processes)))
-        size = target.height * target.width * (1 if self.is_output else target.channels)
-        return pa.Array.from_buffers(pa.binary(size), len(images), [None, pa.py_buffer(b"".join(images))])
+        list(ops.map_in_threads(decode, list(range(len(sources))), ops.decode_threads(self.preprocessing.num_processes)))
+        return pa.Array.from_buffers(pa.binary(size), len(sources), [None, pa.py_buffer(stored)])
 
     def _class_ids(self, pixels: np.ndarray, metadata: dict, source) -> np.ndarray:
         values = metadata["class_values"]

@@ -67,12 +67,34 @@ def parquet_options(schema: pa.Schema) -> dict:
     (so every partitioning and engine picks the same): every leaf that is not floating point.
     Normalized floats are nearly all distinct; dictionary-encoding them is wasted work that the
     writer abandons after the first megabyte, and it leaves the file larger (so are images)."""
-    return {**PARQUET_OPTIONS, "use_dictionary": [path for path, leaf in _leaves(schema) if not _distinct_values(leaf)]}
+    leaves = list(_leaves(schema))
+    blobs = [path for path, leaf in leaves if _blob(leaf)]
+    options = {**PARQUET_OPTIONS, "use_dictionary": [path for path, leaf in leaves if not _distinct_values(leaf)],
+               "write_statistics": [path for path, leaf in leaves if not _blob(leaf)],
+               "row_group_size": min(PARQUET_OPTIONS["row_group_size"], max(1, ROW_GROUP_BYTES // fixed_row_bytes(schema)))}
+    if blobs:  # LZ4 for pixels: zstd took the writer from 700 MB/s to 300 on images, to save a third of the bytes
+        options["compression"] = {path: "lz4" if path in blobs else "zstd" for path, _ in leaves}
+    return options
+
+
+ROW_GROUP_BYTES = 64 << 20
+"""Row groups of rows with large fixed-size values (images) hold about this much."""
+
+
+def fixed_row_bytes(schema: pa.Schema) -> int:
+    """The bytes every row has in fixed-size binary columns (an image's pixels), at least 1."""
+    return max(1, sum(leaf.byte_width for _, leaf in _leaves(schema) if pa.types.is_fixed_size_binary(leaf)))
 
 
 def _distinct_values(leaf: pa.DataType) -> bool:
-    """Leaves whose values are nearly all distinct: floats, and blobs (an image's pixels)."""
-    return pa.types.is_floating(leaf) or pa.types.is_fixed_size_binary(leaf) or pa.types.is_binary(leaf)
+    """Leaves whose values are nearly all distinct: floats, and blobs."""
+    return pa.types.is_floating(leaf) or _blob(leaf)
+
+
+def _blob(leaf: pa.DataType) -> bool:
+    """An image's pixels, say: no statistics either, whose minimum and maximum are whole values
+    (computing them cut the writer from about 630 MB/s to 115 MB/s on 224x224 images)."""
+    return pa.types.is_fixed_size_binary(leaf) or pa.types.is_binary(leaf)
 
 
 def _leaves(schema: pa.Schema):
