@@ -228,6 +228,8 @@ def preprocess(
         return PreprocessedData(metadata, cache.path(name), cache.fs, from_cache=True)
 
     engine = engine() if callable(engine) else engine or get_engine("local")
+    if any(p.decodes_files for p in processors):
+        engine.expect_costly_rows()
     started = time.perf_counter()
     splits_given = "dataset" not in sources
     data, columns = engine.read(

@@ -35,6 +35,7 @@ LUDWIG_RATE = 16_000
 
 class AudioProcessor(FeatureProcessor):
     type = "audio"
+    decodes_files = True
 
     def prepare(self, column: pa.Array) -> pa.Array:
         if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):

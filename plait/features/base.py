@@ -32,6 +32,8 @@ class FeatureProcessor(ABC):
     # ``partial_stats`` of a feature that setting this also gets each row's number (``rows=``): the
     # image feature's sample is the first training images in row order, whatever the partitions.
     stats_read_row_numbers: bool = False
+    decodes_files: bool = False
+    """Each row is a file to decode (images, audio): costly rows, worth many partitions."""
     data_directory: str | None = None
     """Where relative file paths in the data are read from: the dataset's folder, set by whoever
     reads the dataset (None: the working directory)."""

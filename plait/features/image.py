@@ -36,6 +36,7 @@ class ImageProcessor(FeatureProcessor):
     type = "image"
     reads_nested = True  # an array per row is one of the forms an image takes
     stats_read_row_numbers = True  # the inferred size comes from the first training images in row order
+    decodes_files = True
 
     def prepare(self, column: pa.Array) -> pa.Array:
         if pa.types.is_null(column.type):

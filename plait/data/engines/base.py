@@ -52,6 +52,11 @@ class DataEngine(ABC):
     def persist(self, data: Any) -> Any:
         """Materialize the partitions so later passes do not recompute them (or not, by setting)."""
 
+    def expect_costly_rows(self) -> None:
+        """Rows will be costly to transform (files to decode, such as images): where the engine
+        can, it reads the data into enough partitions to keep every CPU busy, however few bytes
+        the data itself has (a CSV of paths is one 64 MB block). The output does not change."""
+
     @abstractmethod
     def write(self, data: Any, tasks: list, fs, schema: pa.Schema) -> list[int]:
         """Write each :class:`~plait.data.layout.FileTask` (in parallel where the engine can);

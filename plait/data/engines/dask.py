@@ -59,6 +59,12 @@ class DaskEngine(DataEngine):
         self.parallelism = parallelism
         self.persist_enabled = persist
         self.rows_per_partition = rows_per_partition
+        self.min_csv_partitions = 1
+
+    def expect_costly_rows(self) -> None:
+        import ray
+
+        self.min_csv_partitions = self.parallelism or max(1, int(ray.cluster_resources().get("CPU", 1)))
 
     # ---- reading ---------------------------------------------------------------------------
 
@@ -120,7 +126,10 @@ class DaskEngine(DataEngine):
         fmt = data_format(path if not os.path.isdir(path) else _first_file(path))
         if fmt in ("csv", "tsv"):
             # Round-trip float parsing: the same (correctly rounded) values Arrow's reader gives the local engine.
-            return dd.read_csv(path, sep="\t" if fmt == "tsv" else ",", blocksize="64MB", float_precision="round_trip", **options)
+            frame = dd.read_csv(path, sep="\t" if fmt == "tsv" else ",", blocksize="64MB", float_precision="round_trip",
+                                **options)
+            return frame if frame.npartitions >= self.min_csv_partitions else frame.repartition(
+                npartitions=self.min_csv_partitions)
         return dd.from_pandas(read_table(path, storage_options).to_pandas(), npartitions=self.parallelism or 1, sort=False)
 
     def _partitions(self, rows: int) -> int:
