@@ -27,7 +27,7 @@ from plait.data.engines import ROW_NUMBER, DataEngine, Source, get_engine
 from plait.data.io import is_url
 from plait.data.layout import SPLIT_COLUMN
 from plait.errors import DataError
-from plait.features import FeatureProcessor, processors_for
+from plait.features import FeatureProcessor, data_directory, processors_for
 from plait.features.base import check_unique_columns
 from plait.utils import fs as fsu
 
@@ -214,7 +214,7 @@ def preprocess(
     sources = _sources(dataset, training_set, validation_set, test_set)
     options = fsu.storage_options(config.backend.cache_credentials)
     first = next(iter(sources.values()))
-    processors = processors_for(config, first)
+    processors = processors_for(config, data_directory(first))
     signature = preprocessing_signature(config, processors)
     before_seed = 4 if config.preprocessing.balancing else 3  # the order keys were always made in
     key = cache_key(
@@ -322,7 +322,7 @@ def _split_rows(engine: DataEngine, steps: PartitionSteps, data) -> tuple[list, 
 def transform_split(config: PlaitConfig, features: dict, source: Any, seed: int, split: str) -> pa.Table:
     """The rows of raw data that a run with this config and seed put in ``split``, transformed
     with saved feature metadata (to evaluate a saved model on exactly its test set, say)."""
-    processors = processors_for(config, source)
+    processors = processors_for(config, data_directory(source))
     engine = get_engine("local")
     data, columns = engine.read([Source(source)])
     check_columns(columns, processors, source, config)

@@ -28,12 +28,11 @@ PROCESSORS: dict[str, type[FeatureProcessor]] = {
 }
 
 
-def processors_for(config, data: Any = None) -> list[FeatureProcessor]:
-    """One processor per feature of a :class:`~plait.config.PlaitConfig`, inputs first; ``data``,
-    the dataset (a path or URL), is where relative file paths in it are read from."""
+def processors_for(config, directory: str | None = None) -> list[FeatureProcessor]:
+    """One processor per feature of a :class:`~plait.config.PlaitConfig`, inputs first;
+    ``directory`` is where relative file paths in the data are read from (``data_directory``)."""
     inputs = [PROCESSORS[f.type](f, is_output=False) for f in config.input_features]
     outputs = [PROCESSORS[f.type](f, is_output=True) for f in config.output_features]
-    directory = data_directory(data)
     for processor in inputs + outputs:
         processor.data_directory = directory
     return inputs + outputs
@@ -46,7 +45,7 @@ def data_directory(data: Any) -> str | None:
         return None
     path = os.fspath(data)
     if "://" in path:
-        return path.rstrip("/").rsplit("/", 1)[0] if not path.endswith("/") else path.rstrip("/")
+        return path.rstrip("/") if path.endswith("/") else path.rsplit("/", 1)[0]
     path = os.path.abspath(os.path.expanduser(path))
     return path if os.path.isdir(path) else os.path.dirname(path)
 

@@ -119,13 +119,13 @@ class ImageProcessor(FeatureProcessor):
         return metadata
 
     def _mask_channels(self, metadata: dict) -> int:
-        """Masks are read as grey unless a class is a colour (or num_channels says otherwise)."""
+        """Masks are read as grey unless a class is a colour (or num_channels says otherwise);
+        with colours, grey values become their RGB triples."""
         values = metadata["class_values"]
         if self.preprocessing.num_channels is not None or values is None:
             return self.preprocessing.num_channels or 1
         channels = max(len(v) for v in values)
-        metadata["class_values"] = sorted({tuple(v) * (channels // len(v)) for v in values})
-        metadata["class_values"] = [list(v) for v in metadata["class_values"]]
+        metadata["class_values"] = [list(v) for v in sorted({tuple(v) * (channels // len(v)) for v in values})]
         return channels
 
     def _size(self, sample: list) -> tuple[int, int, str | None]:

@@ -50,8 +50,7 @@ def _endpoint_named(function):
 def predict(backend, spec: PredictorSpec, dataset: Any):
     """Predictions for every row of ``dataset``, in its order, as a pandas DataFrame (with the
     predictions' columns even when there are no rows)."""
-    spec = _reading_from(spec, dataset)
-    spec, dataset = image_folder(spec, dataset)
+    spec, dataset = _to_predict(spec, dataset)
     _check_known_columns(spec, dataset, with_outputs=False)
     make = partial(_make, ChunkPredictions, spec, isinstance(dataset, CachedSplit))
     tables = [t for t in backend.map_batches(dataset, make, ordered=True, what="prediction")]
@@ -63,10 +62,9 @@ def write_predictions(backend, spec: PredictorSpec, dataset: Any, output_directo
                       ) -> WrittenPredictions:
     """Predictions for every row of ``dataset`` written to ``<output_directory>/predictions.<fmt>``
     (a file, or on a distributed backend a folder of part files in input order)."""
-    spec = _reading_from(spec, dataset)
-    spec, dataset = image_folder(spec, dataset)
     from plait.config import load_config
 
+    spec, dataset = _to_predict(spec, dataset)
     _check_known_columns(spec, dataset, with_outputs=False)
     cached = isinstance(dataset, CachedSplit)
     sink = PredictionsSink.for_config(output_directory, fmt, load_config(spec.config),
@@ -98,11 +96,13 @@ def _reading_from(spec: PredictorSpec, dataset: Any) -> PredictorSpec:
     return dataclasses.replace(spec, data_directory=data_directory(dataset))
 
 
-def image_folder(spec: PredictorSpec, dataset: Any) -> tuple[PredictorSpec, Any]:
-    """A folder (or glob) of image files, given to a model whose one input is an image, as a table
-    of their paths in name order; the predictions then begin with the path of each image."""
+def _to_predict(spec: PredictorSpec, dataset: Any) -> tuple[PredictorSpec, Any]:
+    """The spec reading relative paths from the dataset's folder, and the dataset; a folder (or
+    glob) of image files, given to a model whose one input is an image, becomes a table of their
+    paths in name order, and the predictions then begin with the path of each image."""
     from plait.features.image_ops import image_files
 
+    spec = _reading_from(spec, dataset)
     inputs = spec.config["input_features"]
     if len(inputs) != 1 or inputs[0]["type"] != "image" or not isinstance(dataset, (str, os.PathLike)):
         return spec, dataset

@@ -52,11 +52,8 @@ class PredictorSpec:
             load_weights_into(module, self.weights, "the model's weights")
         else:
             load_weights_into(module, self._saved_weights(), f"the weights ({WEIGHTS}) of the model at {self.model_dir!r}")
-        predictor = Predictor(config, self.metadata, module, device=device, cached=cached)
-        for processor in predictor.processors:
-            processor.data_directory = self.data_directory
-        predictor.key_column = self.key_column
-        return predictor
+        return Predictor(config, self.metadata, module, device=device, cached=cached,
+                         data_directory=self.data_directory, key_column=self.key_column)
 
     def _saved_weights(self) -> dict:
         from plait.models.saved import read_model
@@ -71,17 +68,18 @@ class Predictor:
     the preprocessing cache: features already transformed, columns named after the features)."""
 
     def __init__(self, config, metadata: dict, module: torch.nn.Module, device: str = "cpu", cached: bool = False,
-                 batch_size: int = BATCH_ROWS):
+                 batch_size: int = BATCH_ROWS, data_directory: str | None = None, key_column: str | None = None):
+        """``data_directory`` and ``key_column``: see :class:`PredictorSpec`."""
         from plait.features import processors_for
 
         self.config, self.cached, self.device = config, cached, device
         self.features = metadata["features"]
-        self.processors = processors_for(config)
+        self.processors = processors_for(config, data_directory)
         self.inputs = [p for p in self.processors if not p.is_output]
         self.outputs = [p for p in self.processors if p.is_output]
         self.module = module.to(device).eval()
         self.batch_size = batch_size
-        self.key_column: str | None = None
+        self.key_column = key_column
 
     def column(self, processor) -> str:
         """Where a feature is in the tables: its raw column, or, in cached rows, its name."""

@@ -138,33 +138,28 @@ def timeseries(value: Any, _meta: dict) -> list[float] | None:
 
 
 def audio(value: Any, _meta: dict) -> bytes | None:
-    """A WAV or FLAC file: a file part's bytes, or the path of a file the server can read (as a
-    dataset's path column is read)."""
-    if value is None:
-        return None
-    if not isinstance(value, (str, bytes)):
-        raise BadValue(f"a WAV or FLAC file (a file part, or a path), got a JSON {_json_kind(value)}")
-    try:
-        content = value if isinstance(value, bytes) else read_file(value)
-        header(content)
-    except UnreadableAudio as exc:
-        where = "the file sent" if isinstance(value, bytes) else _short(value)
-        raise BadValue(f"a WAV or FLAC file (a file part, or a path); {where} cannot be read: {exc}") from None
-    return content
+    """A WAV or FLAC file: a file part's bytes, or the path of a file the server can read."""
+    return _file(value, "a WAV or FLAC file", header, (UnreadableAudio,))
 
 
 def image(value: Any, _meta: dict) -> bytes | None:
     """An image file: a file part's bytes, or the path of a file the server can read."""
+    return _file(value, "an image file", image_header, (UnreadableImage, UnreadableAudio))
+
+
+def _file(value: Any, expected: str, read_header: Callable[[bytes], Any], unreadable: tuple) -> bytes | None:
+    """A file's bytes (sent as a file part, or read from a path as a dataset's path column is
+    read), checked by reading its header; ``unreadable``: what the reading raises."""
     if value is None:
         return None
     if not isinstance(value, (str, bytes)):
-        raise BadValue(f"an image file (a file part, or a path), got a JSON {_json_kind(value)}")
+        raise BadValue(f"{expected} (a file part, or a path), got a JSON {_json_kind(value)}")
     try:
         content = value if isinstance(value, bytes) else read_file(value)
-        image_header(content)
-    except (UnreadableImage, UnreadableAudio) as exc:
+        read_header(content)
+    except unreadable as exc:
         where = "the file sent" if isinstance(value, bytes) else _short(value)
-        raise BadValue(f"an image file (a file part, or a path); {where} cannot be read: {exc}") from None
+        raise BadValue(f"{expected} (a file part, or a path); {where} cannot be read: {exc}") from None
     return content
 
 
