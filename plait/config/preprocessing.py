@@ -533,8 +533,9 @@ class ImagePreprocessing(FilePreprocessing):
     """Square images: height and width both become the smaller of the two (as Ludwig does for encoders
     that need square inputs)."""
     num_processes: int = Field(1, gt=0)
-    """Ludwig's decoding processes. plait decodes with a thread per core of each preprocessing task
-    (OMP_NUM_THREADS where set, as Ray sets it for its tasks), or this many threads if more."""
+    """Ludwig's decoding processes. plait decodes on every core a preprocessing task may use
+    (OMP_NUM_THREADS where set, as Ray sets it for its tasks), or on this many if more: in forked
+    processes, or in threads within a Ray process, where forking is unsafe."""
     num_classes: int | None = Field(None, ge=2)
     """Image outputs (segmentation masks): how many classes their pixels have; null: inferred from
     the training masks' distinct pixel values. Unused by inputs."""

@@ -19,8 +19,9 @@ from plait.data.engines.base import fixed_row_bytes, parquet_options
 from plait.utils.fs import atomic_open, ensure_dir
 
 ROWS_PER_FILE = 500_000
-FILE_BYTES = 256 << 20
-"""Files of rows with large fixed-size values (images) hold about this much, not 500,000 rows."""
+FILE_BYTES = 64 << 20
+"""Files of rows with large fixed-size values (images) hold about this much, not 500,000 rows:
+small enough that a split's files are written by several threads or tasks at once."""
 SPLIT_COLUMN = "__plait_split__"
 
 
@@ -61,8 +62,10 @@ def rows_per_file(schema: pa.Schema) -> int:
 
 def split_slice(part: pa.Table, split: int, start: int, stop: int) -> pa.Table:
     """Rows ``[start, stop)`` of one partition's rows of ``split``, without the split column."""
-    rows = part.filter(pc.equal(part[SPLIT_COLUMN], split)).drop_columns([SPLIT_COLUMN])
-    return rows.slice(start, stop - start)
+    # The rows' indices first, then a take of just those: filtering the whole split and slicing
+    # it copied every image of the split once per file.
+    rows = np.flatnonzero(pc.equal(part[SPLIT_COLUMN], split).to_numpy(zero_copy_only=False))[start:stop]
+    return part.drop_columns([SPLIT_COLUMN]).take(pa.array(rows))
 
 
 def write_file(fs, path: str, pieces: list[pa.Table], schema: pa.Schema) -> int:

@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 from plait.errors import DataError
 from plait.features import image_ops as ops
 from plait.features.base import FeatureProcessor
+from plait.features.image_decoding import RowUnreadable, decode_rows
 
 log = logging.getLogger("plait")
 
@@ -208,22 +209,22 @@ class ImageProcessor(FeatureProcessor):
         target = ops.Target(metadata["height"], metadata["width"], metadata["num_channels"],
                             metadata["resize_method"], nearest=self.is_output)
         sources = column.to_pylist()
-        size = target.height * target.width * (1 if self.is_output else target.channels)
-        stored = np.empty((len(sources), size), np.uint8)  # each thread writes its rows in place
+        try:
+            stored = decode_rows(target, sources, metadata["fill_value"], ops.decode_threads(self.preprocessing.num_processes))
+        except RowUnreadable as exc:
+            raise self._unreadable(sources[exc.row], exc.reason) from None
+        if self.is_output:
+            stored = self._masks(stored, sources, target, metadata)
+        return pa.Array.from_buffers(pa.binary(stored.shape[1]), len(sources), [None, pa.py_buffer(stored)])
 
-        def decode(row: int) -> None:
-            source = sources[row]
-            if source is None:
-                stored[row] = metadata["fill_value"]
-                return
-            try:
-                pixels = target.decode(source)
-            except ops.UnreadableImage as exc:
-                raise self._unreadable(source, exc) from None
-            stored[row] = (self._class_ids(pixels, metadata, source) if self.is_output else pixels).reshape(-1)
-
-        list(ops.map_in_threads(decode, list(range(len(sources))), ops.decode_threads(self.preprocessing.num_processes)))
-        return pa.Array.from_buffers(pa.binary(size), len(sources), [None, pa.py_buffer(stored)])
+    def _masks(self, pixels: np.ndarray, sources: list, target: ops.Target, metadata: dict) -> np.ndarray:
+        """A class id per pixel of each mask (``fill_value`` for a missing one)."""
+        ids = np.full((len(sources), target.height * target.width), metadata["fill_value"], np.uint8)
+        shape = (target.height, target.width, target.channels)
+        for row, source in enumerate(sources):
+            if source is not None:
+                ids[row] = self._class_ids(pixels[row].reshape(shape), metadata, source).reshape(-1)
+        return ids
 
     def _class_ids(self, pixels: np.ndarray, metadata: dict, source) -> np.ndarray:
         values = metadata["class_values"]
@@ -244,7 +245,7 @@ class ImageProcessor(FeatureProcessor):
                             f"value per class")
         return ids.astype(np.uint8)
 
-    def _unreadable(self, source, exc: Exception) -> DataError:
+    def _unreadable(self, source, exc: Exception | str) -> DataError:
         return DataError(f"image feature {self.name!r}: cannot read {_described(source)}: {exc}. Give PNG, JPEG or "
                          f"another format Pillow reads, as paths, the files' bytes or arrays; or leave the row out")
 

@@ -77,8 +77,8 @@ def parquet_options(schema: pa.Schema) -> dict:
     options = {**PARQUET_OPTIONS, "use_dictionary": [path for path, leaf in leaves if not _distinct_values(leaf)],
                "write_statistics": [path for path, leaf in leaves if not _blob(leaf)],
                "row_group_size": min(PARQUET_OPTIONS["row_group_size"], max(1, ROW_GROUP_BYTES // fixed_row_bytes(schema)))}
-    if blobs:  # LZ4 for pixels: zstd took the writer from 700 MB/s to 300 on images, to save a third of the bytes
-        options["compression"] = {path: "lz4" if path in blobs else "zstd" for path, _ in leaves}
+    if blobs:  # Snappy for pixels: 287 MB of 224x224 images wrote in 0.40 s (0.81 of the bytes), LZ4 0.56 (0.72), zstd 0.85 (0.61)
+        options["compression"] = {path: "snappy" if path in blobs else "zstd" for path, _ in leaves}
     return options
 
 
