@@ -3,6 +3,8 @@ any worker starts: pure functions of the settings and the cluster's resources.""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from plait.backends.ray.cluster import Unschedulable, room_for
@@ -105,3 +107,21 @@ def test_an_elastic_group_is_refused_only_when_its_minimum_does_not_fit():
     assert (scaling["min_workers"], scaling["num_workers"], scaling["placement_strategy"]) == (2, 8, "SPREAD")
     with pytest.raises(Unschedulable):
         plan(DistributedTrainerConfig(num_workers=[3, 8], resources_per_worker={"CPU": 2}), {"CPU": 4}, nodes)
+
+
+@pytest.mark.parametrize("workers", [(2, 2), (1, 2)])
+def test_ray_trains_controller_settings_hold_for_the_run_and_yield_to_the_users(monkeypatch, workers):
+    from plait.backends.ray.train import _controller_settings
+
+    monkeypatch.delenv("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", raising=False)
+    monkeypatch.setenv("RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S", "90")
+    with _controller_settings({"min_workers": workers[0], "num_workers": workers[1]}):
+        assert os.environ["RAY_TRAIN_HEALTH_CHECK_INTERVAL_S"] == "0.5"
+        assert os.environ["RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S"] == "90", "the user's setting"
+    assert "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S" not in os.environ
+    assert os.environ["RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S"] == "90"
+    monkeypatch.delenv("RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S")
+    with _controller_settings({"min_workers": workers[0], "num_workers": workers[1]}):
+        elastic = workers[0] != workers[1]
+        assert os.environ.get("RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S") == ("20" if elastic else None)
+    assert "RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S" not in os.environ

@@ -36,7 +36,7 @@ def check_reachable(address: str, timeout: float = 3.0) -> None:
         _check_speaks_grpc(address, f"{host or '127.0.0.1'}:{port}")
 
 
-GRPC_HANDSHAKE_SECONDS = 10.0
+GRPC_HANDSHAKE_SECONDS = 5.0
 """How long a Ray address may take to answer gRPC's handshake. A Ray cluster's GCS (and the Ray
 Client server, ray://) answers in milliseconds, also across a network."""
 
