@@ -150,10 +150,14 @@ def _trainer(job: FitJob, settings, scaling: dict, datasets: dict, loop_config: 
     from ray.train import FailureConfig
     from ray.train.torch import TorchTrainer
 
+    import ray
+
+    from plait.backends.ray.worker_entry import run_worker
+
     logs = Folder(settings.logdir).resolved() if settings.logdir else job.run_dir.logs
     return TorchTrainer(
-        _worker,
-        train_loop_config={**loop_config, "logs": logs},
+        run_worker,  # which gets this config from the object store (see worker_entry)
+        train_loop_config={"payload": ray.put({**loop_config, "logs": logs})},
         scaling_config=_scaling_config(scaling, settings),
         datasets=datasets,
         dataset_config=exactly_once_data_config(job.config.backend.loader.window_size_bytes),
@@ -255,7 +259,7 @@ def _after_failure(job: FitJob, failure: Exception, restarts: list, max_retries:
     return replace(job, resume=step is not None or job.resume)
 
 
-def _worker(loop_config: dict) -> None:
+def train_on_worker(loop_config: dict) -> None:
     """One Ray Train worker's run: train, then rank 0 reports the final weights and history as
     Ray Train's result. A plait error is tagged with the worker's rank for the driver."""
     _share_cores()
