@@ -157,7 +157,7 @@ def _trainer(job: FitJob, settings, scaling: dict, datasets: dict, loop_config: 
     logs = Folder(settings.logdir).resolved() if settings.logdir else job.run_dir.logs
     return TorchTrainer(
         run_worker,  # which gets this config from the object store (see worker_entry)
-        train_loop_config={"payload": ray.put({**loop_config, "logs": logs})},
+        train_loop_config={"payload": ray.put((train_on_worker, {**loop_config, "logs": logs}))},
         scaling_config=_scaling_config(scaling, settings),
         datasets=datasets,
         dataset_config=exactly_once_data_config(job.config.backend.loader.window_size_bytes),
