@@ -1,20 +1,45 @@
 """A Ray cluster of several nodes on this machine (each node its own raylet and resources),
-started once in a process of its own (see ``multinode_cluster.py`` and ``conftest.py``): workers spread
+started for each test in a process of its own (see ``multinode_cluster.py``): workers spread
 over nodes, a node lost mid-training, and preprocessing and prediction with tasks on several
 nodes against the local backend."""
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
 import pytest
 
 pytestmark = pytest.mark.slow
 
+SCRIPT = Path(__file__).with_name("multinode_cluster.py")
+
 
 @pytest.fixture(scope="module")
-def outcomes(multinode_run):
-    """Every scenario, run once on one cluster of a head and two worker nodes (started in the
-    background with the first test of this folder: see conftest.py)."""
-    return multinode_run.outcomes()
+def outcomes(tmp_path_factory, s3_server):
+    """Every scenario, run once on one cluster of a head and two worker nodes."""
+    import boto3
+
+    workdir = tmp_path_factory.mktemp("multinode")
+    bucket = "plait-multinode"
+    boto3.client("s3", endpoint_url=s3_server, aws_access_key_id="plait-test-key",
+                 aws_secret_access_key="plait-test-secret-value", region_name="us-east-1").create_bucket(Bucket=bucket)
+    # RAY_ADDRESS unset: the script starts its own cluster and must not join the session's. A
+    # temporary folder of its own (short: Ray's socket paths live there): the cluster's address
+    # file must not point later runs on this machine at it.
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env["RAY_TMPDIR"] = tempfile.mkdtemp(prefix="plait-mn-", dir="/tmp")
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parents[2]), env.get("PYTHONPATH", "")])
+    done = subprocess.run([sys.executable, str(SCRIPT), str(workdir), s3_server, bucket], cwd=workdir, env=env,
+                          capture_output=True, text=True, timeout=600)
+    shutil.rmtree(env["RAY_TMPDIR"], ignore_errors=True)
+    assert done.returncode == 0, done.stderr[-6000:]
+    return json.loads((workdir / "result.json").read_text())
 
 
 def test_spread_places_the_workers_on_different_nodes(outcomes):
