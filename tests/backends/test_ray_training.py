@@ -91,14 +91,14 @@ def kill_a_worker_when(appears: Path, unless: Path | None = None) -> tuple[threa
 def test_a_killed_worker_is_replaced_and_training_resumes_from_the_checkpoint(tmp_path):
     run = tmp_path / "run"
     killer, killed = kill_a_worker_when(run / "checkpoints" / "latest.json")
-    model = Model(rule_config(tmp_path, workers=2, epochs=40, early_stop=-1))
+    model = Model(rule_config(tmp_path, workers=2, epochs=24, early_stop=-1))
     result = model.train(dataset=rule_data(), run_dir=run, progress_bar=False)
     killer.join(timeout=5)
     assert killed, "no worker was killed: training ended before the first checkpoint was seen"
     [restart] = result.restarts
     assert restart["resumed_from_step"] > 0, "the new worker group resumed from a checkpoint, not from scratch"
     epochs = [r["epoch"] for r in result.training_statistics]
-    assert epochs == list(range(1, 41)), "every epoch recorded once: resumed, not restarted or repeated"
+    assert epochs == list(range(1, 25)), "every epoch recorded once: resumed, not restarted or repeated"
     assert model.evaluate(rule_data(), split="test")["y"]["accuracy"] > 0.9
 
 
