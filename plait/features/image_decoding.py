@@ -3,18 +3,17 @@
 Pillow holds the GIL while it opens a file and parses its header, which is most of the work for
 a small image: threads decode 64x64 images barely faster than one. Where it is safe, the rows are
 therefore decoded by forked processes that write straight into an anonymous shared mapping, so no
-pixel is pickled; only row ranges go out, and for a bad file its row and what failed come back.
+pixel is pickled: each worker inherits its job through the fork, only row ranges go out, and for
+a bad file its row and what failed come back.
 Forking is not safe in a Ray process (its gRPC and core-worker threads do not survive a fork), so
 there, and with one CPU, threads do the work. Both paths give the same bytes.
 """
 
 from __future__ import annotations
 
-import itertools
 import mmap
 import multiprocessing
 import sys
-import threading
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
@@ -27,11 +26,9 @@ from plait.features import image_ops as ops
 MIN_ROWS_PER_PROCESS = 64
 """Below this many rows a worker, forking costs more than the GIL does."""
 
-_JOBS: dict[int, tuple] = {}
-"""Job id -> (target, sources, fill value, output array). A forked worker inherits this table and
-finds its job in it, so the sources and the array are never pickled."""
-_JOB_IDS = itertools.count()
-_JOBS_LOCK = threading.Lock()
+_job: tuple | None = None
+"""In a worker process: (target, sources, fill value, output array), set by ``_adopt`` from the
+arguments the fork carried over (a forked process's arguments are not pickled)."""
 
 
 class RowUnreadable(Exception):
@@ -69,20 +66,15 @@ def _decode_in_processes(target: ops.Target, sources: list, fill_value: int, wor
     size = len(sources) * target.bytes_per_image
     shared = mmap.mmap(-1, max(size, 1))  # MAP_SHARED | MAP_ANONYMOUS: the forked workers write here
     stored = np.frombuffer(shared, np.uint8, count=size).reshape(len(sources), target.bytes_per_image)
-    with _JOBS_LOCK:
-        job_id = next(_JOB_IDS)
-        _JOBS[job_id] = (target, sources, fill_value, stored)
+    ranges = _ranges(len(sources), workers, minimum=MIN_ROWS_PER_PROCESS // 4)
     try:
-        ranges = _ranges(len(sources), workers, minimum=MIN_ROWS_PER_PROCESS // 4)
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-            failures = list(pool.map(_decode_job_range, itertools.repeat(job_id), *zip(*ranges)))
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"), initializer=_adopt,
+                                 initargs=((target, sources, fill_value, stored),)) as pool:
+            failures = list(pool.map(_decode_job_range, *zip(*ranges)))
     except BrokenProcessPool:
         raise DataError(
             "a process decoding images died without a word (it was killed, or Pillow crashed on a file); "
             "run again with OMP_NUM_THREADS=1 to decode in this process and find the file") from None
-    finally:
-        with _JOBS_LOCK:
-            del _JOBS[job_id]
     failure = next((f for f in failures if f is not None), None)
     if failure is not None:
         raise RowUnreadable(*failure)
@@ -97,8 +89,13 @@ def _ranges(rows: int, workers: int, minimum: int) -> list[tuple[int, int]]:
     return [(a, b) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
 
 
-def _decode_job_range(job_id: int, start: int, stop: int) -> tuple[int, str] | None:
-    return _decode_range(_JOBS[job_id], start, stop)
+def _adopt(job: tuple) -> None:
+    global _job
+    _job = job
+
+
+def _decode_job_range(start: int, stop: int) -> tuple[int, str] | None:
+    return _decode_range(_job, start, stop)
 
 
 def _decode_range(job: tuple, start: int, stop: int) -> tuple[int, str] | None:

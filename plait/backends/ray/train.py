@@ -147,10 +147,9 @@ def _warn_if_nodes_do_not_share(run: RunDirectory) -> None:
 
 
 def _trainer(job: FitJob, settings, scaling: dict, datasets: dict, loop_config: dict):
+    import ray
     from ray.train import FailureConfig
     from ray.train.torch import TorchTrainer
-
-    import ray
 
     from plait.backends.ray.worker_entry import run_worker
 
