@@ -19,6 +19,6 @@ pip_install --upgrade "pip>=24"
 # torch first and alone, pinned: an unpinned resolve could pull a multi-GB CUDA build.
 pip_install -c constraints.txt "torch==2.13.0"
 # DS_BUILD_OPS=0: DeepSpeed installs without compiling its C++ ops (plait uses none of them).
-DS_BUILD_OPS=0 pip_install -c constraints.txt -e ".[ray,modin,s3,serve,audio,image,test,deepspeed]"
+DS_BUILD_OPS=0 pip_install -c constraints.txt -e ".[ray,modin,s3,serve,audio,image,hf,test,deepspeed]"
 bash scripts/build_horovod.sh  # no Horovod wheels for this torch: built once per machine (minutes), then cached
 .venv/bin/python -c "import plait, torch, pyarrow; print(f'plait {plait.__version__} ready (torch {torch.__version__}, pyarrow {pyarrow.__version__})')"

@@ -19,6 +19,7 @@ from plait.config.h3_encoders import H3EmbedEncoder, H3RNNEncoder, H3WeightedSum
 from plait.config.base import LUDWIG_DEFAULT, ludwig_only, ludwig_types_not_implemented
 from plait.config.encoder_settings import (EMBEDDINGS_ON_CPU, ENCODER_FIELDS, EmbeddingSettings, EncoderBase,
                                            FCLayer, FCSettings, Initializer)
+from plait.config.hf_encoders import HF_ENCODER_CLASSES
 from plait.config.image_encoders import IMAGE_ENCODER_CLASSES, ImageStackedCNNEncoder
 from plait.config.layers import union
 from plait.config.torchvision_encoders import TORCHVISION_ENCODER_CLASSES
@@ -191,7 +192,7 @@ BinaryEncoder = union(PassthroughEncoder, DenseEncoder)
 CategoryEncoder = union(CategoryEmbedEncoder, CategorySparseEncoder, CategoryOneHotEncoder,
                         CategoryPassthroughEncoder, CategoryHashEncoder)
 TextEncoder = union(t.TextEmbedEncoder, t.ParallelCNNEncoder, t.StackedCNNEncoder, t.StackedParallelCNNEncoder,
-                    t.RNNEncoder, t.CNNRNNEncoder, t.TextTransformerEncoder)
+                    t.RNNEncoder, t.CNNRNNEncoder, t.TextTransformerEncoder, *HF_ENCODER_CLASSES)
 SetEncoder = union(SetEmbedEncoder)
 VectorEncoder = union(DenseEncoder, PassthroughEncoder)
 TimeseriesEncoder = union(TimeseriesPassthroughEncoder, DenseEncoder, t.ParallelCNNEncoder, t.StackedCNNEncoder,
@@ -249,12 +250,11 @@ for _cls, _ftypes in _input_types.items():
 ENCODER_FIELDS_ANY = frozenset().union(*ENCODER_FIELDS.values())
 """Every encoder setting, to tell one written beside the encoder rather than under it."""
 
-_PRETRAINED = ("needs pretrained Hugging Face weights, which plait does not load yet (#20); use the transformer, "
-               "parallel_cnn or rnn encoder, trained from scratch")
 ludwig_types_not_implemented("encoder", {
-    **{name: f"{name} {_PRETRAINED}" for name in (
-        "auto_transformer", "albert", "bert", "camembert", "deberta", "distilbert", "electra", "gpt", "gpt2",
-        "longformer", "modernbert", "mt5", "roberta", "t5", "xlm", "xlmroberta", "xlnet", "llm")},
+    **{name: f"Ludwig 0.17 does not register the {name} encoder either; use auto_transformer with "
+             f"pretrained_model_name_or_path" for name in ("mt5", "xlm")},
+    "llm": "an LLM as an ECD encoder is not implemented; use auto_transformer (any Hugging Face model), or "
+           "model_type: llm to fine-tune the LLM itself",
     **{name: f"{name} needs pretrained Hugging Face weights, which plait does not load yet (#20); use the "
              f"parallel_cnn, stacked_cnn or rnn encoder over the audio features" for name in ("wav2vec2", "whisper",
                                                                                               "hubert")},

@@ -19,6 +19,7 @@ from plait.config.image_encoders import UNetDecoder
 from plait.config.layers import union
 from plait.config.base import StrictModel, field_error, ludwig_only, shown, suggest
 from plait.config.encoder_settings import without_null_adapter
+from plait.config.hf_encoders import is_hf_encoder
 
 INPUT_TYPES = ("binary", "number", "category", "text", "set", "vector", "sequence", "date", "h3", "bag",
                "timeseries", "audio", "image")
@@ -136,6 +137,20 @@ class TextInputFeature(InputFeatureBase):
     encoder: e.TextEncoder = Field(default_factory=e.ParallelCNNEncoder)
     """How the text is encoded; unset: parallel_cnn, as in Ludwig (with plait's widths for it, which
     trained better than Ludwig's: benchmarks/text_defaults.py)."""
+
+    @model_validator(mode="after")
+    def _tokenizer_of_the_model(self):
+        """A Hugging Face encoder reads its own model's tokens, whatever the preprocessing says
+        (as in Ludwig); a tokenizer: hf_tokenizer elsewhere needs to be told whose."""
+        pp = self.preprocessing
+        if is_hf_encoder(self.encoder):
+            if pp.tokenizer != "hf_tokenizer" or pp.pretrained_model_name_or_path != self.encoder.pretrained_model_name_or_path:
+                self.preprocessing = pp.model_copy(update={
+                    "tokenizer": "hf_tokenizer", "pretrained_model_name_or_path": self.encoder.pretrained_model_name_or_path})
+        elif pp.tokenizer == "hf_tokenizer" and pp.pretrained_model_name_or_path is None:
+            raise field_error("preprocessing.pretrained_model_name_or_path", "tokenizer hf_tokenizer reads the "
+                              "tokenizer of a Hugging Face model: give its folder, or its hub name in the local cache")
+        return self
 
 
 class SetInputFeature(InputFeatureBase):
@@ -351,9 +366,10 @@ class TextOutputFeature(OutputFeatureBase):
 
     @model_validator(mode="after")
     def _word_tokens(self):
-        if self.preprocessing.tokenizer == "bpe":
-            raise field_error("preprocessing.tokenizer", "got 'bpe'; a text output is predicted word by word: use a "
-                                                         "word tokenizer (space_punct, space, characters, ...)")
+        if self.preprocessing.tokenizer in ("bpe", "hf_tokenizer"):
+            raise field_error("preprocessing.tokenizer", f"got {self.preprocessing.tokenizer!r}; a text output of an "
+                                                         f"ECD model is predicted word by word: use a word tokenizer "
+                                                         f"(space_punct, space, characters, ...)")
         return self
 
 

@@ -134,7 +134,7 @@ _LANGUAGES = ("english", "italian", "spanish", "german", "french", "portuguese",
               "lithuanian", "danish", "polish", "romanian", "japanese", "chinese", "multi")
 _SPACY_TOKENIZERS = {f"{lang}_{kind}": "spaCy" for lang in _LANGUAGES for kind in (
     "tokenize", "tokenize_filter", "tokenize_remove_stopwords", "lemmatize", "lemmatize_filter", "lemmatize_remove_stopwords")}
-_PRETRAINED_TOKENIZERS = {name: "a pretrained Hugging Face" for name in ("sentencepiece", "clip", "gpt2bpe", "bert", "hf_tokenizer")}
+_PRETRAINED_TOKENIZERS = {name: "a pretrained Hugging Face" for name in ("sentencepiece", "clip", "gpt2bpe", "bert")}
 TOKENIZERS_NOT_IMPLEMENTED = {**_SPACY_TOKENIZERS, **_PRETRAINED_TOKENIZERS}
 """Ludwig's tokenizers that plait refuses, with the kind of tokenizer each is."""
 
@@ -147,9 +147,12 @@ def _tokenizer(value: str, implemented: tuple[str, ...]) -> str:
     if kind == "spaCy":
         raise ValueError(f"Ludwig's {value!r} is not implemented in plait (it needs spaCy's language models); use "
                          f"space_punct with lowercase: true, or bpe to learn subwords from the training data")
+    if value == "hf_tokenizer":
+        raise ValueError("hf_tokenizer splits text into a model's subwords, for text features; use one of "
+                         f"{', '.join(implemented)}")
     if kind:
-        raise ValueError(f"Ludwig's {value!r} is not implemented in plait ({kind} tokenizer, downloaded); use bpe, "
-                         f"which learns subwords from the training data, or space_punct")
+        raise ValueError(f"Ludwig's {value!r} is not implemented in plait ({kind} tokenizer); use hf_tokenizer with "
+                         f"pretrained_model_name_or_path (the tokenizer of a Hugging Face model folder), or bpe")
     raise ValueError(f"unknown tokenizer {shown(value)}; {suggest(value, implemented)}")
 
 
@@ -175,7 +178,9 @@ class TextPreprocessing(FeaturePreprocessing):
     """space: split on whitespace; space_punct: words and punctuation marks as tokens; characters:
     one token per character; underscore, comma: split on that character (trimmed); untokenized: the
     whole text one token; stripped: the same, trimmed; bpe (plait's own): byte-pair-encoding subwords
-    learned from the training split. Ludwig's spaCy and pretrained tokenizers are refused."""
+    learned from the training split; hf_tokenizer: the tokenizer of the Hugging Face model in
+    pretrained_model_name_or_path (a Hugging Face encoder sets both). Ludwig's spaCy tokenizers are
+    refused."""
     lowercase: bool = False
     """Lowercase the text before tokenizing. Ludwig's default, false (lowercasing made no clear
     difference in benchmarks/text_defaults.py)."""
@@ -202,11 +207,13 @@ class TextPreprocessing(FeaturePreprocessing):
     the empty text, which means what Ludwig's default does (nothing known in the cell)."""
     ngram_size: int = Field(2, gt=0)
     """Read by Ludwig's ngram tokenizer, which Ludwig 0.17 does not register: no effect, there or here."""
-    pretrained_model_name_or_path: Annotated[str | None, ludwig_only(
-        None, instead="plait has no pretrained tokenizers; use tokenizer: bpe")] = None
-    """The Hugging Face model whose tokenizer Ludwig would load; plait accepts only null."""
-    cache_encoder_embeddings: Annotated[bool, ludwig_only(False, instead=NOT_CACHED)] = False
-    """Ludwig's precomputed encoder outputs; plait accepts only false."""
+    pretrained_model_name_or_path: str | None = None
+    """The Hugging Face model (a folder, or a hub name in the local cache) whose tokenizer
+    hf_tokenizer reads; a Hugging Face encoder sets it to its own model."""
+    cache_encoder_embeddings: bool = False
+    """With a frozen Hugging Face encoder (trainable: false) that reduces the sequence: run the
+    encoder once, at preprocessing, and store its output, which training then reads. No effect on
+    other encoders, or where the output would change in training (Ludwig's rule)."""
     compute_idf: Annotated[bool, ludwig_only(False, instead="plait's text encoders do not weight tokens by idf")] = False
     """Set by Ludwig for its tf-idf encoder; plait accepts only false."""
     prompt: PromptSettings = Field(default_factory=PromptSettings)
@@ -215,11 +222,13 @@ class TextPreprocessing(FeaturePreprocessing):
     @field_validator("tokenizer")
     @classmethod
     def _known_tokenizer(cls, value: str) -> str:
-        return _tokenizer(value, (*WORD_TOKENIZERS, "bpe"))
+        return _tokenizer(value, (*WORD_TOKENIZERS, "bpe", "hf_tokenizer"))
 
     @model_validator(mode="after")
     def _strategy(self):
         self.check_strategy(("fill_with_const", "fill_with_mode", "drop_row"))
+        if self.tokenizer == "hf_tokenizer" and self.vocab_file is not None:
+            raise field_error("vocab_file", "hf_tokenizer uses the model's own vocabulary; drop vocab_file")
         if self.tokenizer == "bpe" and self.vocab_file is not None:
             raise field_error("vocab_file", "bpe learns its own subword vocabulary; use a word tokenizer "
                                             "(space_punct, space, ...) with a vocab_file, or drop vocab_file")

@@ -14,11 +14,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from plait.config.hf_encoders import is_hf_encoder
 from plait.errors import DataError
+from plait.features import hf_tokens
 from plait.features import stats as st
 from plait.features.base import FeatureProcessor
 from plait.features.text_ops import (as_strings, encode_tokens, first_values, fixed_size_list, pad, row_lists,
                                      tokenize)
+from plait.utils.hf_models import MODEL_CONFIG, encoder_model_config, tokenizer_fingerprint, tokenizer_json
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +43,19 @@ class TextProcessor(FeatureProcessor):
         word_tokenizer = "space_punct" if pp.tokenizer == "bpe" else pp.tokenizer
         return tokenize(column, word_tokenizer, pp.lowercase)
 
+    @property
+    def _hf(self) -> bool:
+        return self.preprocessing.tokenizer == "hf_tokenizer"
+
+    def _hf_setting(self) -> str:
+        """The setting that names the tokenizer's model, for errors: the encoder's, where the
+        encoder set it."""
+        section = "encoder" if is_hf_encoder(self.config.encoder) else "preprocessing"
+        return f"input feature {self.name!r} {section}.pretrained_model_name_or_path"
+
     def partial_stats(self, column: pa.Array) -> dict:
+        if self._hf:
+            return self._hf_partial_stats(column)
         words = self._words(column)
         lengths = pc.list_value_length(words).fill_null(0)
         cap = self.preprocessing.max_sequence_length
@@ -61,10 +76,32 @@ class TextProcessor(FeatureProcessor):
             "too_long": a.get("too_long", 0) + b.get("too_long", 0),
         }
 
+    def _hf_partial_stats(self, column: pa.Array) -> dict:
+        """Rows longer than the model takes are counted (the tokenizer runs twice: here uncut)."""
+        pp = self.preprocessing
+        cap = hf_tokens.sequence_cap(pp.pretrained_model_name_or_path, pp.max_sequence_length, self._hf_setting())
+        serialized = tokenizer_json(pp.pretrained_model_name_or_path, self._hf_setting())
+        counts = hf_tokens.token_counts(column.fill_null("").to_pylist(), serialized)
+        return {"counts": None, "max_length": int(counts.max(initial=0)), "rows": len(column),
+                "texts": st.value_counts(column) if pp.missing_value_strategy == "fill_with_mode" else None,
+                "too_long": int((counts > cap).sum())}
+
     def finalize(self, stats: dict) -> dict:
         if self.is_output:
             return self._finalize_output(stats)
         pp = self.preprocessing
+        if self._hf:
+            meta = hf_tokens.finalize(pp.pretrained_model_name_or_path, pp.max_sequence_length, self._hf_setting())
+            if stats.get("too_long"):
+                log.warning("Input feature %r: %d of %d training rows have more than %d tokens (the model's context, "
+                            "or preprocessing.max_sequence_length); they are cut to that length.",
+                            self.name, stats["too_long"], stats["rows"], meta["sequence_length"])
+            if is_hf_encoder(self.config.encoder):
+                meta[MODEL_CONFIG] = encoder_model_config(self.config.encoder, self._hf_setting(),
+                                                          len(meta["vocabulary"]) - hf_tokens.ID_OFFSET)
+                if pp.cache_encoder_embeddings:
+                    self._cache_embeddings(meta)
+            return {**meta, "fill_value": self.fill_value(stats["texts"])}
         specials = [pp.padding_symbol, pp.unknown_symbol]
         meta = {"fill_value": self.fill_value(stats["texts"])}
         if pp.tokenizer == "bpe":
@@ -81,6 +118,19 @@ class TextProcessor(FeatureProcessor):
             meta["sequence_length"] = pp.sequence_length
         meta["padding"] = pp.padding
         return meta
+
+    def _cache_embeddings(self, meta: dict) -> None:
+        """Mark the feature's encoder output as computed at preprocessing, where it never changes
+        in training (a frozen pretrained model, reducing the sequence)."""
+        encoder = self.config.encoder
+        if not (encoder.caches_embeddings and encoder.use_pretrained):
+            log.warning("Input feature %r: cache_encoder_embeddings has no effect: the encoder's output changes in "
+                        "training or keeps the sequence (it needs trainable: false, use_pretrained: true and a "
+                        "reduce_output other than attention or null)", self.name)
+            return
+        from plait.models.hf_encoders import output_width  # torch and transformers: only for this
+
+        meta[hf_tokens.CACHED_EMBEDDING] = output_width(encoder, meta)
 
     def _finalize_output(self, stats: dict) -> dict:
         """An output's vocabulary (with the start and stop tokens) and length. A generated
@@ -99,12 +149,26 @@ class TextProcessor(FeatureProcessor):
                 "sequence_length": length + generated, "generated": generated, "padding": "right"}
 
     def cache_inputs(self) -> dict:
+        if self._hf:
+            encoder = self.config.encoder if is_hf_encoder(self.config.encoder) else None
+            return {"hf_tokenizer": tokenizer_fingerprint(self.preprocessing.pretrained_model_name_or_path,
+                                                          self._hf_setting()),
+                    # the model config stored with the tokens (plait.utils.hf_models.encoder_model_config)
+                    "hf_model": encoder and [encoder.type, encoder.use_pretrained, getattr(encoder, "architecture", {})]}
         if not self.preprocessing.vocab_file:
             return {}
         return {"vocab_file": hashlib.sha256("\n".join(read_vocabulary(self.preprocessing.vocab_file)).encode()).hexdigest()}
 
     def transform(self, column: pa.Array, metadata: dict) -> pa.Array:
         column = self.fill(column, metadata["fill_value"])
+        if "hf_tokenizer" in metadata:
+            tokens = hf_tokens.encode(column.fill_null("").to_pylist(), metadata["hf_tokenizer"],
+                                      metadata["sequence_length"])
+            if hf_tokens.CACHED_EMBEDDING in metadata:
+                from plait.models.hf_encoders import embed_tokens  # torch and transformers: only for this
+
+                return embed_tokens(self.config.encoder, metadata, tokens, self.name)
+            return tokens
         if "bpe" in metadata:
             flat, lengths = _bpe_encode(column, metadata["bpe"], self.preprocessing.lowercase)
         else:

@@ -14,11 +14,14 @@ from typing import Callable
 import torch
 from torch import nn
 
+from plait.config.hf_encoders import is_hf_encoder
 from plait.errors import ModelError
+from plait.features.hf_tokens import CACHED_EMBEDDING
 from plait.models import h3_encoders as h3
 from plait.models import text_encoders as t
 from plait.models.date_encoders import date_embed, date_wave
 from plait.models.embeddings import embedding_table
+from plait.models.hf_encoders import build_hf_encoder
 from plait.models.image_encoders import IMAGE_ENCODERS
 from plait.models.image_input import image_input
 from plait.models.torchvision_encoders import TORCHVISION_ENCODERS
@@ -199,6 +202,10 @@ def build_encoder(feature, metadata: dict, load_pretrained: bool = False) -> nn.
         return LEGACY_ENCODERS[metadata[LEGACY_ENCODER]](feature.encoder, metadata)
     if feature.type == "image":
         return image_input(feature, metadata, ENCODERS[("image", feature.encoder.type)], load_pretrained)
+    if CACHED_EMBEDDING in metadata:  # the encoder ran at preprocessing: its output is the input
+        return Passthrough(metadata[CACHED_EMBEDDING])
+    if is_hf_encoder(feature.encoder):
+        return build_hf_encoder(feature.encoder, metadata, load_pretrained, feature.name)
     return ENCODERS[(feature.type, feature.encoder.type)](feature.encoder, metadata)
 
 

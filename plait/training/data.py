@@ -9,6 +9,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import torch
 
+from plait.features.hf_tokens import CACHED_EMBEDDING
+
 
 PARTS = {"date": 9, "h3": 19}
 """The small integers each value of these types is preprocessed into (plait.features.date, .h3)."""
@@ -25,6 +27,9 @@ def column_tensor(column: pa.ChunkedArray | pa.Array, meta: dict) -> torch.Tenso
         return torch.from_numpy(column.to_numpy(zero_copy_only=False).astype(np.float32))
     if kind == "category":
         return torch.from_numpy(column.to_numpy(zero_copy_only=False).astype(np.int64))
+    if kind == "text" and CACHED_EMBEDDING in meta:  # an encoder's output, computed at preprocessing
+        flat = pc.list_flatten(column).to_numpy().astype(np.float32)
+        return torch.from_numpy(flat.reshape(len(column), meta[CACHED_EMBEDDING]))
     if kind in ("text", "sequence"):  # token ids, 0 for padding
         return torch.from_numpy(_padded(column, meta["sequence_length"], 0, meta.get("padding") == "left", np.int64))
     if kind in ("vector", "category_distribution"):

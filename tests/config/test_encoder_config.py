@@ -90,8 +90,8 @@ def test_plait_defaults_that_differ_from_ludwigs_are_kept():
 
 
 @pytest.mark.parametrize("encoder,expected", [
-    ({"type": "bert"}, "Ludwig's 'bert' is not implemented in plait; bert needs pretrained Hugging Face weights"),
-    ({"type": "auto_transformer", "pretrained_model_name_or_path": "x"}, "use the transformer, parallel_cnn or rnn"),
+    ({"type": "mt5"}, "Ludwig 0.17 does not register the mt5 encoder either; use auto_transformer"),
+    ({"type": "llm"}, "use auto_transformer (any Hugging Face model), or model_type: llm"),
     ({"type": "tf_idf"}, "use the embed encoder"),
     ({"type": "mamba"}, "use the rnn or transformer encoder"),
 ])

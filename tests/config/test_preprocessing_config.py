@@ -60,9 +60,9 @@ def test_every_ludwig_split_type_is_accepted(split):
     ("category", "missing_value_strategy", "ffill", "plait does not implement Ludwig's ffill"),
     ("number", "outlier_strategy", "ffill", "plait does not implement Ludwig's ffill"),
     ("text", "tokenizer", "english_lemmatize", "it needs spaCy's language models); use space_punct"),
-    ("set", "tokenizer", "hf_tokenizer", "a pretrained Hugging Face tokenizer, downloaded); use bpe"),
+    ("set", "tokenizer", "hf_tokenizer", "hf_tokenizer splits text into a model's subwords, for text features"),
+    ("text", "tokenizer", "gpt2bpe", "use hf_tokenizer with pretrained_model_name_or_path"),
     ("text", "tokenizer", "space_punc", "unknown tokenizer 'space_punc'; did you mean space_punct?"),
-    ("text", "pretrained_model_name_or_path", "bert-base-uncased", "use tokenizer: bpe"),
     ("category", "cache_encoder_embeddings", True, "no embeddings are cached"),
     ("text", "vocab_file", "v.txt", None),
 ])
