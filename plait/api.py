@@ -17,7 +17,7 @@ from plait.config.render import resolved_dict
 from plait.data.preprocess import PreprocessedData, preprocess
 from plait.errors import ModelError
 from plait.inference import CachedSplit, PredictorSpec, WrittenPredictions
-from plait.models.ecd import ECD
+from plait.models import build_model
 from plait.models.saved import WEIGHTS, load_weights_into, read_model, save_model
 from plait.run_directory import RunDirectory
 from plait.training.run import FitJob, checkpoint_to_resume
@@ -47,7 +47,7 @@ class Model:
             self.config = with_backend_type(self.config, backend)
         self._backend = None
         self.metadata: dict | None = None
-        self.module: ECD | None = None
+        self.module = None
         self.path: Path | None = None
         """The saved-model directory the weights came from (a predictor spec points there)."""
 
@@ -91,8 +91,16 @@ class Model:
             run = RunDirectory(run_dir, self.config.backend.artifacts_credentials)
         job = FitJob(self.config, self.metadata, data, random_seed, run, resume, progress_bar, resume_from, on_evaluation)
         checkpoint_to_resume(job)  # nothing to resume fails here, before a backend starts workers
+        if getattr(self.config.trainer, "type", None) == "none":  # an LLM used as it is: zero-shot
+            self.module, self.path = build_model(self.config, self.metadata, load_pretrained=True), None
+            return TrainResult([], data, run)
         output = self.backend.fit(job)
         self.module, self.path = output.module, None
+        if getattr(self.config, "adapter", None) and self.config.adapter.postprocessor.merge_adapter_into_base_model:
+            from plait.models.llm import ADAPTER_MERGED
+
+            self.module.merge_adapter()
+            self.metadata[ADAPTER_MERGED] = True
         return TrainResult(output.history, data, run, output.restarts)
 
     # ---- evaluation and prediction -------------------------------------------------------------
@@ -174,7 +182,7 @@ class Model:
         config, metadata, weights = read_model(folder)
         model = cls(config, backend=backend or _backend_outside_launcher(config))
         model.metadata = metadata
-        model.module = ECD(model.config, metadata)
+        model.module = build_model(model.config, metadata)
         load_weights_into(model.module, weights, f"the weights ({WEIGHTS}) of the model at {str(path)!r}")
         model.module.eval()
         # A local folder is named to prediction workers, which read it; a model on object storage

@@ -119,3 +119,30 @@ def write_tiny_llama(folder: Path, words: list[str], weights: bool = True, token
     if tokenizer:
         fast.save(str(folder / "tokenizer.json"))
     return folder
+
+
+COLORS = ["red", "green", "blue", "black", "white", "yellow", "pink", "brown"]
+FRENCH = ["rouge", "vert", "bleu", "noir", "blanc", "jaune", "rose", "brun"]
+"""A trivial mapping an LLM learns: a colour's name to its French name."""
+
+
+def write_colour_llama(folder: Path, **config) -> Path:
+    """A tiny Llama whose vocabulary holds the colour task's words."""
+    return write_tiny_llama(folder, ["translate", ":", "in", "french", *COLORS, *FRENCH], **config)
+
+
+def colour_rows(repeats: int = 40):
+    """``repeats`` rows of each colour and its French name (columns colour, french)."""
+    import pandas as pd
+
+    return pd.DataFrame([(c, f) for _ in range(repeats) for c, f in zip(COLORS, FRENCH)], columns=["colour", "french"])
+
+
+def llm_config(base: Path, **sections) -> dict:
+    """An LLM config of the colour task on ``base``, fine-tuned (``sections`` replace its parts)."""
+    return {"model_type": "llm", "base_model": str(base),
+            "input_features": [{"name": "colour", "type": "text"}],
+            "output_features": [{"name": "french", "type": "text"}],
+            "prompt": {"template": "translate : {colour}"},
+            "trainer": {"type": "finetune", "epochs": 3, "batch_size": 16, "learning_rate": 0.003},
+            **sections}

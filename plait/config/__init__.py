@@ -17,13 +17,14 @@ from pydantic import ValidationError
 
 from plait.config.backend import BACKEND_TYPES, with_backend_type
 from plait.config.base import format_errors
+from plait.config.llm import LLMConfig
 from plait.config.schema import PlaitConfig, check_feature_types
 from plait.config.upgrade import upgrade
 from plait.errors import ConfigError
 
 log = logging.getLogger("plait")
 
-__all__ = ["BACKEND_TYPES", "PlaitConfig", "load_config", "read_yaml", "with_backend_type"]
+__all__ = ["BACKEND_TYPES", "LLMConfig", "PlaitConfig", "load_config", "read_yaml", "with_backend_type"]
 
 
 def read_yaml(path: str | os.PathLike) -> Any:
@@ -100,10 +101,11 @@ def _check_expansion(root: yaml.Node, limit: int) -> None:
             raise _ExpansionTooLarge(limit)
 
 
-def load_config(config: str | os.PathLike | dict | PlaitConfig) -> PlaitConfig:
-    """The validated config of a YAML or JSON file, or of a dict (left unmodified). Ludwig's older
-    names are upgraded first, with one warning saying what was renamed."""
-    if isinstance(config, PlaitConfig):
+def load_config(config: str | os.PathLike | dict | PlaitConfig | LLMConfig) -> PlaitConfig | LLMConfig:
+    """The validated config of a YAML or JSON file, or of a dict (left unmodified): an ECD model's
+    (:class:`PlaitConfig`) or, with ``model_type: llm``, an LLM's (:class:`LLMConfig`). Ludwig's
+    older names are upgraded first, with one warning saying what was renamed."""
+    if isinstance(config, (PlaitConfig, LLMConfig)):
         return config
     data = read_yaml(config) if isinstance(config, (str, os.PathLike)) else config
     data, renames = upgrade(data)
@@ -112,13 +114,14 @@ def load_config(config: str | os.PathLike | dict | PlaitConfig) -> PlaitConfig:
     problems = check_feature_types(data)
     if problems and not isinstance(data, dict):
         raise ConfigError(problems)
+    model = LLMConfig if isinstance(data, dict) and data.get("model_type") == "llm" else PlaitConfig
     try:
-        config = PlaitConfig.model_validate(data)
+        config = model.model_validate(data)
     except ValidationError as err:
         # Report the rest of the config's problems too, minus pydantic's view of the features
         # already explained above.
         flagged = tuple(problem.split(".type:")[0] + "." for problem in problems)
-        problems += [line for line in format_errors(err, data, PlaitConfig) if not line.startswith(flagged)]
+        problems += [line for line in format_errors(err, data, model) if not line.startswith(flagged)]
     if problems:
         raise ConfigError(problems)
     return config

@@ -40,10 +40,9 @@ class PlaitConfig(StrictModel):
     """Where and how the work runs, and where preprocessed data is cached: a type (auto, local,
     ray, torchrun, horovod, deepspeed) and the settings that type uses."""
     model_type: Literal["ecd"] = "ecd"
-    """plait builds encoder-combiner-decoder models (Ludwig's ``ecd``, the default). Ludwig's
-    ``llm`` is refused, with the keys only it takes (base_model, prompt, adapter, adapters,
-    quantization, generation, model_parameters, trust_remote_code, is_multimodal) unless they are
-    null: LLM fine-tuning is not implemented yet."""
+    """An encoder-combiner-decoder model (Ludwig's ``ecd``, the default). ``llm`` fine-tunes a
+    pretrained language model, with a config of its own (see "LLM" in this reference); the keys
+    only it takes (base_model, prompt, adapter, ...) are refused here unless they are null."""
     ludwig_version: str | None = None
     """Accepted for Ludwig compatibility and ignored (older names are upgraded whatever it says)."""
     hyperopt: HyperoptConfig | None = None
@@ -60,17 +59,15 @@ class PlaitConfig(StrictModel):
     @model_validator(mode="before")
     @classmethod
     def _no_llm_settings(cls, data: Any) -> Any:
-        """Ludwig's LLM model type, and the keys only it takes, are refused by name."""
+        """The keys only Ludwig's LLM model type takes are refused by name (an LLM config says
+        ``model_type: llm``, and is read as :class:`~plait.config.llm.LLMConfig`)."""
         if not isinstance(data, dict):
             return data
         given = [key for key, unset in LLM_ONLY_KEYS.items() if key in data and data[key] != unset]
-        if data.get("model_type") == "llm":
-            raise field_error("model_type", "got 'llm'; LLM fine-tuning is not implemented yet: plait trains "
-                                            "encoder-combiner-decoder models (model_type: ecd, the default)")
         if given:
             raise field_error(", ".join(given), f"{'these are settings' if len(given) > 1 else 'a setting'} of "
-                                                "Ludwig's LLM model type; LLM fine-tuning is not implemented yet, "
-                                                "so remove them (plait trains encoder-combiner-decoder models)")
+                                                "Ludwig's LLM model type; set model_type: llm to fine-tune a "
+                                                "language model, or remove them")
         return {key: value for key, value in data.items() if key not in LLM_ONLY_KEYS}
 
     @model_validator(mode="before")

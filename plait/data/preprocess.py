@@ -28,7 +28,7 @@ from plait.data.io import is_url
 from plait.data.layout import SPLIT_COLUMN
 from plait.errors import DataError
 from plait.features import FeatureProcessor, data_directory, processors_for
-from plait.features.base import check_unique_columns
+from plait.features.base import check_unique_columns, table_column
 from plait.utils import fs as fsu
 
 log = logging.getLogger("plait")
@@ -75,7 +75,7 @@ class PartitionSteps:
         (random, fixed and hash splits; stratified and datetime codes come later, after their
         reduce). ``sample_ratio`` is by then a share, or the threshold that sample_size gives."""
         rows = part[ROW_NUMBER].to_numpy()
-        columns = {p.name: p.prepare_raw(_column(part, p.column)) for p in self.processors}
+        columns = {p.name: p.prepare_raw(p.read(part)) for p in self.processors}
         keep = np.ones(part.num_rows, dtype=bool)
         for p in self.processors:
             if p.drops_missing_rows:
@@ -87,12 +87,12 @@ class PartitionSteps:
         elif self.split.type == "random":
             codes = sp.random_split(rows, self.split.probabilities, self.seed)
         elif self.split.type == "fixed":
-            codes = sp.fixed_split(_column(part, self.split.column), self.split.column)
+            codes = sp.fixed_split(table_column(part, self.split.column), self.split.column)
         elif self.split.type == "hash":
-            codes = sp.hash_split(_column(part, self.split.column), self.split.probabilities)
+            codes = sp.hash_split(table_column(part, self.split.column), self.split.probabilities)
         else:
             codes = np.full(part.num_rows, -1, dtype=np.int8)
-            columns[SPLIT_KEY] = self._split_key(_column(part, self.split.column))
+            columns[SPLIT_KEY] = self._split_key(table_column(part, self.split.column))
         table = pa.table({**columns, ROW_NUMBER: rows, SPLIT: pa.array(codes, pa.int8())})
         return table if keep.all() else table.filter(pa.array(keep))
 
@@ -174,13 +174,6 @@ class PartitionSteps:
     def transform(self, part: pa.Table, metadata: dict) -> pa.Table:
         columns = {p.name: p.transform(part[p.name], metadata[p.name]) for p in self.processors}
         return pa.table({**columns, SPLIT: part[SPLIT]})
-
-
-def _column(part: pa.Table, name: str) -> pa.Array:
-    column = part[name]
-    if not isinstance(column, pa.ChunkedArray):
-        return column
-    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
 
 
 def _storage_endpoint_named(function):
@@ -351,7 +344,8 @@ def check_columns(columns: list[str], processors, source: Any, config: PlaitConf
     label = source if isinstance(source, str) else "the dataset"
     check_unique_columns(columns, processors, label)
     present = set(columns)
-    wanted = [(p.column, f"{'output' if p.is_output else 'input'} feature {p.name!r}") for p in processors]
+    wanted = [(column, f"{'output' if p.is_output else 'input'} feature {p.name!r}") for p in processors
+              for column in p.columns]
     if config is not None and config.preprocessing.split.type in ("fixed", "stratify", "datetime", "hash"):
         wanted.append((config.preprocessing.split.column, "preprocessing.split.column"))
     missing = [(column, who) for column, who in wanted if column not in present]

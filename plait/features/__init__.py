@@ -29,8 +29,13 @@ PROCESSORS: dict[str, type[FeatureProcessor]] = {
 
 
 def processors_for(config, directory: str | None = None) -> list[FeatureProcessor]:
-    """One processor per feature of a :class:`~plait.config.PlaitConfig`, inputs first;
-    ``directory`` is where relative file paths in the data are read from (``data_directory``)."""
+    """One processor per feature of a :class:`~plait.config.PlaitConfig`, inputs first (an LLM's
+    prompt and target); ``directory`` is where relative file paths in the data are read from
+    (``data_directory``)."""
+    if config.model_type == "llm":
+        from plait.features.llm import llm_processors
+
+        return llm_processors(config, directory)
     inputs = [PROCESSORS[f.type](f, is_output=False) for f in config.input_features]
     outputs = [PROCESSORS[f.type](f, is_output=True) for f in config.output_features]
     for processor in inputs + outputs:

@@ -79,6 +79,15 @@ class FeatureProcessor(ABC):
         it goes into the cache key."""
         return {}
 
+    @property
+    def columns(self) -> list[str]:
+        """The data columns this feature reads (a prompt may read several)."""
+        return [self.column]
+
+    def read(self, table: pa.Table) -> pa.Array:
+        """This feature's raw values out of a table of the user's data, as one array."""
+        return table_column(table, self.column)
+
     def prepare_raw(self, column: pa.Array) -> pa.Array:
         """``prepare`` for a column as read from the user's data, after checking its Arrow type."""
         if pa.types.is_nested(column.type) and not self.reads_nested:
@@ -107,13 +116,21 @@ class FeatureProcessor(ABC):
         return pc.fill_null(column, pa.scalar(value, type=column.type))
 
 
+def table_column(table: pa.Table, name: str) -> pa.Array:
+    """A table's column as one array (its chunks combined only when there are several)."""
+    column = table[name]
+    if not isinstance(column, pa.ChunkedArray):
+        return column
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+
+
 def check_unique_columns(columns: list[str], processors, label: str) -> None:
     """A column the features read must appear once: a CSV with a repeated header has two columns
     of that name, and which one a feature would read is a guess."""
     seen, twice = set(), set()
     for column in columns:  # linear: datasets can have many thousands of columns
         (twice if column in seen else seen).add(column)
-    repeated = sorted({p.column for p in processors if p.column in twice})
+    repeated = sorted({column for p in processors for column in p.columns if column in twice})
     if repeated:
         raise DataError(
             f"{label} has {len(repeated)} column name(s) that appear more than once and that features "

@@ -132,7 +132,7 @@ def _check_known_columns(spec: PredictorSpec, dataset: Any, with_outputs: bool) 
         from plait.features import processors_for
 
         processors = [p for p in processors_for(load_config(spec.config)) if with_outputs or not p.is_output]
-        missing = [p.column for p in processors if p.column not in columns]
+        missing = [column for p in processors for column in p.columns if column not in columns]
         if missing:
             Predictor.missing_columns_error(missing, columns, with_outputs)
 

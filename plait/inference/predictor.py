@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 import torch
 
 from plait.errors import DataError, ModelError
+from plait.features import hf_tokens
 from plait.features.base import check_unique_columns
 from plait.features.text_ops import row_lists
 from plait.training.data import table_tensors, trim_padding
@@ -43,11 +44,11 @@ class PredictorSpec:
 
     def build(self, device: str = "cpu", cached: bool = False) -> "Predictor":
         from plait.config import load_config
-        from plait.models.ecd import ECD
+        from plait.models import build_model
         from plait.models.saved import WEIGHTS, load_weights_into
 
         config = load_config(self.config)
-        module = ECD(config, self.metadata)
+        module = build_model(config, self.metadata)
         if self.weights is not None:
             load_weights_into(module, self.weights, "the model's weights")
         else:
@@ -78,7 +79,7 @@ class Predictor:
         self.inputs = [p for p in self.processors if not p.is_output]
         self.outputs = [p for p in self.processors if p.is_output]
         self.module = module.to(device).eval()
-        self.batch_size = batch_size
+        self.batch_size = getattr(module, "batch_rows", batch_size)  # an LLM generates in smaller batches
         self.key_column = key_column
 
     def column(self, processor) -> str:
@@ -89,7 +90,7 @@ class Predictor:
         wanted = self.processors if with_outputs else self.inputs
         if not self.cached:
             check_unique_columns(columns, wanted, "the data")
-        missing = [self.column(p) for p in wanted if self.column(p) not in columns]
+        missing = [column for p in wanted for column in ([p.name] if self.cached else p.columns) if column not in columns]
         if missing:
             self.missing_columns_error(missing, columns, with_outputs)
 
@@ -106,17 +107,15 @@ class Predictor:
             return table_tensors(table, self.features, [p.name for p in processors])
         columns = {}
         for p in processors:
-            raw = table[p.column].combine_chunks()
-            columns[p.name] = p.transform(p.prepare_raw(raw), self.features[p.name])
+            columns[p.name] = p.transform(p.prepare_raw(p.read(table)), self.features[p.name])
         return table_tensors(pa.table(columns), self.features, list(columns))
 
     @torch.no_grad()
     def logits(self, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """The model's outputs for ``inputs``, in batches, back on the CPU."""
         rows = len(next(iter(inputs.values())))
-        if rows == 0:  # no batch to run: each head's outputs for zero rows keep their shapes and types
-            return {name: head(torch.zeros(0, _input_size(head), device=self.device)).cpu()
-                    for name, head in self.module.heads.items()}
+        if rows == 0:
+            return {name: value.cpu() for name, value in self.module.no_rows_outputs(self.device).items()}
         parts = []
         for start in range(0, rows, self.batch_size):
             batch = trim_padding({k: v[start:start + self.batch_size] for k, v in inputs.items()},
@@ -136,14 +135,6 @@ class Predictor:
         for p in self.outputs:
             columns.update(postprocess(p, self.module.head(p.name).predict(logits[p.name]), self.features[p.name]))
         return columns
-
-
-def _input_size(head: torch.nn.Module) -> int:
-    """The width a head reads: what it says (a segmentation head), else its first linear layer's
-    input (its decoder's, else its projection's)."""
-    if getattr(head, "input_size", None):
-        return head.input_size
-    return next(m for m in head.modules() if isinstance(m, torch.nn.Linear)).in_features
 
 
 def postprocess(processor, out: dict, meta: dict) -> dict:
@@ -194,7 +185,12 @@ def _sequence_columns(name: str, kind: str, out: dict, meta: dict) -> dict:
     sequence's (their product)."""
     tokens, probabilities, lengths = (out[k].numpy() for k in ("prediction", "probabilities", "length"))
     keep = np.arange(tokens.shape[1])[None, :] < lengths[:, None]
-    words = row_lists(np.asarray(meta["vocabulary"], dtype=object)[tokens[keep]], lengths, pa.string())
-    return {f"{name}_predictions": pc.binary_join(words, " ") if kind == "text" else words,
+    if "hf_tokenizer" in meta:  # subwords: the tokenizer puts the text back together
+        text = pa.array(hf_tokens.decode([row[:n].tolist() for row, n in zip(tokens, lengths)], meta["hf_tokenizer"]),
+                        pa.string())
+    else:
+        words = row_lists(np.asarray(meta["vocabulary"], dtype=object)[tokens[keep]], lengths, pa.string())
+        text = pc.binary_join(words, " ") if kind == "text" else words
+    return {f"{name}_predictions": text,
             f"{name}_probabilities": row_lists(probabilities[keep], lengths, pa.float32()),
             f"{name}_probability": np.where(keep, probabilities, 1.0).prod(axis=1)}

@@ -116,6 +116,11 @@ class ECD(nn.Module):
                 encoded[name], state = encoded[name]
         return encoded, state
 
+    def no_rows_outputs(self, device) -> dict[str, torch.Tensor]:
+        """Each output's logits for zero rows (no batch to run), with the shapes and types a batch's have."""
+        return {name: self.head(name)(torch.zeros(0, _input_size(self.head(name)), device=device))
+                for name in self.output_names}
+
     def loss(self, logits: dict[str, torch.Tensor], targets: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict]:
         """The weighted total loss (with the combiner's loss term, when the logits carry one) and
         each output's loss."""
@@ -124,3 +129,11 @@ class ECD(nn.Module):
         if AUXILIARY_LOSS in logits:
             total = total + logits[AUXILIARY_LOSS].float()
         return total, losses
+
+
+def _input_size(head: nn.Module) -> int:
+    """The width a head reads: what it says (a segmentation head), else its first linear layer's
+    input (its decoder's, else its projection's)."""
+    if getattr(head, "input_size", None):
+        return head.input_size
+    return next(m for m in head.modules() if isinstance(m, nn.Linear)).in_features

@@ -141,7 +141,7 @@ class OutputMetrics:
         head = self.head
         tokens, target = head.tokens(output), head.aligned(target, output.shape[1])
         counted = target != PAD  # the stop token counts: a sequence that does not end is wrong
-        real = counted & (target != STOP)
+        real = counted & (target != getattr(head, "stop_id", STOP))  # an LLM's is its model's end token
         s["count"] += target.shape[0]
         s["tokens"] += counted.sum()
         hits = (tokens == target) & counted

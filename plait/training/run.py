@@ -15,7 +15,7 @@ import torch
 
 from plait.data.preprocess import PreprocessedData
 from plait.errors import ModelError
-from plait.models.ecd import ECD
+from plait.models import build_model
 from plait.run_directory import RunDirectory
 from plait.utils.folder import Folder
 from plait.training import checkpoint as ckpt
@@ -53,7 +53,7 @@ class FitJob:
 
 @dataclass
 class FitOutput:
-    module: ECD
+    module: torch.nn.Module
     history: list
     restarts: list = field(default_factory=list)
     """Restarts of a worker group after failures: ``[{"resumed_from_step": n or None}, ...]``."""
@@ -97,7 +97,7 @@ def fit(job: FitJob, strategy: Strategy, batches: tuple | None = None, watch=Non
     ``batches``: (training, validation) batches from a loader; default: read the cache whole.
     ``watch``: see :meth:`Trainer.fit`."""
     seed_everything(job.seed)
-    module = ECD(job.config, job.metadata, load_pretrained=True)
+    module = build_model(job.config, job.metadata, load_pretrained=True)
     train, validation = batches or in_memory_batches(job, strategy)
     size = batch_size(job)
     resume_from = strategy.broadcast_object(checkpoint_to_resume(job, warn=False) if strategy.is_coordinator else None)
@@ -108,7 +108,7 @@ def fit(job: FitJob, strategy: Strategy, batches: tuple | None = None, watch=Non
     progress = trainer.fit(train, validation if validation is not None and validation.rows else None, resume=resume_from,
                            watch=watch)
     weights = trainer.final_weights()
-    final = ECD(job.config, job.metadata)
+    final = build_model(job.config, job.metadata)
     if strategy.is_coordinator:  # a sharded strategy has the whole weights on the coordinator only
         final.load_state_dict(weights)
     return FitOutput(final, progress.history)

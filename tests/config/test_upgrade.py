@@ -363,18 +363,12 @@ def test_invalid_json_names_the_place(tmp_path):
 
 # ---- Ludwig's other top-level keys -------------------------------------------------------------
 
-def test_model_type_llm_is_refused():
-    problems = problems_of(with_(model_type="llm", base_model="meta-llama/Llama-2-7b-hf"))
-    assert problems == ["model_type: got 'llm'; LLM fine-tuning is not implemented yet: plait trains "
-                        "encoder-combiner-decoder models (model_type: ecd, the default)"]
-
-
-def test_llm_only_keys_are_refused_unless_unset():
+def test_llm_only_keys_are_refused_in_an_ecd_config_unless_unset():
     load_config(with_(base_model=None, prompt=None, adapter=None, quantization=None, generation=None,
                       model_parameters=None, trust_remote_code=False))
     [problem] = problems_of(with_(base_model="gpt2", prompt={"template": "{x}"}))
-    assert problem.startswith("base_model, prompt: these are settings of Ludwig's LLM model type; LLM fine-tuning "
-                              "is not implemented yet")
+    assert problem.startswith("base_model, prompt: these are settings of Ludwig's LLM model type; set model_type: "
+                              "llm to fine-tune a language model, or remove them")
 
 
 def test_preset_only_unset():

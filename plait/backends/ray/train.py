@@ -307,9 +307,9 @@ def _report_result(output: FitOutput, is_coordinator: bool) -> None:
 
 def _output(job: FitJob, result, restarts: list) -> FitOutput:
     """The model and history rank 0 reported."""
-    from plait.models.ecd import ECD
+    from plait.models import build_model
 
-    module = ECD(job.config, job.metadata)
+    module = build_model(job.config, job.metadata)
     with result.checkpoint.as_directory() as folder:
         module.load_state_dict(ckpt.load_weights(Path(folder) / RESULT_WEIGHTS))
         history = json.loads((Path(folder) / RESULT_HISTORY).read_text())

@@ -1,0 +1,313 @@
+"""The config of Ludwig's ``model_type: llm``: fine-tuning (or prompting) a pretrained causal
+language model on one text input and one text output.
+
+The model is a Hugging Face causal LM read from ``base_model`` (a folder, or a hub name in the
+local cache; plait never downloads). The input text goes through ``prompt.template``, both texts
+are tokenized by the model's own tokenizer, and the model learns to continue the prompt with the
+target. ``adapter`` trains LoRA weights instead of the model's own (with ``peft``).
+"""
+
+from __future__ import annotations
+
+import string
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, Field, field_validator, model_validator
+
+from plait.config.backend import AutoBackendConfig, BackendConfig, backend_data
+from plait.config.base import StrictModel, field_error, ludwig_only, shown
+from plait.config.preprocessing import GlobalPreprocessing, TextPreprocessing
+from plait.config.serve import ServeConfig
+from plait.config.trainer import TrainerConfig, _eval_batch_size, _positive_or_auto
+
+SAMPLE, TASK = "__sample__", "__task__"
+"""The template's names for the input feature's own text and for ``prompt.task``."""
+DEFAULT_TEMPLATE = "{__task__}\n\n{__sample__}\n\n"
+"""The template when only a task is given: the task, then the input text."""
+
+
+class PromptConfig(StrictModel):
+    template: str | None = None
+    """The prompt each row becomes, with ``{column}`` for a column of the data, ``{__sample__}``
+    for the input feature's own text and ``{__task__}`` for ``task``. Null: the input text alone,
+    or, with a task, the task then the text."""
+    task: str | None = None
+    """An instruction put where the template says ``{__task__}`` (by default, before the text)."""
+    retrieval: Annotated[dict | None, ludwig_only(None, {"type": None}, {"type": None, "k": 0}, {
+        "type": None, "k": 0, "index_name": None, "model_name": None},
+        instead="put the examples you want into the template or the data")] = None
+    """Ludwig's few-shot retrieval of training rows into the prompt; not implemented."""
+
+    @field_validator("template")
+    @classmethod
+    def _template_parses(cls, value: str | None) -> str | None:
+        if value is not None:
+            template_fields(value)
+        return value
+
+    @model_validator(mode="after")
+    def _task_has_a_place(self):
+        if self.task is not None and self.template is not None and TASK not in template_fields(self.template):
+            raise field_error("template", "prompt.task is set but the template has no {__task__}; add it where "
+                                          "the task goes, or drop prompt.task")
+        return self
+
+    def text(self) -> str:
+        """The template in force."""
+        if self.template is not None:
+            return self.template
+        return DEFAULT_TEMPLATE if self.task is not None else "{__sample__}"
+
+
+def template_fields(template: str) -> list[str]:
+    """The names a template reads, in order and once each; a ValueError for a malformed one."""
+    return list(dict.fromkeys(name for _, name in template_parts(template) if name is not None))
+
+
+def template_parts(template: str) -> list[tuple[str, str | None]]:
+    """The template as (literal text, name or None) pairs. A name is any column name, taken
+    whole (``{a.b}`` is the column ``a.b``): no index, attribute, conversion or format spec."""
+    try:
+        parsed = list(string.Formatter().parse(template))
+    except ValueError as error:
+        raise ValueError(f"the template is malformed ({error}); write {{column}} for a value and {{{{ }}}} for a "
+                         f"literal brace") from None
+    for _, name, spec, conversion in parsed:
+        if name is not None and (not name or spec or conversion):
+            raise ValueError(f"the template has {{{name}{'!' + conversion if conversion else ''}"
+                             f"{':' + spec if spec else ''}}}; write {{column}} with a column name (no "
+                             f"conversion or format spec), and {{{{ }}}} for a literal brace")
+    return [(literal, name) for literal, name, _, _ in parsed]
+
+
+class GenerationConfig(StrictModel):
+    """How text is generated when predicting (transformers' generation settings)."""
+
+    max_new_tokens: int | None = Field(32, gt=0)
+    """The most tokens generated after the prompt (null: up to the output's max_sequence_length)."""
+    min_new_tokens: int | None = Field(None, ge=0)
+    """The fewest tokens generated before the end token may end the text."""
+    do_sample: bool = Field(False, json_schema_extra={"ludwig_default": True})
+    """Sample each token (with temperature, top_k and top_p) instead of taking the likeliest.
+    plait's default is greedy (Ludwig's samples), so predictions are repeatable."""
+    temperature: float | None = Field(0.1, ge=0)
+    """Divides the logits before sampling (with do_sample): lower is closer to greedy."""
+    top_k: int | None = Field(50, gt=0)
+    """Sample among this many likeliest tokens (with do_sample)."""
+    top_p: float | None = Field(1.0, ge=0, le=1)
+    """Sample among the likeliest tokens whose probabilities add up to this (with do_sample)."""
+    num_beams: int = Field(1, gt=0)
+    """Beam search with this many beams (1: none)."""
+    repetition_penalty: float = Field(1.0, ge=0)
+    """Above 1: tokens already in the text become less likely."""
+    no_repeat_ngram_size: int = Field(0, ge=0)
+    """Above 0: no n-gram of this size appears twice."""
+    length_penalty: float = 1.0
+    """With beams: above 0 favours longer texts, below 0 shorter ones."""
+    use_cache: bool = True
+    """Reuse the attention keys and values of earlier steps (faster, same result)."""
+
+    def transformers_kwargs(self) -> dict[str, Any]:
+        """The settings as ``generate()`` keywords (sampling settings only when sampling)."""
+        kwargs = self.model_dump(exclude_none=True)
+        if not self.do_sample:
+            for key in ("temperature", "top_k", "top_p"):
+                kwargs.pop(key, None)
+        return kwargs
+
+
+class LoraConfig(StrictModel):
+    """Low-rank adapters (LoRA): the base model's weights stay frozen, and small matrices added
+    to chosen layers are trained instead."""
+
+    type: Literal["lora"] = "lora"
+    r: int = Field(8, gt=0)
+    """The rank of the adapters."""
+    alpha: int = Field(16, gt=0)
+    """Scales the adapters' output by alpha / r."""
+    dropout: float = Field(0.05, ge=0, lt=1)
+    """Dropout on the adapters' input, in training."""
+    target_modules: list[str] | None = None
+    """Names (or name endings) of the layers that get adapters; null: peft's choice for the
+    architecture (the attention projections)."""
+    bias: Literal["none", "all", "lora_only"] = "none"
+    """Which biases train too."""
+    use_rslora: bool = False
+    """Rank-stabilized LoRA: scale by alpha / sqrt(r)."""
+    use_dora: bool = False
+    """Weight-decomposed LoRA (DoRA)."""
+    pretrained_adapter_weights: Annotated[str | None, ludwig_only(None, instead="train the adapter with plait, or "
+                                                                                "merge it into the base model first")] = None
+    """Ludwig: start from adapter weights on the hub; not implemented."""
+    postprocessor: AdapterPostprocessor = Field(default_factory=lambda: AdapterPostprocessor())
+    """What happens to the adapter once training ends."""
+
+
+class AdapterPostprocessor(StrictModel):
+    merge_adapter_into_base_model: bool = False
+    """Save the base model with the adapter merged in (a plain model, predicting as fast as the
+    base) instead of the adapter alone (a small file that needs the base model to predict)."""
+    progressbar: bool = False
+    """Accepted for Ludwig compatibility; merging shows no progress bar."""
+
+
+ADAPTERS_NOT_IMPLEMENTED = ("adalora", "ia3", "loha", "lokr", "oft", "prompt_tuning", "prefix_tuning",
+                            "p_tuning", "vera", "boft", "fourierft")
+"""Ludwig's other adapters (peft's), refused by name."""
+
+
+class QuantizationConfig(StrictModel):
+    """Load the base model's weights in 4 or 8 bits (bitsandbytes), for QLoRA; a CUDA GPU only."""
+
+    bits: Literal[4, 8] = 4
+    llm_int8_threshold: float = 6.0
+    llm_int8_has_fp16_weight: bool = False
+    bnb_4bit_compute_dtype: Literal["float32", "float16", "bfloat16"] = "float16"
+    bnb_4bit_use_double_quant: bool = True
+    bnb_4bit_quant_type: Literal["fp4", "nf4"] = "nf4"
+
+
+class LLMInputFeature(StrictModel):
+    name: str = Field(min_length=1)
+    type: Literal["text"] = "text"
+    """An LLM reads text."""
+    column: str | None = None
+    """The data column (default: the name)."""
+    preprocessing: TextPreprocessing = Field(default_factory=TextPreprocessing)
+    """max_sequence_length caps the prompt's tokens (its start is kept); the tokenizer is always the
+    base model's, and the other text keys are accepted with no effect."""
+    encoder: Annotated[dict | None, ludwig_only(None, {"type": "passthrough"}, instead="an LLM reads the "
+                                                "tokens itself; drop the encoder")] = None
+    """Ludwig writes passthrough: the tokens go to the model as they are."""
+
+    @property
+    def source_column(self) -> str:
+        return self.column or self.name
+
+
+class LLMOutputFeature(StrictModel):
+    name: str = Field(min_length=1)
+    type: Literal["text"] = "text"
+    """An LLM writes text."""
+    column: str | None = None
+    """The data column (default: the name)."""
+    preprocessing: TextPreprocessing = Field(
+        default_factory=lambda: TextPreprocessing(missing_value_strategy="drop_row"))
+    """max_sequence_length caps the target's tokens (the end token included)."""
+    decoder: Annotated[dict | None, ludwig_only(None, {"type": "text_extractor"}, instead="an LLM's output is "
+                                                "the text it generates; drop the decoder")] = None
+    loss: Annotated[dict | None, ludwig_only(None, {"type": "next_token_softmax_cross_entropy"},
+                                             instead="an LLM learns the target's next tokens; drop the loss")] = None
+    dependencies: Annotated[list | None, ludwig_only(None, [], instead="an LLM has one output")] = None
+    reduce_input: Annotated[str | None, ludwig_only(None, "sum", instead="an LLM's output is a sequence")] = None
+    reduce_dependencies: Annotated[str | None, ludwig_only(None, "sum", instead="an LLM has one output")] = None
+
+    @property
+    def source_column(self) -> str:
+        return self.column or self.name
+
+
+class LLMTrainerConfig(TrainerConfig):
+    batch_size: Annotated[int | Literal["auto"], _positive_or_auto("the batch size", "rows per step, such as 4")] = 1
+    """Rows per step per worker (Ludwig's LLM default); auto as for any model."""
+    eval_batch_size: Annotated[int | Literal["auto"] | None, AfterValidator(_eval_batch_size)] = 2
+    """Rows per evaluation batch, and per generation batch when predicting (Ludwig's LLM default)."""
+    type: Literal["finetune", "none"] = "none"
+    """finetune: train the model (or its adapter) on the data; none: use the base model as it is
+    (zero-shot or in-context prediction through the prompt), as in Ludwig, whose default it is."""
+    base_learning_rate: Annotated[float, ludwig_only(0.0, instead="set learning_rate")] = 0.0
+    """Ludwig's; plait accepts only 0."""
+
+
+class LLMPreprocessing(GlobalPreprocessing):
+    global_max_sequence_length: int | None = Field(None, gt=0)
+    """The most tokens of prompt and target together; a longer row keeps its target and the end of
+    the room for the prompt (counted in the log). Null: the model's context length."""
+
+
+class LLMConfig(StrictModel):
+    model_type: Literal["llm"]
+    """A pretrained causal language model, fine-tuned or prompted."""
+    base_model: str = Field(min_length=1)
+    """The model: a folder (config.json, model.safetensors, tokenizer.json) or a hub name found in
+    the local Hugging Face cache (HF_HUB_CACHE). Never downloaded."""
+    input_features: list[LLMInputFeature] = Field(min_length=1, max_length=1)
+    """The one text the prompt is made from."""
+    output_features: list[LLMOutputFeature] = Field(min_length=1, max_length=1)
+    """The one text the model learns to write."""
+    prompt: PromptConfig = Field(default_factory=PromptConfig)
+    """How each row becomes the model's input."""
+    generation: GenerationConfig = Field(default_factory=GenerationConfig)
+    """How predictions are generated."""
+    adapter: LoraConfig | None = None
+    """null: full fine-tuning (every weight trains); lora: train low-rank adapters only."""
+    quantization: QuantizationConfig | None = None
+    """Load the base model in 4 or 8 bits (needs a CUDA GPU and bitsandbytes)."""
+    trainer: LLMTrainerConfig = Field(default_factory=LLMTrainerConfig)
+    """How the model is trained: Ludwig's trainer keys, with type finetune or none."""
+    preprocessing: LLMPreprocessing = Field(default_factory=LLMPreprocessing)
+    """The split, sampling, and the cap on prompt plus target tokens."""
+    backend: BackendConfig = Field(default_factory=AutoBackendConfig)
+    """Where and how the work runs (as for any model)."""
+    trust_remote_code: Annotated[bool, ludwig_only(False, instead="plait runs no code from model folders; use a "
+                                                              "model whose architecture transformers implements")] = False
+    model_parameters: Annotated[dict | None, ludwig_only(None, instead="rope scaling and NEFTune are not "
+                                                                       "implemented")] = None
+    serve: ServeConfig | None = None
+    """How ``plait serve`` answers requests (saved with the model)."""
+    ludwig_version: str | None = None
+    """Accepted for Ludwig compatibility and ignored."""
+
+    @field_validator("backend", mode="before")
+    @classmethod
+    def _backend_type(cls, value: Any) -> Any:
+        return backend_data(value)
+
+    @field_validator("adapter", mode="before")
+    @classmethod
+    def _known_adapter(cls, value: Any) -> Any:
+        if isinstance(value, dict) and value.get("type") in ADAPTERS_NOT_IMPLEMENTED:
+            raise ValueError(f"got type {shown(value['type'])}; plait implements the lora adapter only (use "
+                             f"type: lora, or null for full fine-tuning)")
+        return value
+
+    @model_validator(mode="after")
+    def _names_unique(self):
+        if self.input_features[0].name == self.output_features[0].name:
+            raise field_error("output_features.0.name", "the input and output features have the same name; "
+                                                        "rename one")
+        return self
+
+    @model_validator(mode="after")
+    def _trainer_type_fits(self):
+        # Compared with the defaults, not by presence: a rendered config writes every default out.
+        defaults = LLMTrainerConfig()
+        trained = [key for key in ("epochs", "train_steps", "learning_rate", "optimizer")
+                   if getattr(self.trainer, key) != getattr(defaults, key)]
+        if self.trainer.type == "none" and trained:
+            raise field_error("trainer.type", f"is none (no training, Ludwig's default for an LLM) but trainer."
+                                              f"{trained[0]} is set; set trainer.type: finetune to train")
+        return self
+
+    @model_validator(mode="after")
+    def _template_reads_input(self):
+        names = template_fields(self.prompt.text())
+        column = self.input_features[0].source_column
+        if SAMPLE not in names and column not in names:
+            raise field_error("prompt.template", f"names neither {{{SAMPLE}}} nor the input column {{{column}}}; "
+                                                 f"the prompt must contain the input text")
+        return self
+
+    @property
+    def features(self) -> list:
+        return [*self.input_features, *self.output_features]
+
+    @property
+    def template_columns(self) -> list[str]:
+        """The data columns the prompt reads, the input's own first."""
+        column = self.input_features[0].source_column
+        names = [n for n in template_fields(self.prompt.text()) if n not in (SAMPLE, TASK)]
+        return list(dict.fromkeys([column, *names]))
+
+
+LoraConfig.model_rebuild()

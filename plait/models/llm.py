@@ -1,0 +1,238 @@
+"""An LLM (``model_type: llm``): a Hugging Face causal language model that continues a prompt.
+
+The model has the surface the training loop, the metrics and the predictor know from ECD:
+``input_names`` (the prompt), ``output_names`` (the target), ``heads`` (one :class:`LLMHead`, which
+scores and reads the target's tokens) and ``loss``. So it trains through the same loop and
+strategies (ddp, fsdp, deepspeed), evaluates with the same metrics and predicts through the same
+predictor, locally or in Ray Data actors.
+
+One batch row is its prompt, left-padded, then its target: every target starts at the same
+position, so the model's output layer runs on the target's positions only (``logits_to_keep``)
+and the prompt costs no vocabulary-sized logits. Without a target (predicting), the model
+generates from the prompt.
+
+With a LoRA ``adapter`` the base model's weights stay frozen and the module's state dict holds
+the adapter alone: checkpoints, the best weights and the saved model are the adapter's size, and
+building the module reads the base weights from ``base_model``.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import warnings
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from plait.errors import BackendError, ModelError
+from plait.features.hf_tokens import ID_OFFSET
+from plait.models.ecd import module_key
+from plait.models.hf_encoders import import_transformers
+from plait.models.sequence_heads import PAD, SequenceHead
+from plait.models.outputs import RowLosses
+from plait.utils.hf_models import MODEL_CONFIG, check_weights, model_folder
+
+ADAPTER_MERGED = "adapter_merged"
+"""The metadata key saying the adapter was merged into the saved weights (a plain model)."""
+
+
+class LLMHead(SequenceHead):
+    """The target's tokens. Teacher-forced outputs are ``[rows, steps, vocabulary + 1]`` (the
+    model's logits, then the likeliest token as a stored id); generated ones ``[rows, steps, 2]``
+    (each chosen token's probability, then the token)."""
+
+    def __init__(self, feature, metadata: dict):
+        nn.Module.__init__(self)
+        self.feature, self.metadata = feature, metadata
+        self.stop_id = metadata["stop_id"]
+
+    def row_losses(self, output: torch.Tensor, target: torch.Tensor) -> RowLosses:
+        logits, target = self.logits(output), self.aligned(target, output.shape[1])
+        counted = target != PAD
+        # Stored ids are the tokenizer's plus one; a padded step has no token to score.
+        losses = F.cross_entropy(logits.float().transpose(1, 2), (target - ID_OFFSET).clamp(min=0), reduction="none")
+        counted_float = counted.to(losses.dtype)
+        return RowLosses((losses * counted_float).sum(-1), counted_float.sum(-1))
+
+    def predict(self, output: torch.Tensor) -> dict[str, torch.Tensor]:
+        tokens = self.tokens(output)
+        return {"prediction": tokens, "probabilities": output[..., 0].float(), "length": self.lengths(tokens)}
+
+    def lengths(self, tokens: torch.Tensor) -> torch.Tensor:
+        ended = (tokens == PAD) | (tokens == self.stop_id)
+        return torch.where(ended.any(1), ended.float().argmax(1), torch.full_like(tokens[:, 0], tokens.shape[1]))
+
+
+class LLM(nn.Module):
+    def __init__(self, config, metadata: dict, load_pretrained: bool = False):
+        """``load_pretrained``: start from the base model's weights (a model about to train). A
+        model whose saved weights are an adapter reads them anyway; one whose saved weights are
+        whole (full fine-tuning, or a merged adapter) is built empty and loaded."""
+        super().__init__()
+        prompt, target = config.input_features[0], config.output_features[0]
+        features = metadata["features"]
+        self.input_names, self.output_names = [prompt.name], [target.name]
+        self.target_readers = [target.name]  # the target is read in the forward (teacher forcing)
+        self.batch_padded = [prompt.name, target.name]
+        self.loss_weights = {target.name: 1.0}
+        self.generation = config.generation
+        eval_batch = config.trainer.eval_batch_size
+        self.batch_rows = eval_batch if isinstance(eval_batch, int) and eval_batch > 0 else 16
+        """Rows per prediction batch (the predictor's; generation holds a cache per row)."""
+        self.target_length = features[target.name]["sequence_length"]
+        merged = metadata.get(ADAPTER_MERGED, False)
+        adapter = None if merged else config.adapter
+        self.model = build_causal_lm(config, features[prompt.name][MODEL_CONFIG],
+                                     load_pretrained or adapter is not None, adapter)
+        self.pad_id = _pad_id(self.model.config, features[target.name]["stop_id"] - ID_OFFSET)
+        self.keeps_logits = "logits_to_keep" in inspect.signature(self._causal_lm().forward).parameters
+        self.heads = nn.ModuleDict({module_key(target.name): LLMHead(target, features[target.name])})
+        self.adapter_keys = frozenset(n for n, p in self.named_parameters() if p.requires_grad) if adapter else None
+        if self.adapter_keys is not None:
+            self.register_state_dict_post_hook(_adapter_only)
+            self.register_load_state_dict_post_hook(_base_weights_not_missing)
+
+    def head(self, name: str) -> LLMHead:
+        return self.heads[module_key(name)]
+
+    def _causal_lm(self) -> nn.Module:
+        """The transformers model under the adapter, if any."""
+        return self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
+
+    def forward(self, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The target's teacher-forced logits when the batch carries it, else generated tokens."""
+        name = self.output_names[0]
+        prompt = _left_aligned(inputs[self.input_names[0]].long())
+        if name in inputs:
+            return {name: self._scored(prompt, inputs[name].long())}
+        return {name: self._generated(prompt)}
+
+    def _model_ids(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        mask = ids > 0
+        return torch.where(mask, ids - ID_OFFSET, self.pad_id), mask.long()
+
+    def _scored(self, prompt: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        ids, mask = self._model_ids(torch.cat([prompt, target], dim=1))
+        positions = (mask.cumsum(1) - 1).clamp(min=0)  # left padding: each row's tokens count from 0
+        steps = target.shape[1]
+        kwargs = {"logits_to_keep": steps + 1} if self.keeps_logits else {}
+        logits = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False,
+                            **kwargs).logits
+        logits = logits[:, -(steps + 1):-1]  # the logits at step i predict the target's token i
+        tokens = logits.argmax(-1, keepdim=True) + ID_OFFSET
+        return torch.cat([logits, tokens.to(logits.dtype)], dim=-1)
+
+    @torch.no_grad()
+    def _generated(self, prompt: torch.Tensor) -> torch.Tensor:
+        ids, mask = self._model_ids(prompt)
+        settings = self.generation.transformers_kwargs()
+        settings["max_new_tokens"] = settings.get("max_new_tokens") or self.target_length
+        stop = self.head(self.output_names[0]).stop_id - ID_OFFSET
+        out = self.model.generate(input_ids=ids, attention_mask=mask, pad_token_id=self.pad_id, eos_token_id=stop,
+                                  output_scores=True, return_dict_in_generate=True, **settings)
+        new = out.sequences[:, ids.shape[1]:]
+        scores = self._causal_lm().compute_transition_scores(out.sequences, out.scores, getattr(out, "beam_indices", None),
+                                                             normalize_logits=True)
+        ended = (new == stop).long().cumsum(1) - (new == stop).long() > 0  # after the first end token
+        tokens = torch.where(ended, PAD, new + ID_OFFSET)
+        probabilities = torch.where(ended, 1.0, scores.float().exp())
+        output = torch.stack([probabilities, tokens.float()], dim=-1)
+        # Every batch as wide as the longest allowed text (generation stops early once all rows
+        # have ended), so that batches concatenate.
+        return F.pad(output, (0, 0, 0, settings["max_new_tokens"] - output.shape[1]))
+
+    def loss(self, logits: dict[str, torch.Tensor], targets: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict]:
+        name = self.output_names[0]
+        loss = self.head(name).loss(logits[name], targets[name])
+        return loss, {name: loss}
+
+    def no_rows_outputs(self, device) -> dict[str, torch.Tensor]:
+        """What predicting no rows gives: generated outputs of zero rows."""
+        return {self.output_names[0]: torch.zeros(0, 0, 2, device=device)}
+
+    def merge_adapter(self) -> None:
+        """Fold the adapter into the base weights: a plain model, saved whole."""
+        if self.adapter_keys is None:
+            return
+        self.model = self.model.merge_and_unload()
+        self.adapter_keys = None
+        self._state_dict_hooks.clear()
+        self._load_state_dict_post_hooks.clear()
+
+
+def _left_aligned(tokens: torch.Tensor) -> torch.Tensor:
+    """Right-padded rows of stored ids, moved right so that each ends at the last column."""
+    width = tokens.shape[1]
+    if width == 0:
+        return tokens.new_zeros(tokens.shape[0], 1)  # an empty prompt: one padded step to predict from
+    lengths = (tokens > 0).sum(1, keepdim=True)
+    source = torch.arange(width, device=tokens.device).unsqueeze(0) - (width - lengths)
+    return torch.where(source >= 0, tokens.gather(1, source.clamp(min=0)), 0)
+
+
+def _pad_id(model_config, stop: int) -> int:
+    pad = getattr(model_config, "pad_token_id", None)
+    return pad if isinstance(pad, int) else stop
+
+
+def _adapter_only(module: LLM, state_dict: dict, prefix: str, local_metadata) -> None:
+    """The state dict keeps the adapter's weights only (the base model's stay in base_model)."""
+    for key in [k for k in state_dict if k.startswith(prefix) and k[len(prefix):] not in module.adapter_keys]:
+        del state_dict[key]
+
+
+def _base_weights_not_missing(module: LLM, incompatible) -> None:
+    """Loading an adapter's state dict: the frozen base weights are not missing, they come from
+    base_model. (Keys may carry a wrapper's prefix, such as DDP's ``module.``.)"""
+    incompatible.missing_keys[:] = [k for k in incompatible.missing_keys
+                                    if any(k == a or k.endswith("." + a) for a in module.adapter_keys)]
+
+
+def build_causal_lm(config, model_config: dict, load_pretrained: bool, adapter) -> nn.Module:
+    """The transformers model of ``base_model`` (its weights where ``load_pretrained``), with a
+    LoRA adapter where ``adapter`` is set."""
+    if config.quantization is not None:
+        raise ModelError(f"quantization: loading the base model in {config.quantization.bits} bits needs a CUDA GPU "
+                         f"and bitsandbytes, and plait does not quantize yet; remove quantization (LoRA alone "
+                         f"works on CPU and GPU)")
+    transformers = import_transformers()
+    hf_config = transformers.AutoConfig.for_model(**model_config)
+    if load_pretrained:
+        folder = model_folder(config.base_model, "base_model")
+        check_weights(folder, "base_model")
+        model = transformers.AutoModelForCausalLM.from_pretrained(str(folder), config=hf_config, local_files_only=True,
+                                                                  use_safetensors=True, dtype=torch.float32)
+    else:
+        model = transformers.AutoModelForCausalLM.from_config(hf_config, dtype=torch.float32)
+    return with_lora(model, adapter) if adapter is not None else model
+
+
+def with_lora(model: nn.Module, adapter) -> nn.Module:
+    """``model`` with LoRA adapters on the layers ``adapter.target_modules`` names."""
+    peft = import_peft()
+    linear = sorted({name.rsplit(".", 1)[-1] for name, m in model.named_modules() if isinstance(m, nn.Linear)})
+    for target in adapter.target_modules or []:
+        if not any(name == target or name.endswith("." + target) for name, _ in model.named_modules()):
+            raise ModelError(f"adapter.target_modules: {target!r} matches no module of the base model; its linear "
+                             f"layers are named: {', '.join(linear)}")
+    settings = peft.LoraConfig(r=adapter.r, lora_alpha=adapter.alpha, lora_dropout=adapter.dropout,
+                               target_modules=adapter.target_modules, bias=adapter.bias, use_rslora=adapter.use_rslora,
+                               use_dora=adapter.use_dora, task_type="CAUSAL_LM")
+    try:
+        with warnings.catch_warnings():  # peft asks transformers a question transformers calls deprecated
+            warnings.simplefilter("ignore", FutureWarning)
+            return peft.get_peft_model(model, settings)
+    except ValueError as error:
+        raise ModelError(f"adapter: peft cannot place LoRA adapters on this model ({error}); name the layers in "
+                         f"adapter.target_modules, among: {', '.join(linear)}") from None
+
+
+@functools.cache
+def import_peft():
+    try:
+        import peft
+    except ImportError:
+        raise BackendError("LoRA adapters need peft: pip install plait[hf]") from None
+    return peft

@@ -1,0 +1,80 @@
+"""The config of model_type: llm: Ludwig's keys and defaults, and every mistake named by its path."""
+
+from __future__ import annotations
+
+import pytest
+
+from plait.config import LLMConfig, load_config
+from plait.config.llm import template_fields
+from plait.errors import ConfigError
+
+
+def llm(**sections) -> dict:
+    return {"model_type": "llm", "base_model": "/models/llama",
+            "input_features": [{"name": "question", "type": "text"}],
+            "output_features": [{"name": "answer", "type": "text"}], **sections}
+
+
+def problems_of(config: dict) -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        load_config(config)
+    return info.value.problems
+
+
+def test_a_minimal_config_takes_ludwigs_llm_defaults():
+    config = load_config(llm())
+    assert isinstance(config, LLMConfig)
+    assert config.trainer.type == "none" and config.trainer.batch_size == 1 and config.trainer.eval_batch_size == 2
+    assert config.adapter is None and config.quantization is None
+    assert config.generation.max_new_tokens == 32 and config.generation.num_beams == 1
+    assert config.prompt.text() == "{__sample__}"
+
+
+def test_ludwig_rendered_feature_sections_are_accepted():
+    config = load_config(llm(input_features=[{"name": "q", "type": "text", "encoder": {"type": "passthrough"}}],
+                             output_features=[{"name": "a", "type": "text", "decoder": {"type": "text_extractor"},
+                                               "loss": {"type": "next_token_softmax_cross_entropy"}}],
+                             prompt={"retrieval": {"type": None, "k": 0}}))
+    assert config.input_features[0].name == "q"
+
+
+def test_a_lora_adapter_takes_ludwigs_keys():
+    config = load_config(llm(adapter={"type": "lora", "r": 4, "alpha": 8, "dropout": 0.1, "target_modules": ["q_proj"],
+                                      "postprocessor": {"merge_adapter_into_base_model": True}},
+                             trainer={"type": "finetune", "epochs": 2}))
+    assert config.adapter.r == 4 and config.adapter.postprocessor.merge_adapter_into_base_model
+    assert config.trainer.type == "finetune" and config.trainer.epochs == 2
+
+
+def test_the_template_reads_columns_the_sample_and_the_task():
+    config = load_config(llm(prompt={"template": "{__task__}\nContext: {context}\nQ: {question}", "task": "Answer."}))
+    assert config.template_columns == ["question", "context"]
+    assert template_fields("Say {__sample__} in {language}") == ["__sample__", "language"]
+    assert load_config(llm(prompt={"task": "Answer."})).prompt.text() == "{__task__}\n\n{__sample__}\n\n"
+
+
+@pytest.mark.parametrize("sections, problem", [
+    ({"prompt": {"template": "Q: {question!r}"}}, "prompt.template: the template has {question!r}"),
+    ({"prompt": {"template": "Q: {question"}}, "prompt.template: the template is malformed"),
+    ({"prompt": {"template": "Q: {context}"}}, "prompt.template: names neither {__sample__} nor the input column "
+                                              "{question}"),
+    ({"prompt": {"template": "{question}", "task": "Answer."}}, "prompt.template: prompt.task is set but the template "
+                                                                "has no {__task__}"),
+    ({"trainer": {"epochs": 3}}, "trainer.type: is none (no training, Ludwig's default for an LLM) but "
+                                 "trainer.epochs is set; set trainer.type: finetune to train"),
+    ({"trainer": {"type": "fine_tune"}}, "trainer.type: got 'fine_tune'"),
+    ({"adapter": {"type": "adalora"}}, "adapter: got type 'adalora'; plait implements the lora adapter only"),
+    ({"adapter": {"type": "lora", "rank": 4}}, "adapter.rank: unknown field"),
+    ({"trust_remote_code": True}, "trust_remote_code: got True; plait does not implement this Ludwig setting"),
+    ({"combiner": {"type": "concat"}}, "combiner: unknown field"),
+    ({"quantization": {"bits": 3}}, "quantization.bits: got 3"),
+])
+def test_a_mistake_is_named_by_its_path(sections, problem):
+    assert any(p.startswith(problem) for p in problems_of(llm(**sections))), problems_of(llm(**sections))
+
+
+def test_an_llm_has_one_text_input_and_one_text_output():
+    two = llm(input_features=[{"name": "a", "type": "text"}, {"name": "b", "type": "text"}])
+    assert any(p.startswith("input_features:") for p in problems_of(two))
+    assert any(p.startswith("output_features[0].type:") for p in problems_of(llm(output_features=[{"name": "a", "type": "category"}])))
+    assert any("the same name" in p for p in problems_of(llm(output_features=[{"name": "question", "type": "text"}])))

@@ -1,0 +1,95 @@
+"""model_type: llm through the command line: an experiment, predictions from the saved model, and
+every bad input as one `plait: error:` line before training starts."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pandas as pd
+import pytest
+
+from hf_models import FRENCH, colour_rows, llm_config, write_colour_llama
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    return write_colour_llama(tmp_path_factory.mktemp("models") / "llama")
+
+
+def local(config: dict, cache_dir: str) -> dict:
+    return {**config, "backend": {"type": "local", "cache_dir": cache_dir}}
+
+
+def test_an_experiment_then_predict_from_the_saved_model(base, tmp_path, cache_dir, write_config, make_dataset, cli):
+    data = make_dataset(colour_rows())
+    config = write_config(local(llm_config(base), cache_dir))
+    code, out, err = cli("experiment", "--config", config, "--dataset", data, "--output-directory", tmp_path / "runs")
+    assert code == 0, err
+    assert "french: loss" in out and "sequence_accuracy 1.0000" in out
+    model = tmp_path / "runs" / "experiment_run_0" / "model"
+    code, out, err = cli("predict", "--model-path", model, "--dataset", make_dataset(colour_rows(1), "new.csv"),
+                         "--output-directory", tmp_path / "predictions", "--output-format", "csv")
+    assert code == 0, err
+    assert pd.read_csv(tmp_path / "predictions" / "predictions.csv")["french_predictions"].tolist() == FRENCH
+    resolved = json.loads((model / "model_hyperparameters.json").read_text())
+    assert resolved["model_type"] == "llm" and resolved["prompt"]["template"] == "translate : {colour}"
+
+
+def without_weights(folder):
+    (folder / "model.safetensors").unlink()
+    return folder
+
+
+def without_tokenizer(folder):
+    (folder / "tokenizer.json").unlink()
+    return folder
+
+
+BAD_FOLDERS = {
+    "no weights": (without_weights, "base_model: {folder} has no model.safetensors; it has no weights"),
+    "no tokenizer": (without_tokenizer, "base_model: {folder} has no tokenizer (tokenizer.json, or the vocabulary "
+                                        "files of one"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_FOLDERS)
+def test_a_base_model_folder_that_lacks_a_part_is_named(case, base, tmp_path, cache_dir, write_config, make_dataset,
+                                                         cli_error):
+    make, message = BAD_FOLDERS[case]
+    folder = make(shutil.copytree(base, tmp_path / "model"))
+    error = cli_error("train", "--config", write_config(local(llm_config(folder), cache_dir)),
+                      "--dataset", make_dataset(colour_rows(2)))
+    assert message.format(folder=folder) in error
+
+
+def test_a_hub_name_not_in_the_local_cache_says_how_to_get_it(tmp_path, monkeypatch, cache_dir, write_config,
+                                                              make_dataset, cli_error):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty_cache"))
+    config = {**llm_config(tmp_path), "base_model": "meta-llama/Llama-3.2-1B"}
+    error = cli_error("train", "--config", write_config(local(config, cache_dir)), "--dataset", make_dataset(colour_rows(2)))
+    assert "'meta-llama/Llama-3.2-1B' is neither a folder nor in the local Hugging Face cache" in error
+    assert "run `hf download meta-llama/Llama-3.2-1B`" in error
+
+
+@pytest.mark.parametrize("sections, message", [
+    ({"adapter": {"type": "lora", "target_modules": ["q_proj", "query"]}},
+     "adapter.target_modules: 'query' matches no module of the base model; its linear layers are named: down_proj, "
+     "gate_proj, k_proj, lm_head, o_proj, q_proj, up_proj, v_proj"),
+    ({"quantization": {"bits": 4}}, "quantization: loading the base model in 4 bits needs a CUDA GPU"),
+    ({"prompt": {"template": "translate : {colour} to {language}"}},
+     "has no column 'language' (for input feature 'colour')"),
+])
+def test_a_bad_setting_is_refused_before_training(sections, message, base, cache_dir, write_config, make_dataset,
+                                                  cli_error):
+    error = cli_error("train", "--config", write_config(local(llm_config(base, **sections), cache_dir)),
+                      "--dataset", make_dataset(colour_rows(2)))
+    assert message in error
+
+
+def test_a_config_mistake_is_named_by_its_path(base, write_config, cli):
+    code, _, err = cli("validate", "--config", write_config({**llm_config(base), "generation": {"max_new_token": 8}}))
+    assert code == 2 and "Traceback" not in err
+    assert "generation.max_new_token: unknown field; did you mean max_new_tokens?" in err
