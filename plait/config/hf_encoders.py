@@ -14,9 +14,9 @@ plait gathers those keys into ``architecture``, passed to the model's config cla
 from __future__ import annotations
 
 import difflib
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import Field, create_model, field_validator, model_validator
+from pydantic import ConfigDict, Field, create_model, field_validator, model_validator
 
 from plait.config.base import field_error
 from plait.config.encoder_settings import EncoderBase
@@ -93,6 +93,9 @@ NAMED_MODELS: dict[str, HFNamedModel] = {
 
 class HFEncoderBase(EncoderBase):
     """What every Hugging Face text encoder accepts."""
+
+    is_hf_model: ClassVar[bool] = True
+    """Read by plait.utils.hf_models.is_hf_encoder, which needs no config import."""
 
     pretrained_model_name_or_path: str | None = None
     """A folder holding the model (config.json, safetensors weights, the tokenizer), or a Hugging
@@ -180,6 +183,13 @@ def _gather_architecture(known: frozenset[str]):
     return classmethod(gather)
 
 
+class _NamedEncoderBase(HFEncoderBase):
+    # The classes below are made by create_model and their fields carry their descriptions: read
+    # from source, attribute docstrings cost inspect a scan of every module, for each class (0.3 s
+    # of every process that imports the config).
+    model_config = ConfigDict(use_attribute_docstrings=False)
+
+
 def _encoder_class(name: str, spec: HFNamedModel) -> type[HFEncoderBase]:
     fields: dict[str, Any] = {"type": (Literal[name], name)}
     base = HFEncoderBase.model_fields
@@ -195,7 +205,7 @@ def _encoder_class(name: str, spec: HFNamedModel) -> type[HFEncoderBase]:
             f"false. Ludwig writes them beside the other settings ({', '.join(sorted(spec.architecture)[:4])}, "
             f"...): plait gathers them here."))
     validators = {"_architecture": model_validator(mode="before")(_gather_architecture(spec.architecture))}
-    cls = create_model(f"HF{name.title().replace('_', '')}Encoder", __base__=HFEncoderBase, __module__=__name__,
+    cls = create_model(f"HF{name.title().replace('_', '')}Encoder", __base__=_NamedEncoderBase, __module__=__name__,
                        __validators__=validators if spec.architecture else None, **fields)
     what = "Any Hugging Face model" if name == "auto_transformer" else f"Ludwig's {name} encoder"
     cls.__doc__ = (f"{what} (transformers' {spec.model_class})"

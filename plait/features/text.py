@@ -14,14 +14,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from plait.config.hf_encoders import is_hf_encoder
 from plait.errors import DataError
 from plait.features import hf_tokens
 from plait.features import stats as st
 from plait.features.base import FeatureProcessor
 from plait.features.text_ops import (as_strings, encode_tokens, first_values, fixed_size_list, pad, row_lists,
                                      tokenize)
-from plait.utils.hf_models import MODEL_CONFIG, encoder_model_config, tokenizer_fingerprint, tokenizer_json
+from plait.utils.hf_models import MODEL_CONFIG, encoder_model_config, is_hf_encoder, tokenizer_fingerprint, tokenizer_json
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,6 @@ from typing import Callable
 import torch
 from torch import nn
 
-from plait.config.hf_encoders import is_hf_encoder
 from plait.errors import ModelError
 from plait.features.hf_tokens import CACHED_EMBEDDING
 from plait.models import h3_encoders as h3
@@ -25,6 +24,7 @@ from plait.models.hf_encoders import build_hf_encoder
 from plait.models.image_encoders import IMAGE_ENCODERS
 from plait.models.image_input import image_input
 from plait.models.torchvision_encoders import TORCHVISION_ENCODERS
+from plait.utils.hf_models import is_hf_encoder
 from plait.models.layers import FCLayers, fc_layer_specs
 from plait.models.legacy import LEGACY_ENCODER, LEGACY_ENCODERS
 from plait.models.series_encoders import SERIES_ENCODERS, check_tied_channels, fit_steps, steps_of

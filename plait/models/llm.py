@@ -133,8 +133,10 @@ class LLM(nn.Module):
         out = self.model.generate(input_ids=ids, attention_mask=mask, pad_token_id=self.pad_id, eos_token_id=stop,
                                   output_scores=True, return_dict_in_generate=True, **settings)
         new = out.sequences[:, ids.shape[1]:]
-        scores = self._causal_lm().compute_transition_scores(out.sequences, out.scores, getattr(out, "beam_indices", None),
-                                                             normalize_logits=True)
+        # Greedy and sampled steps' scores are logits; beam search's are log-probabilities already.
+        beams = getattr(out, "beam_indices", None)
+        scores = self._causal_lm().compute_transition_scores(out.sequences, out.scores, beams,
+                                                             normalize_logits=beams is None)
         ended = (new == stop).long().cumsum(1) - (new == stop).long() > 0  # after the first end token
         tokens = torch.where(ended, PAD, new + ID_OFFSET)
         probabilities = torch.where(ended, 1.0, scores.float().exp())

@@ -25,6 +25,13 @@ SLOW_TOKENIZER_FILES = ("vocab.txt", "vocab.json", "spiece.model", "sentencepiec
 """The vocabulary files of tokenizers that transformers converts to a fast one."""
 
 
+def is_hf_encoder(encoder) -> bool:
+    """Whether an encoder's settings are a pretrained Hugging Face model's (plait.config.hf_encoders),
+    told by a flag of their class: the features and models that ask need not import the config
+    package, which costs about a second in every process that imports it."""
+    return getattr(type(encoder), "is_hf_model", False)
+
+
 def model_folder(name_or_path: str, setting: str) -> Path:
     """The folder of ``name_or_path``: the path itself, or the model's snapshot in the local
     Hugging Face cache. ``setting`` (a config path) is named in the error."""
