@@ -73,8 +73,8 @@ class LLMTextProcessor(FeatureProcessor):
         if too_long:
             role = "output" if self.is_output else "input"
             log.warning("%s feature %r: %d of %d training rows have more than %d tokens; they are cut to that length "
-                        "(preprocessing.max_sequence_length%s).", role.capitalize(), self.name, too_long, stats["rows"],
-                        cap, "" if self.is_output else ", the model's context and global_max_sequence_length")
+                        "(its preprocessing.max_sequence_length, within the model's context and "
+                        "global_max_sequence_length).", role.capitalize(), self.name, too_long, stats["rows"], cap)
         return {"hf_tokenizer": serialized, "vocabulary": hf_tokens.vocabulary(serialized), "sequence_length": cap,
                 "padding": "right", "fill_value": self.fill_value(stats["texts"])}
 

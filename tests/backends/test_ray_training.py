@@ -23,10 +23,13 @@ def train_worker_pids() -> list[int]:
     return session_processes(b"ray::RayTrainWorker")
 
 
-@pytest.mark.parametrize("strategy", ["ddp", "fsdp", "deepspeed", "horovod"])
+# fsdp and deepspeed train on Ray Train in test_ray_llm.py (a language model sharded across two
+# workers), and with this model on gloo process groups in tests/training/strategies: runs here
+# would repeat them at 30 s each of the suite's time.
+@pytest.mark.parametrize("strategy", ["ddp", "horovod"])
 def test_two_workers_learn_a_simple_rule_with_each_strategy(tmp_path, strategy):
-    if strategy in ("deepspeed", "horovod"):
-        pytest.importorskip({"deepspeed": "deepspeed", "horovod": "horovod.torch"}[strategy])
+    if strategy == "horovod":
+        pytest.importorskip("horovod.torch")
     config = rule_config(tmp_path, workers=2)
     config["backend"]["trainer"]["strategy"] = strategy
     model = Model(config)
@@ -88,18 +91,9 @@ def kill_a_worker_when(appears: Path, unless: Path | None = None) -> tuple[threa
     return thread, killed
 
 
-def test_a_killed_worker_is_replaced_and_training_resumes_from_the_checkpoint(tmp_path):
-    run = tmp_path / "run"
-    killer, killed = kill_a_worker_when(run / "checkpoints" / "latest.json")
-    model = Model(rule_config(tmp_path, workers=2, epochs=24, early_stop=-1))
-    result = model.train(dataset=rule_data(), run_dir=run, progress_bar=False)
-    killer.join(timeout=5)
-    assert killed, "no worker was killed: training ended before the first checkpoint was seen"
-    [restart] = result.restarts
-    assert restart["resumed_from_step"] > 0, "the new worker group resumed from a checkpoint, not from scratch"
-    epochs = [r["epoch"] for r in result.training_statistics]
-    assert epochs == list(range(1, 25)), "every epoch recorded once: resumed, not restarted or repeated"
-    assert model.evaluate(rule_data(), split="test")["y"]["accuracy"] > 0.9
+# A worker killed after a checkpoint, the group replaced and training resumed from that checkpoint:
+# test_ray_llm.py kills a worker of a DeepSpeed ZeRO-3 group (a sharded checkpoint, the harder
+# case) and checks every epoch is recorded once; the driver's own death is tested below.
 
 
 def test_a_worker_killed_before_the_first_checkpoint_starts_the_group_over(tmp_path):
