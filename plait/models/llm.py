@@ -90,9 +90,9 @@ class LLM(nn.Module):
         self.keeps_logits = "logits_to_keep" in inspect.signature(self._causal_lm().forward).parameters
         self.heads = nn.ModuleDict({module_key(target.name): LLMHead(target, features[target.name])})
         self.adapter_keys = frozenset(n for n, p in self.named_parameters() if p.requires_grad) if adapter else None
-        if self.adapter_keys is not None:
-            self.register_state_dict_post_hook(_adapter_only)
-            self.register_load_state_dict_post_hook(_base_weights_not_missing)
+        self.adapter_hooks = [] if self.adapter_keys is None else [
+            self.register_state_dict_post_hook(_adapter_only),
+            self.register_load_state_dict_post_hook(_base_weights_not_missing)]
 
     def head(self, name: str) -> LLMHead:
         return self.heads[module_key(name)]
@@ -160,8 +160,9 @@ class LLM(nn.Module):
             return
         self.model = self.model.merge_and_unload()
         self.adapter_keys = None
-        self._state_dict_hooks.clear()
-        self._load_state_dict_post_hooks.clear()
+        for hook in self.adapter_hooks:  # the state dict is the whole model's again
+            hook.remove()
+        self.adapter_hooks = []
 
 
 def _left_aligned(tokens: torch.Tensor) -> torch.Tensor:
