@@ -167,12 +167,21 @@ class QuantizationConfig(StrictModel):
     bnb_4bit_quant_type: Literal["fp4", "nf4"] = "nf4"
 
 
-class LLMInputFeature(StrictModel):
+class LLMFeature(StrictModel):
+    """What the prompt's and the target's features share."""
+
     name: str = Field(min_length=1)
     type: Literal["text"] = "text"
-    """An LLM reads text."""
+    """An LLM reads and writes text."""
     column: str | None = None
     """The data column (default: the name)."""
+
+    @property
+    def source_column(self) -> str:
+        return self.column or self.name
+
+
+class LLMInputFeature(LLMFeature):
     preprocessing: TextPreprocessing = Field(default_factory=TextPreprocessing)
     """max_sequence_length caps the prompt's tokens (its start is kept); the tokenizer is always the
     base model's, and the other text keys are accepted with no effect."""
@@ -180,17 +189,8 @@ class LLMInputFeature(StrictModel):
                                                 "tokens itself; drop the encoder")] = None
     """Ludwig writes passthrough: the tokens go to the model as they are."""
 
-    @property
-    def source_column(self) -> str:
-        return self.column or self.name
 
-
-class LLMOutputFeature(StrictModel):
-    name: str = Field(min_length=1)
-    type: Literal["text"] = "text"
-    """An LLM writes text."""
-    column: str | None = None
-    """The data column (default: the name)."""
+class LLMOutputFeature(LLMFeature):
     preprocessing: TextPreprocessing = Field(
         default_factory=lambda: TextPreprocessing(missing_value_strategy="drop_row"))
     """max_sequence_length caps the target's tokens (the end token included)."""
@@ -201,10 +201,6 @@ class LLMOutputFeature(StrictModel):
     dependencies: Annotated[list | None, ludwig_only(None, [], instead="an LLM has one output")] = None
     reduce_input: Annotated[str | None, ludwig_only(None, "sum", instead="an LLM's output is a sequence")] = None
     reduce_dependencies: Annotated[str | None, ludwig_only(None, "sum", instead="an LLM has one output")] = None
-
-    @property
-    def source_column(self) -> str:
-        return self.column or self.name
 
 
 class LLMTrainerConfig(TrainerConfig):
