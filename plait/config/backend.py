@@ -87,8 +87,10 @@ class DDPConfig(StrategySection):
 
 class FSDPConfig(StrategySection):
     type: Literal["fsdp"] = "fsdp"
-    state_dict_type: Literal["full", "sharded"] = "full"
-    """Checkpoints hold the full model (gathered on rank 0) or each rank's shard."""
+    state_dict_type: Literal["full", "sharded"] = "sharded"
+    """Checkpoints hold each rank's shard (written and read by every rank in parallel; a resume
+    may use another number of workers) or the full model and optimizer state, gathered on rank
+    0 (which then holds them whole for a moment). The final model is gathered either way."""
     cpu_offload: bool = False
     """Keep parameters and optimizer state in CPU memory between uses (GPU memory for size)."""
 

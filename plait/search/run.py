@@ -273,7 +273,12 @@ def _model_of_stopped_trial(spec: SearchSpec, folder) -> None:
     metadata = preprocess(config, **spec.data, seed=spec.seed).metadata  # a cache hit
     # The best evaluation's weights are kept beside the model's when they differ from them.
     with latest.fetched() as local:
-        weights = ckpt.load_weights(local / (ckpt.BEST if (local / ckpt.BEST).is_file() else MODEL_FILE))
+        whole = [local / name for name in (ckpt.BEST, MODEL_FILE) if (local / name).is_file()]
+        if not whole:  # fsdp's sharded checkpoints and ZeRO-3's hold no whole weights
+            log.warning("Trial %s stopped early; its checkpoint %s holds sharded weights only, so it keeps no model.",
+                        run.root, latest.name)
+            return
+        weights = ckpt.load_weights(whole[0])
     save_model(run.model_dir, config_dict, {"features": metadata["features"], "splits": metadata["splits"],
                                             "seed": spec.seed}, weights)
 

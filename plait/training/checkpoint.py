@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 import logging
+import math
+import shutil
 import tempfile
 import zipfile
 from pathlib import Path
@@ -44,15 +46,42 @@ def save_weights(state_dict: dict, path: Path) -> None:
         save_file({k: v.detach().cpu().contiguous() for k, v in state_dict.items()}, tmp)
 
 
+SAFETENSORS_DTYPES = {torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
+                      torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8",
+                      torch.uint8: "U8", torch.bool: "BOOL"}
+
+
+def save_weights_streamed(path: Path, layout: dict[str, tuple[torch.dtype, tuple[int, ...]]], tensors) -> None:
+    """Weights in safetensors at ``path``, all or nothing, written one tensor at a time, so the
+    whole set is never in memory at once. ``layout``: each tensor's dtype and shape, known up
+    front (safetensors puts them in a header before the data); ``tensors`` yields (name,
+    tensor) in the layout's order."""
+    header, offset = {}, 0
+    for name, (dtype, shape) in layout.items():
+        size = math.prod(shape) * dtype.itemsize
+        header[name] = {"dtype": SAFETENSORS_DTYPES[dtype], "shape": list(shape), "data_offsets": [offset, offset + size]}
+        offset += size
+    encoded = json.dumps(header, separators=(",", ":")).encode()
+    encoded += b" " * (-len(encoded) % 8)  # the data starts 8-byte aligned
+    with atomic_path(path) as tmp, open(tmp, "wb") as out:
+        out.write(len(encoded).to_bytes(8, "little"))
+        out.write(encoded)
+        for (name, tensor), expected in zip(tensors, layout, strict=True):
+            if name != expected or tensor.dtype != layout[name][0]:
+                raise ValueError(f"save_weights_streamed: got {name} ({tensor.dtype}) where the layout has {expected}")
+            out.write(tensor.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().data)
+
+
 def load_weights(path: Path) -> dict:
     return load_file(str(path))
 
 
 def save_checkpoint(directory: Folder | Path, strategy, model, optimizer, scheduler, state: dict, keep: int = 2,
-                    best_weights: dict | None = None) -> Folder:
+                    best_weights: dict | Path | None = None) -> Folder:
     """Write checkpoint ``step-<n>`` under ``directory`` and point ``latest.json`` at it. Called
     on every worker (a sharded strategy writes a part from each); the coordinator publishes it.
-    ``best_weights``: the best evaluation's weights, where they are not the model's own."""
+    ``best_weights``: the best evaluation's weights (or a file of them), where they are not the
+    model's own."""
     directory = as_folder(directory)
     final = directory / f"step-{state['step']:09d}"
     if directory.is_local:
@@ -68,7 +97,7 @@ def save_checkpoint(directory: Folder | Path, strategy, model, optimizer, schedu
 
 
 def _save_in_shared_folder(directory: Path, strategy, model, optimizer, scheduler, state: dict,
-                           best_weights: dict | None) -> None:
+                           best_weights: dict | Path | None) -> None:
     """Every worker writes into one folder all of them see, which the coordinator publishes."""
     final = directory / f"step-{state['step']:09d}"
     # One name every worker can compute (not a random temporary_name): the workers write into
@@ -92,7 +121,7 @@ def _save_in_shared_folder(directory: Path, strategy, model, optimizer, schedule
 
 
 def _save_to_object_storage(final: Folder, strategy, model, optimizer, scheduler, state: dict,
-                            best_weights: dict | None) -> None:
+                            best_weights: dict | Path | None) -> None:
     """Every worker writes its part in a local folder of its own and uploads it; the coordinator
     adds its files, the marker last. An older checkpoint of the same step loses its marker
     first, so no reader trusts the mix."""
@@ -109,9 +138,11 @@ def _save_to_object_storage(final: Folder, strategy, model, optimizer, scheduler
             final.upload(Path(staging), last=STATE_FILE)
 
 
-def _write_trainer_files(folder: Path, scheduler, state: dict, best_weights: dict | None) -> None:
+def _write_trainer_files(folder: Path, scheduler, state: dict, best_weights: dict | Path | None) -> None:
     torch.save({"scheduler": scheduler.state_dict(), "rng": torch.get_rng_state()}, folder / TRAINER_FILE)
-    if best_weights is not None:
+    if isinstance(best_weights, Path):
+        shutil.copyfile(best_weights, folder / BEST)
+    elif best_weights is not None:
         save_weights(best_weights, folder / BEST)
     (folder / STATE_FILE).write_text(json.dumps(state, indent=2))  # last: its presence marks a whole folder
 

@@ -5,6 +5,7 @@ every Ray Train worker with the ddp strategy. Nothing here knows which.
 
 from __future__ import annotations
 
+import gc
 import logging
 import random
 from collections.abc import Callable
@@ -108,10 +109,16 @@ def fit(job: FitJob, strategy: Strategy, batches: tuple | None = None, watch=Non
     progress = trainer.fit(train, validation if validation is not None and validation.rows else None, resume=resume_from,
                            watch=watch)
     weights = trainer.final_weights()
+    history = progress.history
+    # The training state (model, gradients, optimizer) goes before the final model is built:
+    # with both, a worker would hold the model twice over at the end of a run.
+    strategy.release_model()
+    del trainer, module, progress
+    gc.collect()
     final = build_model(job.config, job.metadata)
     if strategy.is_coordinator:  # a sharded strategy has the whole weights on the coordinator only
         final.load_state_dict(weights)
-    return FitOutput(final, progress.history)
+    return FitOutput(final, history)
 
 
 def checkpoint_to_resume(job: FitJob, warn: bool = True) -> Folder | None:

@@ -236,7 +236,7 @@ def test_other_split_types_validate(split):
 
 def test_strategy_given_as_a_name_gets_its_defaults():
     strategy = load_config(with_(backend={"trainer": {"strategy": "fsdp"}})).backend.trainer.strategy
-    assert (strategy.type, strategy.state_dict_type, strategy.cpu_offload) == ("fsdp", "full", False)
+    assert (strategy.type, strategy.state_dict_type, strategy.cpu_offload) == ("fsdp", "sharded", False)
 
 
 def test_strategy_given_as_a_section():

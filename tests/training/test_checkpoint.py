@@ -77,3 +77,19 @@ def test_a_checkpoint_check_never_unpickles(tmp_path):
     (folder / "state.json").write_text(json.dumps({"step": 1}))
     (folder / "optimizer.pt").write_bytes(b"\x80\x04cos\nsystem\n.")  # a pickle, not a torch zip archive
     assert "optimizer.pt is damaged" in ckpt.checkpoint_problem(folder)
+
+
+def test_weights_written_one_tensor_at_a_time_read_back_as_safetensors(tmp_path):
+    import torch
+
+    from plait.training.checkpoint import load_weights, save_weights_streamed
+
+    weights = {"a.weight": torch.randn(3, 5), "a.bias": torch.arange(3, dtype=torch.int64),
+               "b": torch.randn(7).to(torch.bfloat16), "flag": torch.tensor([True, False])}
+    layout = {name: (tensor.dtype, tuple(tensor.shape)) for name, tensor in weights.items()}
+    save_weights_streamed(tmp_path / "w.safetensors", layout, iter(weights.items()))
+    loaded = load_weights(tmp_path / "w.safetensors")
+    assert loaded.keys() == weights.keys() and all(torch.equal(loaded[k], weights[k]) for k in weights)
+    with pytest.raises(ValueError, match="got flag .* where the layout has a.weight"):
+        save_weights_streamed(tmp_path / "x.safetensors", layout, iter(reversed(weights.items())))
+    assert not (tmp_path / "x.safetensors").exists(), "a failed write leaves no file"

@@ -81,6 +81,11 @@ class Strategy(ABC):
         """``value`` as the coordinator has it, on every worker (a small picklable object)."""
         return value
 
+    def release_model(self) -> None:
+        """Drop this strategy's references to the model and optimizer it prepared (training is
+        over), so that their memory goes before the final model is built; the workers stay
+        connected."""
+
     def shutdown(self) -> None:
         """Release process groups and other resources."""
 

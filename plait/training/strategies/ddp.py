@@ -37,5 +37,5 @@ class DDPStrategy(ProcessGroupStrategy):
             with self.model.no_sync():
                 loss.backward()
 
-    def _release(self):
+    def release_model(self):
         self.model = None

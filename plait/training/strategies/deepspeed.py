@@ -15,6 +15,7 @@ How plait's loop maps onto the DeepSpeed engine:
   sees the partitioned gradients, so ``optimizer_step`` steps first and reports the norm after.
 * Checkpoints: the full weights in safetensors (written by the coordinator) and one optimizer file
   per worker (its partition, with the fp32 master weights), loaded with ``weights_only=True``.
+  Under ZeRO-3 the weights stay partitioned: no full copy is gathered for a checkpoint.
   Resuming needs the same number of workers, ZeRO stage and precision.
 * fp16/bf16: DeepSpeed keeps the module's weights in half precision (fp32 master weights in the
   optimizer); the forward pass runs under autocast and returns float32 (fp16 needs a GPU:
@@ -38,6 +39,9 @@ from plait.errors import BackendError, ConfigError
 from plait.training.strategies.process_group import ProcessGroupStrategy
 from plait.training.strategies.state import MODEL_FILE, StateIO, unwrap
 
+FROZEN_FILE = "frozen.safetensors"
+"""Under ZeRO-3, the part of the module's state a checkpoint's optimizer files do not hold:
+buffers and frozen parameters (the trainable ones are restored from the fp32 master weights)."""
 LAYOUT_FILE = "deepspeed.json"
 """How the optimizer state in a checkpoint is partitioned: loading needs the same layout."""
 LAYOUT_SETTINGS = {"world_size": "backend.trainer.num_workers",
@@ -86,6 +90,8 @@ class DeepSpeedStrategy(ProcessGroupStrategy):
         half = self._half_dtype()
         if half is not None:
             run_in_half_precision(model, self.device.type, half)
+        if self.stage == 3:
+            self.ds_config["zero_optimization"].update(zero3_sizes(model))
         self.engine, *_ = self.deepspeed.initialize(model=model, optimizer=optimizer, config=self.ds_config,
                                                     dist_init_required=False)
         self.torch_optimizer = optimizer
@@ -133,40 +139,85 @@ class DeepSpeedStrategy(ProcessGroupStrategy):
         applied = getattr(self.engine, "was_step_applied", None)
         return applied() if applied is not None else True
 
-    def _release(self):
+    def release_model(self):
         if self.engine is not None and hasattr(self.engine, "destroy"):
             self.engine.destroy()  # removes ZeRO-3's hooks from the module
+        if self.engine is not None and self.engine.optimizer is not self.torch_optimizer:
+            drop_zero_buffers(self.engine.optimizer)
         self.engine = self.torch_optimizer = None
 
 
 class DeepSpeedState(StateIO):
-    """The full weights (gathered under ZeRO-3) in the dtypes the plain module was built with,
-    written by the coordinator; each worker's partition of the optimizer state in a file of its
-    own, with a layout file that a resume checks against the current settings."""
+    """The full weights in the dtypes the plain module was built with; each worker's partition
+    of the optimizer state in a file of its own, with a layout file that a resume checks against
+    the current settings.
+
+    Under ZeRO-3 the weights stay partitioned: the full weights are gathered one module at a
+    time and kept by the coordinator alone, and a checkpoint holds no full weights. Each
+    worker's optimizer partition carries its fp32 master weights, from which DeepSpeed restores
+    the trainable parameters; the rest (buffers, frozen parameters) goes in ``FROZEN_FILE``."""
+
+    @property
+    def shards_weights(self) -> bool:
+        return self.strategy.stage == 3
 
     def full_weights(self, model):
-        """The full weights on every worker (ZeRO-3 gathers them: a collective), in the dtypes
-        the plain module was built with."""
+        """The full weights, on every worker (under ZeRO-3: on the coordinator alone)."""
         module = unwrap(model)
-        with self._gathered(module):
-            # Cloned inside: leaving the context frees ZeRO-3's gathered parameters.
+        if self.shards_weights:
+            state = self._gathered_on_coordinator(module, set(module.state_dict()))
+        else:
             state = {name: tensor.detach().clone() for name, tensor in module.state_dict().items()}
         dtypes = self.strategy.dtypes
         return {name: tensor.to(dtypes.get(name, tensor.dtype)) for name, tensor in state.items()}
 
-    def _gathered(self, module, modifier_rank=None):
-        """Full parameters inside the context under ZeRO-3 (with ``modifier_rank``, that rank's
-        changes are scattered back when it ends); a no-op otherwise."""
-        if self.strategy.stage != 3:
-            return contextlib.nullcontext()
-        return self.strategy.deepspeed.zero.GatheredParameters(list(module.parameters()), modifier_rank=modifier_rank)
+    def _gathered_on_coordinator(self, module, names: set[str]) -> dict:
+        """Copies of the tensors of ``module``'s state dict named in ``names`` (on the
+        coordinator; empty elsewhere)."""
+        keep = self.strategy.is_coordinator
+        return {name: tensor.detach().clone() for name, tensor in self._each_gathered(module, names) if keep}
+
+    def save_full_weights(self, model, path: Path) -> None:
+        """Under ZeRO-3 each module's parameters are gathered in turn and written straight to
+        the file by the coordinator: no worker ever holds the whole model."""
+        if not self.shards_weights:
+            return super().save_full_weights(model, path)
+        from plait.training.checkpoint import save_weights_streamed
+
+        module = unwrap(model)
+        names = set(module.state_dict())
+        dtypes = self.strategy.dtypes
+        layout = {name: (dtypes.get(name, tensor.dtype), tuple(getattr(tensor, "ds_shape", tensor.shape)))
+                  for name, tensor in _named_tensors(module, names)}
+        tensors = ((name, tensor.to(layout[name][0])) for name, tensor in self._each_gathered(module, names))
+        if self.strategy.is_coordinator:
+            save_weights_streamed(path, layout, tensors)
+        else:
+            for _ in tensors:  # the gathers are collectives: every worker runs them
+                pass
+
+    def _each_gathered(self, module, names: set[str]):
+        """Yield (name, full tensor) for the tensors of ``module``'s state dict named in
+        ``names``, one module's parameters gathered at a time (a collective, on every worker;
+        each tensor is valid until the next one is asked for)."""
+        # An evaluation's forward passes may leave prefetched parameters in flight, which a
+        # gather of only some of them cannot release: everything is partitioned again first.
+        self.strategy.engine.empty_partition_cache()
+        for child_names, tensors in _tensors_by_module(module, names):
+            with self.strategy.deepspeed.zero.GatheredParameters(tensors):
+                yield from zip(child_names, tensors)
 
     def save(self, directory: Path, model, optimizer) -> None:
         from plait.training.checkpoint import save_weights
 
-        weights = self.full_weights(model)
+        module = unwrap(model)
+        if self.shards_weights:
+            trainable = {name for name, p in module.named_parameters(remove_duplicate=False) if p.requires_grad}
+            weights = self._gathered_on_coordinator(module, set(module.state_dict()) - trainable)
+        else:
+            weights = self.full_weights(model)
         if self.strategy.is_coordinator:
-            save_weights(weights, directory / MODEL_FILE)
+            save_weights(weights, directory / (FROZEN_FILE if self.shards_weights else MODEL_FILE))
             (directory / LAYOUT_FILE).write_text(json.dumps(self.layout()))
         # Each worker's partition of the optimizer state, with its fp32 master weights.
         torch.save(self.strategy.engine.optimizer.state_dict(), directory / optimizer_file(self.strategy.rank))
@@ -176,11 +227,23 @@ class DeepSpeedState(StateIO):
 
         self.check_layout(directory)
         module = unwrap(model)
-        with self._gathered(module, modifier_rank=0):
+        if self.shards_weights:  # the trainable parameters come back with the optimizer state
+            saved = load_weights(directory / FROZEN_FILE)
+            named = dict(module.named_parameters(remove_duplicate=False))
+            with self._gathered([named[name] for name in saved if name in named], modifier_rank=0):
+                module.load_state_dict(saved, strict=False)
+        else:
             module.load_state_dict(load_weights(directory / MODEL_FILE))
         with torch.serialization.safe_globals(checkpoint_classes()):
             state = torch.load(directory / optimizer_file(self.strategy.rank), weights_only=True)
         self._load_optimizer_state(state)
+
+    def _gathered(self, parameters: list, modifier_rank=None):
+        """Full ``parameters`` inside the context under ZeRO-3 (with ``modifier_rank``, that
+        rank's changes are scattered back when it ends); a no-op otherwise."""
+        if not self.shards_weights:
+            return contextlib.nullcontext()
+        return self.strategy.deepspeed.zero.GatheredParameters(parameters, modifier_rank=modifier_rank)
 
     def _load_optimizer_state(self, state: dict) -> None:
         from deepspeed.runtime.base_optimizer import ZeROOptimizer
@@ -273,6 +336,52 @@ def deepspeed_config(config, trainer) -> dict:
         # Offloading steps plait's torch optimizer on the CPU, not DeepSpeed's compiled CPU Adam.
         "zero_force_ds_cpu_optimizer": False,
     }
+
+
+def _tensors_by_module(module, names: set[str]):
+    """Each module's own parameters and buffers named in ``names`` (state-dict names), as
+    (names, tensors), module by module in the state dict's order."""
+    for prefix, child in module.named_modules(remove_duplicate=False):
+        own = [(f"{prefix}.{name}" if prefix else name, tensor)
+               for name, tensor in [*child._parameters.items(), *child._buffers.items()] if tensor is not None]
+        own = [(name, tensor) for name, tensor in own if name in names]
+        if own:
+            yield [name for name, _ in own], [tensor for _, tensor in own]
+
+
+def _named_tensors(module, names: set[str]):
+    for child_names, tensors in _tensors_by_module(module, names):
+        yield from zip(child_names, tensors)
+
+
+def drop_zero_buffers(zero_optimizer) -> None:
+    """Free what a ZeRO optimizer holds (its flat partitions, gradient buffers, the base
+    optimizer's moments) once training is over. After ``engine.destroy()`` the engine stays
+    reachable from the parameters' autograd state, which Python's collector cannot see, so
+    dropping plait's references frees nothing: without this a worker would carry all its
+    training state while the final model is built."""
+    base = getattr(zero_optimizer, "optimizer", None)
+    if isinstance(base, torch.optim.Optimizer):
+        base.state.clear()
+    for name, value in list(vars(zero_optimizer).items()):
+        if isinstance(value, torch.Tensor):
+            setattr(zero_optimizer, name, None)
+        elif isinstance(value, list) and value and isinstance(value[0], (torch.Tensor, list)):
+            setattr(zero_optimizer, name, [])
+
+
+def zero3_sizes(model: torch.nn.Module) -> dict:
+    """ZeRO-3's bucket and cache sizes, in elements, for this model. DeepSpeed's defaults suit
+    models of billions of parameters on GPUs: they let a worker keep up to 10^9 gathered
+    parameters between uses and step the optimizer over one group of 10^9 (all of a smaller
+    model), so a worker's peak approaches an unsharded one. Sized from the largest parameter
+    instead, a worker holds a few layers' full parameters at a time, and the optimizer steps a
+    sixteenth of the model at a time."""
+    sizes = [p.numel() for p in model.parameters()]
+    largest, total = max(sizes, default=1), sum(sizes)
+    return {"reduce_bucket_size": largest, "stage3_prefetch_bucket_size": largest,
+            "stage3_max_live_parameters": 2 * largest, "stage3_max_reuse_distance": largest,
+            "sub_group_size": max(largest, total // 16)}
 
 
 def _offload(section) -> dict:

@@ -2,9 +2,10 @@
 one slice of every parameter, gradient and optimizer state; a layer's full parameters are
 gathered just before its forward and backward and freed again after.
 
-The model is sharded in place: each direct child module that holds parameters (looking through
-``ModuleDict``/``ModuleList`` containers, which are never called) becomes one unit, gathered on
-its own, and the root takes whatever parameters are left. ``fully_shard`` replaces the module's
+The model is sharded in place, in units gathered one at a time: each block a pretrained
+transformer declares indivisible (its decoder layers, say), then each direct child module that
+holds parameters (looking through ``ModuleDict``/``ModuleList`` containers, which are never
+called), and the root takes whatever parameters are left. ``fully_shard`` replaces the module's
 parameters with sharded ``DTensor`` ones, so ``prepare`` points the optimizer at the new ones.
 
 Like ``ddp``, the process group comes from whoever launched the workers (Ray Train), or under
@@ -123,9 +124,12 @@ class FSDPStrategy(ProcessGroupStrategy):
         dist.all_reduce(squares, op=dist.ReduceOp.SUM)
         return (squares + _sum_of_squares(whole, self.device)).sqrt()
 
+    def release_model(self):
+        self.model = None
+
     def _release(self):
         # The sharded model's hooks hold the mesh's group.
-        self.model = None
+        self.release_model()
         self.mesh = None
 
 
@@ -134,6 +138,8 @@ class FSDPState(StateIO):
     (``state_dict_type: full``: gathered, written by rank 0, read by rank 0 and scattered) or
     sharded (``sharded``: every rank writes and reads its own slices with torch's distributed
     checkpoint)."""
+
+    shards_weights = True
 
     def full_weights(self, model):
         """The full weights under the plain module's names: complete on rank 0, empty elsewhere.
@@ -183,12 +189,27 @@ class FSDPState(StateIO):
 
 
 def _shard_units(module: nn.Module) -> list[nn.Module]:
-    """The modules to shard one by one: each child with parameters. A ModuleDict or ModuleList
-    is looked through: it is never called, so FSDP's forward hooks on it would never run."""
+    """The modules to shard one by one, innermost first: the blocks a pretrained transformer
+    declares whole (its ``_no_split_modules``, such as each decoder layer), then each child of
+    ``module`` with parameters. A ModuleDict or ModuleList child is looked through: it is never
+    called, so FSDP's forward hooks on it would never run.
+
+    A pretrained model is otherwise one child, gathered whole in every forward and backward:
+    sharded by layer, a worker holds one layer's full parameters at a time."""
+    return [*_transformer_blocks(module), *_children_with_parameters(module)]
+
+
+def _transformer_blocks(module: nn.Module) -> list[nn.Module]:
+    names = {name for m in module.modules() for name in (getattr(m, "_no_split_modules", None) or [])}
+    # Reversed pre-order: a block inside another block is sharded before it.
+    return [m for m in reversed(list(module.modules())) if m is not module and type(m).__name__ in names]
+
+
+def _children_with_parameters(module: nn.Module) -> list[nn.Module]:
     units = []
     for child in module.children():
         if isinstance(child, (nn.ModuleDict, nn.ModuleList)):
-            units.extend(_shard_units(child))
+            units.extend(_children_with_parameters(child))
         elif next(child.parameters(), None) is not None:
             units.append(child)
     return units

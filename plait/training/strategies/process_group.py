@@ -44,6 +44,7 @@ class ProcessGroupStrategy(Strategy):
 
     def _release(self) -> None:
         """Drop what holds on to the group (a wrapped model, an engine) before it goes."""
+        self.release_model()
 
     def shutdown(self):
         # Released and garbage collected before the group is destroyed: otherwise about a third

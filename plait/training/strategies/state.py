@@ -32,6 +32,10 @@ class StateIO:
     """Reads and writes the model and optimizer state of a strategy. Every worker calls each
     method (gathering sharded state is a collective)."""
 
+    shards_weights: bool = False
+    """True where no worker holds the whole model while training (fsdp, ZeRO-3): a full copy of
+    the weights is then gathered only when needed, and on the coordinator alone."""
+
     def __init__(self, strategy):
         # The strategy this state belongs to (not annotated: base.py imports this module).
         self.strategy = strategy
@@ -40,6 +44,14 @@ class StateIO:
         """The full weights, as a plain module's ``state_dict`` names them; complete on the
         coordinator."""
         return unwrap(model).state_dict()
+
+    def save_full_weights(self, model: nn.Module, path: Path) -> None:
+        """Write the full weights to ``path`` (a safetensors file the coordinator writes)."""
+        from plait.training.checkpoint import save_weights
+
+        weights = self.full_weights(model)
+        if self.strategy.is_coordinator:
+            save_weights(weights, path)
 
     def save(self, directory: Path, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
         """Write model and optimizer state into a checkpoint folder every worker can see. Here

@@ -82,8 +82,22 @@ def _train(rank: int, runs: list[tuple[int, bool]]) -> dict:
         model = make_model()
         model, optimizer = strategy.prepare(model, torch.optim.AdamW(model.parameters(), lr=0.05))
         norms = train_steps(strategy, model, optimizer, rank, range(STEPS))
-        results[stage, bf16] = {"weights": strategy.state.full_weights(model), "norms": norms}
+        results[stage, bf16] = {"weights": strategy.state.full_weights(model), "norms": norms,
+                                "written": _written_full_weights(strategy, model)}
     return results
+
+
+def _written_full_weights(strategy, model) -> dict:
+    """What ``save_full_weights`` writes (ZeRO-3: gathered module by module, streamed to the
+    file), read back on the coordinator."""
+    import tempfile
+    from pathlib import Path
+
+    from plait.training.checkpoint import load_weights
+
+    with tempfile.TemporaryDirectory() as folder:
+        strategy.state.save_full_weights(model, Path(folder) / "weights.safetensors")
+        return load_weights(Path(folder) / "weights.safetensors") if strategy.is_coordinator else {}
 
 
 def _resume_from_checkpoint(rank: int, folder: str, runs: list[tuple[int, bool]]) -> dict:
@@ -180,7 +194,11 @@ def test_every_zero_stage_and_bf16_train_as_one_process_on_all_rows(run_workers)
     for stage, bf16 in first:
         what = f"stage {stage}{' bf16' if bf16 else ''}"
         weights = first[stage, bf16]["weights"]
-        assert_close(weights, second[stage, bf16]["weights"], 0.0, f"{what}: ranks differ")
+        assert_close(first[stage, bf16]["written"], weights, 0.0, f"{what}: the weights written to a file")
+        if stage == 3:  # gathered onto the coordinator alone
+            assert second[stage, bf16]["weights"] == {}, what
+        else:
+            assert_close(weights, second[stage, bf16]["weights"], 0.0, f"{what}: ranks differ")
         # Weights come back in the module's own float32; bf16 rounds activations to about 1e-2.
         assert_close(weights, expected, 5e-2 if bf16 else 1e-5, f"{what} vs one process")
         norms = first[stage, bf16]["norms"]
@@ -193,8 +211,9 @@ def test_checkpoint_resumes_into_a_fresh_engine(run_workers, tmp_path):
     for rank, result in enumerate(results):
         for run, weights in result.items():
             assert_close(weights["resumed"], weights["uninterrupted"], 0.0, f"rank {rank}, (stage, bf16) {run}")
+    # ZeRO-3 gathers no full weights for a checkpoint: the optimizer files restore them.
     assert sorted(p.name for p in (tmp_path / "stage3").iterdir()) == [
-        "deepspeed.json", "model.safetensors", "optimizer-rank0.pt", "optimizer-rank1.pt"]
+        "deepspeed.json", "frozen.safetensors", "optimizer-rank0.pt", "optimizer-rank1.pt"]
 
 
 def test_step_uses_the_scheduled_learning_rate_and_skips_a_non_finite_gradient(run_workers):

@@ -193,3 +193,20 @@ def test_checkpoint_restores_weights_and_optimizer(checkpointed, state_dict_type
         # Equal after two more steps only if AdamW's moments and step count came back too.
         _assert_close(result["resumed"], result["continued"])
     _assert_close(first["resumed"], second["resumed"])
+
+
+def test_a_pretrained_transformer_is_sharded_layer_by_layer():
+    # One unit for a whole pretrained model would gather all of it in every forward and backward.
+    from plait.models.hf_encoders import import_transformers
+    from plait.training.strategies.fsdp import _shard_units
+
+    transformers = import_transformers()
+    config = transformers.LlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=3,
+                                      num_attention_heads=2, num_key_value_heads=2)
+    outer = nn.Module()  # as plait's LLM holds it: the transformers model, and heads
+    outer.model = transformers.LlamaForCausalLM(config)
+    outer.heads = nn.ModuleDict({"answer": nn.Linear(2, 2)})
+    units = _shard_units(outer)
+    layers = list(outer.model.model.layers)
+    assert units[:3] == layers[::-1]  # each decoder layer, before anything that holds it
+    assert units[3:] == [outer.model, outer.heads["answer"]]
