@@ -4,7 +4,7 @@ language model on one text input and one text output.
 The model is a Hugging Face causal LM read from ``base_model`` (a folder, or a hub name in the
 local cache; plait never downloads). The input text goes through ``prompt.template``, both texts
 are tokenized by the model's own tokenizer, and the model learns to continue the prompt with the
-target. ``adapter`` trains LoRA weights instead of the model's own (with ``peft``).
+target. ``adapter`` trains an adapter's weights instead of the model's own (with ``peft``).
 """
 
 from __future__ import annotations
@@ -116,33 +116,6 @@ class GenerationConfig(StrictModel):
         return kwargs
 
 
-class LoraConfig(StrictModel):
-    """Low-rank adapters (LoRA): the base model's weights stay frozen, and small matrices added
-    to chosen layers are trained instead."""
-
-    type: Literal["lora"] = "lora"
-    r: int = Field(8, gt=0)
-    """The rank of the adapters."""
-    alpha: int = Field(16, gt=0)
-    """Scales the adapters' output by alpha / r."""
-    dropout: float = Field(0.05, ge=0, lt=1)
-    """Dropout on the adapters' input, in training."""
-    target_modules: list[str] | None = None
-    """Names (or name endings) of the layers that get adapters; null: peft's choice for the
-    architecture (the attention projections)."""
-    bias: Literal["none", "all", "lora_only"] = "none"
-    """Which biases train too."""
-    use_rslora: bool = False
-    """Rank-stabilized LoRA: scale by alpha / sqrt(r)."""
-    use_dora: bool = False
-    """Weight-decomposed LoRA (DoRA)."""
-    pretrained_adapter_weights: Annotated[str | None, ludwig_only(None, instead="train the adapter with plait, or "
-                                                                                "merge it into the base model first")] = None
-    """Ludwig: start from adapter weights on the hub; not implemented."""
-    postprocessor: AdapterPostprocessor = Field(default_factory=lambda: AdapterPostprocessor())
-    """What happens to the adapter once training ends."""
-
-
 class AdapterPostprocessor(StrictModel):
     merge_adapter_into_base_model: bool = False
     """Save the base model with the adapter merged in (a plain model, predicting as fast as the
@@ -151,9 +124,119 @@ class AdapterPostprocessor(StrictModel):
     """Accepted for Ludwig compatibility; merging shows no progress bar."""
 
 
-ADAPTERS_NOT_IMPLEMENTED = ("adalora", "ia3", "loha", "lokr", "oft", "prompt_tuning", "prefix_tuning",
-                            "p_tuning", "vera", "boft", "fourierft")
-"""Ludwig's other adapters (peft's), refused by name."""
+class AdapterConfig(StrictModel):
+    """What every adapter has. An adapter keeps the base model's weights frozen and trains a few
+    weights of its own, placed on the layers ``target_modules`` names; each type is one of peft's
+    methods, and ``peft_config`` says how to build it."""
+
+    type: str
+    target_modules: list[str] | None = None
+    """Names (or name endings) of the layers that get the adapter; null: peft's choice for the
+    architecture (the attention projections, usually)."""
+    pretrained_adapter_weights: Annotated[str | None, ludwig_only(None, instead="train the adapter with plait, or "
+                                                                                "merge it into the base model first")] = None
+    """Ludwig: start from adapter weights on the hub; not implemented."""
+    postprocessor: AdapterPostprocessor = Field(default_factory=AdapterPostprocessor)
+    """What happens to the adapter once training ends."""
+
+    def peft_config(self, peft):
+        """The ``peft`` config of this adapter (``peft``: the imported package)."""
+        raise NotImplementedError
+
+
+class LoraConfig(AdapterConfig):
+    """Low-rank adapters (LoRA): small matrices added to chosen layers are trained instead of
+    the layers' own weights."""
+
+    type: Literal["lora"] = "lora"
+    r: int = Field(8, gt=0)
+    """The rank of the adapters."""
+    alpha: int = Field(16, gt=0)
+    """Scales the adapters' output by alpha / r."""
+    dropout: float = Field(0.05, ge=0, lt=1)
+    """Dropout on the adapters' input, in training."""
+    bias: Literal["none", "all", "lora_only"] = "none"
+    """Which biases train too."""
+    use_rslora: bool = False
+    """Rank-stabilized LoRA: scale by alpha / sqrt(r)."""
+    use_dora: bool = False
+    """Weight-decomposed LoRA (DoRA)."""
+
+    def peft_config(self, peft):
+        return peft.LoraConfig(r=self.r, lora_alpha=self.alpha, lora_dropout=self.dropout, bias=self.bias,
+                               target_modules=self.target_modules, use_rslora=self.use_rslora,
+                               use_dora=self.use_dora, task_type="CAUSAL_LM")
+
+
+class IA3Config(AdapterConfig):
+    """(IA)^3: a learned vector rescales each chosen layer's output (or, for the layers in
+    ``feedforward_modules``, its input): the fewest weights of any adapter here."""
+
+    type: Literal["ia3"] = "ia3"
+    feedforward_modules: list[str] | None = None
+    """Those of target_modules whose input, rather than output, is rescaled (as in the paper, the
+    feed-forward layers); null: peft's choice for the architecture."""
+    fan_in_fan_out: bool = False
+    """The layers store their weight as (fan_in, fan_out) (GPT-2's Conv1D)."""
+    init_ia3_weights: bool = True
+    """Start from vectors of ones (the base model's outputs unchanged)."""
+
+    def peft_config(self, peft):
+        return peft.IA3Config(target_modules=self.target_modules, feedforward_modules=self.feedforward_modules,
+                              fan_in_fan_out=self.fan_in_fan_out, init_ia3_weights=self.init_ia3_weights,
+                              task_type="CAUSAL_LM")
+
+
+class LoHaConfig(AdapterConfig):
+    """LoHa: the weight update is the Hadamard (elementwise) product of two low-rank matrices."""
+
+    type: Literal["loha"] = "loha"
+    r: int = Field(8, gt=0)
+    """The rank of each low-rank factor."""
+    alpha: float = Field(8.0, gt=0)
+    """Scales the update by alpha / r."""
+
+    def peft_config(self, peft):
+        return peft.LoHaConfig(r=self.r, alpha=self.alpha, target_modules=self.target_modules, task_type="CAUSAL_LM")
+
+
+class LoKrConfig(AdapterConfig):
+    """LoKr: the weight update is a Kronecker product of small matrices."""
+
+    type: Literal["lokr"] = "lokr"
+    r: int = Field(8, gt=0)
+    """The rank of the low-rank factor."""
+    alpha: float = Field(8.0, gt=0)
+    """Scales the update by alpha / r."""
+
+    def peft_config(self, peft):
+        return peft.LoKrConfig(r=self.r, alpha=self.alpha, target_modules=self.target_modules, task_type="CAUSAL_LM")
+
+
+class VeraConfig(AdapterConfig):
+    """VeRA: two random matrices, frozen and shared by every layer, and small trained scaling
+    vectors per layer (the random matrices are made again from ``projection_prng_key``)."""
+
+    type: Literal["vera"] = "vera"
+    r: int = Field(256, gt=0)
+    """The rank of the shared random matrices."""
+    projection_prng_key: int = Field(0, ge=0)
+    """The seed of the shared random matrices."""
+
+    def peft_config(self, peft):
+        # The random matrices are not saved: the seed makes them again, and the saved adapter
+        # holds trained weights only.
+        return peft.VeraConfig(r=self.r, target_modules=self.target_modules, save_projection=False,
+                               projection_prng_key=self.projection_prng_key, task_type="CAUSAL_LM")
+
+
+ADAPTERS = {config.model_fields["type"].default: config
+            for config in (LoraConfig, IA3Config, LoHaConfig, LoKrConfig, VeraConfig)}
+"""The adapters plait builds, by Ludwig's ``type``."""
+ADAPTERS_NOT_IMPLEMENTED = ("adalora", "oft", "boft", "fourierft", "prompt_tuning", "prefix_tuning", "p_tuning",
+                            "adaption_prompt", "tinylora", "c3a", "hra")
+"""Ludwig's other adapters, refused by name."""
+Adapter = Annotated[LoraConfig | IA3Config | LoHaConfig | LoKrConfig | VeraConfig, Field(discriminator="type")]
 
 
 class QuantizationConfig(StrictModel):
@@ -235,8 +318,9 @@ class LLMConfig(StrictModel):
     """How each row becomes the model's input."""
     generation: GenerationConfig = Field(default_factory=GenerationConfig)
     """How predictions are generated."""
-    adapter: LoraConfig | None = None
-    """null: full fine-tuning (every weight trains); lora: train low-rank adapters only."""
+    adapter: Adapter | None = None
+    """null: full fine-tuning (every weight trains); otherwise the adapter that trains instead of
+    the base model's weights (its type: lora, ia3, loha, lokr or vera)."""
     quantization: QuantizationConfig | None = None
     """Load the base model in 4 or 8 bits (needs a CUDA GPU and bitsandbytes)."""
     trainer: LLMTrainerConfig = Field(default_factory=LLMTrainerConfig)
@@ -262,10 +346,12 @@ class LLMConfig(StrictModel):
     @field_validator("adapter", mode="before")
     @classmethod
     def _known_adapter(cls, value: Any) -> Any:
-        if isinstance(value, dict) and value.get("type") in ADAPTERS_NOT_IMPLEMENTED:
-            raise ValueError(f"got type {shown(value['type'])}; plait implements the lora adapter only (use "
-                             f"type: lora, or null for full fine-tuning)")
-        return value
+        if not isinstance(value, dict):
+            return value
+        if value.get("type") in ADAPTERS_NOT_IMPLEMENTED:
+            raise ValueError(f"got type {shown(value['type'])}; plait implements the adapters {', '.join(ADAPTERS)} "
+                             f"(or null for full fine-tuning)")
+        return {"type": "lora", **value}  # Ludwig's default type
 
     @model_validator(mode="after")
     def _names_unique(self):

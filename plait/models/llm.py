@@ -11,9 +11,9 @@ position, so the model's output layer runs on the target's positions only (``log
 and the prompt costs no vocabulary-sized logits. Without a target (predicting), the model
 generates from the prompt.
 
-With a LoRA ``adapter`` the base model's weights stay frozen and the module's state dict holds
-the adapter alone: checkpoints, the best weights and the saved model are the adapter's size, and
-building the module reads the base weights from ``base_model``.
+With an ``adapter`` (LoRA, IA3, LoHa, LoKr, VeRA) the base model's weights stay frozen and the
+module's state dict holds the adapter alone: checkpoints, the best weights and the saved model
+are the adapter's size, and building the module reads the base weights from ``base_model``.
 """
 
 from __future__ import annotations
@@ -194,8 +194,8 @@ def _base_weights_not_missing(module: LLM, incompatible) -> None:
 
 
 def build_causal_lm(config, model_config: dict, load_pretrained: bool, adapter) -> nn.Module:
-    """The transformers model of ``base_model`` (its weights where ``load_pretrained``), with a
-    LoRA adapter where ``adapter`` is set."""
+    """The transformers model of ``base_model`` (its weights where ``load_pretrained``), with an
+    adapter where ``adapter`` is set."""
     if config.quantization is not None:
         raise ModelError(f"quantization: loading the base model in {config.quantization.bits} bits needs a CUDA GPU "
                          f"and bitsandbytes, and plait does not quantize yet; remove quantization (LoRA alone "
@@ -209,27 +209,25 @@ def build_causal_lm(config, model_config: dict, load_pretrained: bool, adapter) 
                                                                   use_safetensors=True, dtype=torch.float32)
     else:
         model = transformers.AutoModelForCausalLM.from_config(hf_config, dtype=torch.float32)
-    return with_lora(model, adapter) if adapter is not None else model
+    return with_adapter(model, adapter) if adapter is not None else model
 
 
-def with_lora(model: nn.Module, adapter) -> nn.Module:
-    """``model`` with LoRA adapters on the layers ``adapter.target_modules`` names."""
+def with_adapter(model: nn.Module, adapter) -> nn.Module:
+    """``model`` with ``adapter`` (a LoRA, IA3, LoHa, LoKr or VeRA config) on the layers its
+    ``target_modules`` name."""
     peft = import_peft()
     linear = sorted({name.rsplit(".", 1)[-1] for name, m in model.named_modules() if isinstance(m, nn.Linear)})
     for target in adapter.target_modules or []:
         if not any(name == target or name.endswith("." + target) for name, _ in model.named_modules()):
             raise ModelError(f"adapter.target_modules: {target!r} matches no module of the base model; its linear "
                              f"layers are named: {', '.join(linear)}")
-    settings = peft.LoraConfig(r=adapter.r, lora_alpha=adapter.alpha, lora_dropout=adapter.dropout,
-                               target_modules=adapter.target_modules, bias=adapter.bias, use_rslora=adapter.use_rslora,
-                               use_dora=adapter.use_dora, task_type="CAUSAL_LM")
     try:
         with warnings.catch_warnings():  # peft asks transformers a question transformers calls deprecated
             warnings.simplefilter("ignore", FutureWarning)
-            return peft.get_peft_model(model, settings)
+            return peft.get_peft_model(model, adapter.peft_config(peft))
     except ValueError as error:
-        raise ModelError(f"adapter: peft cannot place LoRA adapters on this model ({error}); name the layers in "
-                         f"adapter.target_modules, among: {', '.join(linear)}") from None
+        raise ModelError(f"adapter: peft cannot place {adapter.type} adapters on this model ({error}); name the "
+                         f"layers in adapter.target_modules, among: {', '.join(linear)}") from None
 
 
 @functools.cache
@@ -237,5 +235,5 @@ def import_peft():
     try:
         import peft
     except ImportError:
-        raise BackendError("LoRA adapters need peft: pip install plait[hf]") from None
+        raise BackendError("adapters need peft: pip install plait[hf]") from None
     return peft

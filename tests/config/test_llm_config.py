@@ -38,6 +38,16 @@ def test_ludwig_rendered_feature_sections_are_accepted():
     assert config.input_features[0].name == "q"
 
 
+def test_each_adapter_type_takes_its_own_keys_and_lora_is_the_default():
+    assert load_config(llm(adapter={"r": 4})).adapter.type == "lora"
+    vera = load_config(llm(adapter={"type": "vera", "r": 64, "projection_prng_key": 3})).adapter
+    assert (vera.r, vera.projection_prng_key) == (64, 3)
+    ia3 = load_config(llm(adapter={"type": "ia3", "target_modules": ["k_proj", "down_proj"],
+                                   "feedforward_modules": ["down_proj"]})).adapter
+    assert ia3.feedforward_modules == ["down_proj"]
+    assert load_config(llm(adapter={"type": "lokr", "alpha": 4})).adapter.alpha == 4.0
+
+
 def test_a_lora_adapter_takes_ludwigs_keys():
     config = load_config(llm(adapter={"type": "lora", "r": 4, "alpha": 8, "dropout": 0.1, "target_modules": ["q_proj"],
                                       "postprocessor": {"merge_adapter_into_base_model": True}},
@@ -63,8 +73,11 @@ def test_the_template_reads_columns_the_sample_and_the_task():
     ({"trainer": {"epochs": 3}}, "trainer.type: is none (no training, Ludwig's default for an LLM) but "
                                  "trainer.epochs is set; set trainer.type: finetune to train"),
     ({"trainer": {"type": "fine_tune"}}, "trainer.type: got 'fine_tune'"),
-    ({"adapter": {"type": "adalora"}}, "adapter: got type 'adalora'; plait implements the lora adapter only"),
+    ({"adapter": {"type": "adalora"}}, "adapter: got type 'adalora'; plait implements the adapters lora, ia3, loha, "
+                                       "lokr, vera"),
     ({"adapter": {"type": "lora", "rank": 4}}, "adapter.rank: unknown field"),
+    ({"adapter": {"type": "ia3", "r": 4}}, "adapter.r: unknown field"),
+    ({"adapter": {"type": "qlora"}}, "adapter.type: unknown type 'qlora'; did you mean lora?"),
     ({"trust_remote_code": True}, "trust_remote_code: got True; plait does not implement this Ludwig setting"),
     ({"combiner": {"type": "concat"}}, "combiner: unknown field"),
     ({"quantization": {"bits": 3}}, "quantization.bits: got 3"),

@@ -102,3 +102,20 @@ def test_evaluation_scores_the_targets_as_validation_does(base, cache_dir):
     history = model.train(colour_rows(), progress_bar=False).training_statistics
     assert model.evaluate_preprocessed(data, "validation")["french"]["loss"] == pytest.approx(
         history[-1]["validation"]["french"]["loss"], rel=1e-5)
+
+
+@pytest.mark.parametrize("adapter", [
+    {"type": "ia3", "target_modules": ["k_proj", "v_proj", "down_proj"], "feedforward_modules": ["down_proj"]},
+    {"type": "loha", "r": 4, "target_modules": ["q_proj", "v_proj"]},
+    {"type": "lokr", "r": 4, "target_modules": ["q_proj", "v_proj"]},
+    {"type": "vera", "r": 16, "target_modules": ["q_proj", "v_proj"]},
+])
+def test_other_peft_adapters_train_alone_and_reload_from_their_own_weights(base, cache_dir, tmp_path, adapter):
+    model = Model(config(base, cache_dir, adapter=adapter, trainer={**LORA_TRAINER, "epochs": 1}))
+    model.train(colour_rows(), progress_bar=False)
+    trained = [n for n, p in model.module.named_parameters() if p.requires_grad]
+    frozen = sum(p.numel() for p in model.module.parameters() if not p.requires_grad)
+    assert trained and frozen == sum(w.numel() for w in model_parameters(base).values()), "the base model is frozen"
+    model.save(tmp_path / "model")
+    assert len(load_file(str(tmp_path / "model" / WEIGHTS))) == len(trained), "the saved model is the adapter alone"
+    assert predicted(Model.load(tmp_path / "model")) == predicted(model), "the adapter reloads on the base weights"
