@@ -10,7 +10,7 @@ target. ``adapter`` trains an adapter's weights instead of the model's own (with
 from __future__ import annotations
 
 import string
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
@@ -187,30 +187,33 @@ class IA3Config(AdapterConfig):
                               task_type="CAUSAL_LM")
 
 
-class LoHaConfig(AdapterConfig):
+class LowRankProductConfig(AdapterConfig):
+    """What LoHa and LoKr share: the weight update is a product of low-rank factors, scaled by
+    alpha / r; ``peft_class`` names the peft config that builds it."""
+
+    peft_class: ClassVar[str]
+    r: int = Field(8, gt=0)
+    """The rank of the low-rank factors."""
+    alpha: float = Field(8.0, gt=0)
+    """Scales the update by alpha / r."""
+
+    def peft_config(self, peft):
+        return getattr(peft, self.peft_class)(r=self.r, alpha=self.alpha, target_modules=self.target_modules,
+                                              task_type="CAUSAL_LM")
+
+
+class LoHaConfig(LowRankProductConfig):
     """LoHa: the weight update is the Hadamard (elementwise) product of two low-rank matrices."""
 
     type: Literal["loha"] = "loha"
-    r: int = Field(8, gt=0)
-    """The rank of each low-rank factor."""
-    alpha: float = Field(8.0, gt=0)
-    """Scales the update by alpha / r."""
-
-    def peft_config(self, peft):
-        return peft.LoHaConfig(r=self.r, alpha=self.alpha, target_modules=self.target_modules, task_type="CAUSAL_LM")
+    peft_class = "LoHaConfig"
 
 
-class LoKrConfig(AdapterConfig):
-    """LoKr: the weight update is a Kronecker product of small matrices."""
+class LoKrConfig(LowRankProductConfig):
+    """LoKr: the weight update is a Kronecker product of small matrices, one of them low-rank."""
 
     type: Literal["lokr"] = "lokr"
-    r: int = Field(8, gt=0)
-    """The rank of the low-rank factor."""
-    alpha: float = Field(8.0, gt=0)
-    """Scales the update by alpha / r."""
-
-    def peft_config(self, peft):
-        return peft.LoKrConfig(r=self.r, alpha=self.alpha, target_modules=self.target_modules, task_type="CAUSAL_LM")
+    peft_class = "LoKrConfig"
 
 
 class VeraConfig(AdapterConfig):
