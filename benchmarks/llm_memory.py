@@ -11,7 +11,10 @@ save_pretrained; nothing is downloaded. Each run is ``Model(config).train`` on a
 2-row batches of short texts (so activations are small beside the model's state).
 
 Memory is the kernel's high-water mark of each worker process's resident set (VmHWM), read
-every 50 ms from the driver while the run lasts. A run of a tiny model of the same architecture
+every 50 ms from the driver while the run lasts. The workers run with a fixed glibc mmap
+threshold (``MALLOC_MMAP_THRESHOLD_``; ``--glibc-default`` leaves glibc's own), so that a freed
+tensor's memory goes back to the system and the peak measures what the strategy holds rather
+than the allocator's history. A run of a tiny model of the same architecture
 (1 layer of width 64) under ddp gives what a worker holds before any model (Python, torch,
 transformers, DeepSpeed, Ray): "model state" is each peak above that. Beside it, the state the
 strategy should hold per worker for this model: fp32 weights, gradients and AdamW's two moments,
@@ -132,12 +135,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--strategies", nargs="+", choices=list(STRATEGIES), default=list(STRATEGIES))
     parser.add_argument("--out", type=Path, default=OUT_DIR / "llm_memory.json")
+    parser.add_argument("--glibc-default", action="store_true",
+                        help="leave glibc's dynamic mmap threshold on in the workers (see main)")
     args = parser.parse_args(argv)
     import ray
     import torch
 
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
+    # glibc raises its mmap threshold each time a large block is freed, up to 32 MiB: from then on
+    # freed tensors stay in the heap and a process's resident set keeps the high-water mark of
+    # every layout it has been through, not what it holds. A fixed threshold (any value stops
+    # the raising) hands large blocks back when freed, so the peak measures the strategy.
+    env = {} if args.glibc_default else {"MALLOC_MMAP_THRESHOLD_": str(128 * 1024)}
+    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": env})
     work = Path(tempfile.mkdtemp(prefix="plait-llm-memory-"))
     try:
         csv = work / "rows.csv"
@@ -158,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         ray.shutdown()
         shutil.rmtree(work, ignore_errors=True)
     report = {"command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
+              "worker_env": env,
               "parameters": parameters, "workers": WORKERS, "baseline_peak_rss_mib": round(baseline / 2**20),
               "strategies": results, "torch": torch.__version__,
               "gpu": "not measured: no device lent to this session", "machine": preprocess.machine()}
