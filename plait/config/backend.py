@@ -128,7 +128,8 @@ class ZeroOptimization(StrictModel):
     @classmethod
     def unknown_field_reason(cls, key: str) -> str | None:
         if key in _DEEPSPEED_ZERO_TUNING_KEYS:
-            return ("a DeepSpeed ZeRO tuning setting plait does not pass on (it keeps DeepSpeed's default); remove it, "
+            return ("a DeepSpeed ZeRO tuning setting plait does not pass on (it sizes ZeRO-3's buckets from the model "
+                    "and keeps DeepSpeed's defaults otherwise); remove it, "
                     "or set only stage, offload_optimizer and offload_param")
         return None
 

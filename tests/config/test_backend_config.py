@@ -212,7 +212,8 @@ def test_pin_memory_reaches_deepspeed():
      "trainer.use_mixed_precision"),
     ({"type": "ray", "trainer": {"strategy": {"type": "deepspeed", "zero_optimization": {"overlap_comm": True}}}},
      "backend.trainer.strategy.zero_optimization.overlap_comm: a DeepSpeed ZeRO tuning setting plait does not pass on "
-     "(it keeps DeepSpeed's default); remove it, or set only stage, offload_optimizer and offload_param"),
+     "(it sizes ZeRO-3's buckets from the model and keeps DeepSpeed's defaults otherwise); remove it, or set only "
+     "stage, offload_optimizer and offload_param"),
     ({"type": "ray", "trainer": {"strategy": {"type": "deepspeed", "zero_optimization": {
         "offload_optimizer": {"device": "nvme"}}}}},
      "backend.trainer.strategy.zero_optimization.offload_optimizer.device: plait offloads to CPU memory only "
