@@ -196,7 +196,8 @@ def _shard_units(module: nn.Module) -> list[nn.Module]:
 
     A pretrained model is otherwise one child, gathered whole in every forward and backward:
     sharded by layer, a worker holds one layer's full parameters at a time."""
-    return [*_transformer_blocks(module), *_children_with_parameters(module)]
+    blocks = _transformer_blocks(module)
+    return [*blocks, *(child for child in _children_with_parameters(module) if not any(child is b for b in blocks))]
 
 
 def _transformer_blocks(module: nn.Module) -> list[nn.Module]:
