@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -49,7 +50,10 @@ def test_one_ray_worker_gives_the_local_metrics(tmp_path):
     the metrics differ only by float rounding (torch runs on fewer threads in the worker)."""
     data = rule_data()
     ray_model = Model(rule_config(tmp_path, workers=1, epochs=3))
+    before = set(Path(tempfile.gettempdir()).glob("plait-ray-run-*"))
     ray_stats = ray_model.train(dataset=data, progress_bar=False).training_statistics
+    # Without a run directory the checkpoints go to a temporary one, removed when training ends.
+    assert set(Path(tempfile.gettempdir()).glob("plait-ray-run-*")) == before
     local_config = {**rule_config(tmp_path, workers=None, epochs=3), "backend": {"type": "local", "cache_dir": str(tmp_path / "cache")}}
     local_stats = Model(local_config).train(dataset=data, progress_bar=False).training_statistics
     for ray_record, local_record in zip(ray_stats, local_stats, strict=True):

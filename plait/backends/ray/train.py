@@ -97,6 +97,15 @@ def describe_plan(scaling: dict, strategy: str, global_batch: int) -> str:
 
 
 def fit_on_ray(job: FitJob, settings) -> FitOutput:
+    if job.run_dir is not None:
+        return _fit_in_run_directory(job, settings)
+    # Checkpoints and Ray's result need a folder the workers see; the caller keeps none, so it
+    # lasts as long as this call (a checkpoint is the model's size: left behind, they fill disks).
+    with tempfile.TemporaryDirectory(prefix="plait-ray-run-") as folder:
+        return _fit_in_run_directory(replace(job, run_dir=RunDirectory(folder)), settings)
+
+
+def _fit_in_run_directory(job: FitJob, settings) -> FitOutput:
     scaling = plan_with_room(partial(plan, settings), settings.scheduling_timeout_s)
     job = _for_workers(job)
     check_strategy(settings.strategy, job.config.trainer)  # settings a worker would refuse, refused here and now
@@ -123,9 +132,8 @@ def fit_on_ray(job: FitJob, settings) -> FitOutput:
 
 
 def _for_workers(job: FitJob) -> FitJob:
-    """The job with absolute paths (Ray workers run in a working directory of their own) and a
-    run directory (a temporary one when the caller keeps none)."""
-    run = (job.run_dir or RunDirectory(tempfile.mkdtemp(prefix="plait-ray-run-"))).resolved()
+    """The job with absolute paths (Ray workers run in a working directory of their own)."""
+    run = job.run_dir.resolved()
     if run.is_local:
         _warn_if_nodes_do_not_share(run)
     data = job.data
