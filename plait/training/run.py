@@ -114,7 +114,10 @@ def fit(job: FitJob, strategy: Strategy, batches: tuple | None = None, watch=Non
     # with both, a worker would hold the model twice over at the end of a run.
     strategy.release_model()
     del trainer, module, progress
-    gc.collect()
+    if strategy.world_size > 1:
+        # Sharded modules and their hooks refer to each other: only the collector frees them.
+        # (Not in one process: a full collection of a large heap, a test runner's, takes seconds.)
+        gc.collect()
     final = build_model(job.config, job.metadata)
     if strategy.is_coordinator:  # a sharded strategy has the whole weights on the coordinator only
         final.load_state_dict(weights)
