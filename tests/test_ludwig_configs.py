@@ -26,16 +26,14 @@ HERE = Path(__file__).parent
 CONFIGS = sorted((HERE / "ludwig_configs").glob("*.yaml"))
 RENDERED = sorted((HERE / "ludwig_rendered").glob("*.json"))
 ALL_CONFIGS = CONFIGS + RENDERED
-RAY_CONFIGS = [path for path in ALL_CONFIGS if (path.name.startswith("backend_")
-                                                 and path.name != "backend_ray_strategy_auto.yaml")
-               or path.name == "combiner_tabnet_docs.yaml"]
+RAY_CONFIGS = [path for path in ALL_CONFIGS if path.name.startswith("backend_")
+               and path.name != "backend_ray_strategy_auto.yaml"]
 """The configs that also train on Ray: every Ray backend section (but ``strategy: auto``, which
 the config resolves to ``ddp`` before any backend sees it, tests/config/test_backend_config.py:
-its run would repeat backend_ray_dask_ddp's), and TabNet, whose ghost batch norm keeps buffers
-that DDP must broadcast, unlike an MLP's (the transformer combiner holds parameters only, as an
-MLP does, so DDP wraps it the same way; it trains locally here). Each Ray run costs 10-30 s of
-worker-group start whatever the data, and the suite has a time budget, so the rest run locally
-only: the other combiners are modules like these, schedules run the same trainer loop on every backend (and on two gloo workers in
+its run would repeat backend_ray_dask_ddp's). Each Ray run costs 10-30 s of worker-group start
+whatever the data, and the suite has a time budget, so the rest run locally only: TabNet (its
+ghost batch norm's buffers are broadcast by DDP, torch's default, which plait leaves on; it ran
+on Ray here until the suite's time ran short), the other combiners are modules like these, schedules run the same trainer loop on every backend (and on two gloo workers in
 tests/training/strategies/test_schedule_distributed.py), upgrade rules change the config before
 any backend sees it, and features, losses and preprocessing are the same code everywhere."""
 ROWS = 200

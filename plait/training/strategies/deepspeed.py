@@ -42,6 +42,8 @@ from plait.training.strategies.state import MODEL_FILE, StateIO, unwrap
 FROZEN_FILE = "frozen.safetensors"
 """Under ZeRO-3, the part of the module's state a checkpoint's optimizer files do not hold:
 buffers and frozen parameters (the trainable ones are restored from the fp32 master weights)."""
+ZERO3_MIN_BUCKET = 2**20
+"""The smallest bucket (in elements) ZeRO-3 is given, whatever the model: see zero3_sizes."""
 LAYOUT_FILE = "deepspeed.json"
 """How the optimizer state in a checkpoint is partitioned: loading needs the same layout."""
 LAYOUT_SETTINGS = {"world_size": "backend.trainer.num_workers",
@@ -378,7 +380,9 @@ def zero3_sizes(model: torch.nn.Module) -> dict:
     instead, a worker holds a few layers' full parameters at a time, and the optimizer steps a
     sixteenth of the model at a time."""
     sizes = [p.numel() for p in model.parameters()]
-    largest, total = max(sizes, default=1), sum(sizes)
+    # At least 2^20 elements (4 MiB in fp32): below that, each bucket's collective costs more in
+    # latency than its memory is worth, and a small model would make thousands a step.
+    largest, total = max([*sizes, ZERO3_MIN_BUCKET]), sum(sizes)
     return {"reduce_bucket_size": largest, "stage3_prefetch_bucket_size": largest,
             "stage3_max_live_parameters": 2 * largest, "stage3_max_reuse_distance": largest,
             "sub_group_size": max(largest, total // 16)}
