@@ -344,8 +344,9 @@ def _tensors_by_module(module, names: set[str]):
     """Each module's own parameters and buffers named in ``names`` (state-dict names), as
     (names, tensors), module by module in the state dict's order."""
     for prefix, child in module.named_modules(remove_duplicate=False):
-        own = [(f"{prefix}.{name}" if prefix else name, tensor)
-               for name, tensor in [*child._parameters.items(), *child._buffers.items()] if tensor is not None]
+        tensors = [*child.named_parameters(recurse=False, remove_duplicate=False),
+                   *child.named_buffers(recurse=False, remove_duplicate=False)]
+        own = [(f"{prefix}.{name}" if prefix else name, tensor) for name, tensor in tensors]
         own = [(name, tensor) for name, tensor in own if name in names]
         if own:
             yield [name for name, _ in own], [tensor for _, tensor in own]
