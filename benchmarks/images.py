@@ -348,7 +348,7 @@ def training(args) -> dict:
     import torch
 
     from plait.api import Model
-    from plait.training.data import table_tensors
+    from plait.data.tensors import table_tensors
 
     target, source = args.train_size
     csv = ensure_images(args.train_images + args.validation_images, source, args.seed)

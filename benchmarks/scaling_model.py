@@ -167,7 +167,7 @@ def ecd_module(rows: int = 20_000):
 
     from plait import Model
     from plait.models.ecd import ECD
-    from plait.training.data import table_tensors
+    from plait.data.tensors import table_tensors
     from plait.training.run import seed_everything
 
     cache_dir = tempfile.mkdtemp(dir=OUT_DIR, prefix="model-cache-")

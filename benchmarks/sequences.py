@@ -84,7 +84,8 @@ def generation(args) -> dict:
 
 def padding(args) -> dict:
     from plait.api import Model
-    from plait.training.data import Batches, table_tensors, trim_padding
+    from plait.data.tensors import table_tensors
+from plait.training.batches import Batches, trim_padding
 
     rng = np.random.default_rng(args.seed)
     lengths = np.clip(np.round(rng.lognormal(np.log(20), 0.8, args.rows)), 1, 256).astype(int)

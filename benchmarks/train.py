@@ -175,7 +175,7 @@ def train_by_hand(model, data, seed: int, epochs: int, batch_size: int) -> dict:
 
     from plait.training.run import seed_everything
     from plait.models.ecd import ECD
-    from plait.training.data import table_tensors
+    from plait.data.tensors import table_tensors
     from plait.training.schedule import learning_rate
 
     trainer = model.config.trainer

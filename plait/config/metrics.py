@@ -1,7 +1,7 @@
 """The metrics plait reports for each output feature type, by name, as plain data.
 
 The config checks ``trainer.validation_metric`` against this table; the code that computes the
-metrics (``plait.training.metrics``) produces these names.
+metrics (``plait.evaluation.metrics``) produces these names.
 """
 
 from __future__ import annotations

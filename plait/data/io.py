@@ -264,3 +264,17 @@ def file_columns(fs, file: str) -> list[str]:
         return read_file(fs, file, fmt).column_names
     except (pa.ArrowException, OSError, ValueError, UnicodeDecodeError) as exc:
         raise DataError(f"cannot read {file!r}: {first_line(exc)}") from None
+
+
+def image_files(path: str) -> list[str] | None:
+    """The image files of a folder or glob (a local path or URL), in name order, when every data
+    file there is an image; None otherwise (a single file, a table, or a folder of tables)."""
+    import fsspec
+
+    from plait.features.image_ops import IMAGE_EXTENSIONS
+
+    fs, root = fsspec.core.url_to_fs(path)
+    files = dataset_files(fs, root, path)
+    if files is None or not all(f.lower().endswith(IMAGE_EXTENSIONS) for f in files):
+        return None
+    return [fs.unstrip_protocol(f) if is_url(path) else f for f in files]

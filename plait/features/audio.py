@@ -25,7 +25,8 @@ import pyarrow.compute as pc
 from plait.errors import DataError
 from plait.features.audio_ops import Framing, UnreadableAudio, header, read_mono
 from plait.features.base import FeatureProcessor
-from plait.features.text_ops import fixed_size_list, pad, row_lists
+from plait.features.text_ops import fixed_size_list, row_lists
+from plait.utils.ragged import pad
 
 log = logging.getLogger("plait")
 

@@ -3,7 +3,7 @@
 Preprocessing is the set input's: a vocabulary of the most common training tokens after the
 unknown token (id 0), and each cell the list of its tokens' ids, one entry per occurrence, so
 "a b a" is [1, 2, 1]. That list is the column the set and text inputs write too; the counts are
-taken where the column becomes a tensor (``plait.training.data``), one row of counts per cell.
+taken where the column becomes a tensor (``plait.data.tensors``), one row of counts per cell.
 """
 
 from __future__ import annotations

@@ -17,11 +17,8 @@ import numpy as np
 import pyarrow as pa
 
 from plait.utils.hf_models import context_length, model_folder, read_model_config, tokenizer_json
+from plait.utils.tokens import ID_OFFSET
 
-ID_OFFSET = 1
-CACHED_EMBEDDING = "cached_embedding_size"
-"""The metadata key of a text feature whose stored column is its frozen encoder's output (a
-vector of this size per row), computed at preprocessing (cache_encoder_embeddings)."""
 PADDING = "<PAD>"
 DEFAULT_LENGTH = 512
 """The sequence cap of a model whose config states no context length, with no

@@ -194,17 +194,3 @@ def map_in_threads(fn: Callable, items: list, threads: int) -> Iterable:
 
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm")
-
-
-def image_files(path: str) -> list[str] | None:
-    """The image files of a folder or glob (a local path or URL), in name order, when every data
-    file there is an image; None otherwise (a single file, a table, or a folder of tables)."""
-    import fsspec
-
-    from plait.data.io import dataset_files
-
-    fs, root = fsspec.core.url_to_fs(path)
-    files = dataset_files(fs, root, path)
-    if files is None or not all(f.lower().endswith(IMAGE_EXTENSIONS) for f in files):
-        return None
-    return [fs.unstrip_protocol(f) if is_url(path) else f for f in files]

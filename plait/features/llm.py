@@ -22,6 +22,7 @@ from plait.features import stats as st
 from plait.features.base import FeatureProcessor, table_column
 from plait.features.text_ops import as_strings
 from plait.utils.hf_models import MODEL_CONFIG, context_length, model_folder, read_model_config, tokenizer_fingerprint, tokenizer_json
+from plait.utils.tokens import ID_OFFSET
 
 log = logging.getLogger("plait")
 
@@ -141,7 +142,7 @@ class TargetProcessor(LLMTextProcessor):
         super().__init__(feature, config, is_output=True)
 
     def finalize(self, stats: dict) -> dict:
-        return {**super().finalize(stats), "stop_id": end_token(self._model_config(), self.setting) + hf_tokens.ID_OFFSET,
+        return {**super().finalize(stats), "stop_id": end_token(self._model_config(), self.setting) + ID_OFFSET,
                 "generated": True}
 
     def transform(self, column: pa.Array, metadata: dict) -> pa.Array:

@@ -18,8 +18,9 @@ from plait.errors import DataError
 from plait.features import hf_tokens
 from plait.features import stats as st
 from plait.features.base import FeatureProcessor
-from plait.features.text_ops import (as_strings, encode_tokens, first_values, fixed_size_list, pad, row_lists,
-                                     tokenize)
+from plait.features.text_ops import as_strings, encode_tokens, first_values, fixed_size_list, row_lists, tokenize
+from plait.utils.ragged import pad
+from plait.utils.tokens import CACHED_EMBEDDING, ID_OFFSET, STOP_ID
 from plait.utils.hf_models import MODEL_CONFIG, encoder_model_config, is_hf_encoder, tokenizer_fingerprint, tokenizer_json
 
 log = logging.getLogger(__name__)
@@ -28,7 +29,6 @@ log = logging.getLogger(__name__)
 START_SYMBOL, STOP_SYMBOL = "<SOS>", "<EOS>"
 """An output's vocabulary has these after padding and unknown (indices 2 and 3): the generator
 starts from the start token and ends a sequence with the stop token."""
-PAD_ID, START_ID, STOP_ID = 0, 2, 3
 
 
 class TextProcessor(FeatureProcessor):
@@ -97,7 +97,7 @@ class TextProcessor(FeatureProcessor):
                             self.name, stats["too_long"], stats["rows"], meta["sequence_length"])
             if is_hf_encoder(self.config.encoder):
                 meta[MODEL_CONFIG] = encoder_model_config(self.config.encoder, self._hf_setting(),
-                                                          len(meta["vocabulary"]) - hf_tokens.ID_OFFSET)
+                                                          len(meta["vocabulary"]) - ID_OFFSET)
                 if pp.cache_encoder_embeddings:
                     self._cache_embeddings(meta)
             return {**meta, "fill_value": self.fill_value(stats["texts"])}
@@ -129,7 +129,7 @@ class TextProcessor(FeatureProcessor):
             return
         from plait.models.hf_encoders import output_width  # torch and transformers: only for this
 
-        meta[hf_tokens.CACHED_EMBEDDING] = output_width(encoder, meta)
+        meta[CACHED_EMBEDDING] = output_width(encoder, meta)
 
     def _finalize_output(self, stats: dict) -> dict:
         """An output's vocabulary (with the start and stop tokens) and length. A generated
@@ -163,7 +163,7 @@ class TextProcessor(FeatureProcessor):
         if "hf_tokenizer" in metadata:
             tokens = hf_tokens.encode(column.fill_null("").to_pylist(), metadata["hf_tokenizer"],
                                       metadata["sequence_length"])
-            if hf_tokens.CACHED_EMBEDDING in metadata:
+            if CACHED_EMBEDDING in metadata:
                 from plait.models.hf_encoders import embed_tokens  # torch and transformers: only for this
 
                 return embed_tokens(self.config.encoder, metadata, tokens, self.name)

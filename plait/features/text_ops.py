@@ -245,26 +245,6 @@ def encode_tokens(tokens: pa.ListArray, vocabulary: list[str], unknown: int | No
     return pc.drop_null(index).to_numpy().astype(np.int32), lengths
 
 
-def pad(flat: np.ndarray, lengths: np.ndarray, length: int, pad_id: int | float, left: bool,
-        dtype: type = np.int32) -> np.ndarray:
-    """Scatter variable-length rows into a [rows, length] matrix, truncating long rows."""
-    out = np.full((len(lengths), length), pad_id, dtype=dtype)
-    if flat.size == 0:
-        return out
-    if lengths.max() <= length:  # nothing to truncate: scatter the rows through a mask, in order
-        columns = np.arange(length)
-        out[columns >= (length - lengths)[:, None] if left else columns < lengths[:, None]] = flat
-        return out
-    rows = np.repeat(np.arange(len(lengths)), lengths)
-    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-    position = np.arange(flat.size) - np.repeat(starts, lengths)
-    keep = position < length
-    if left:
-        position = position + (length - np.minimum(lengths, length))[rows]
-    out[rows[keep], position[keep]] = flat[keep]
-    return out
-
-
 def fixed_size_list(matrix: np.ndarray, value_type: pa.DataType) -> pa.FixedSizeListArray:
     values = pa.array(matrix.reshape(-1), type=value_type)
     return pa.FixedSizeListArray.from_arrays(values, matrix.shape[1])

@@ -20,7 +20,8 @@ import pyarrow.compute as pc
 
 from plait.errors import DataError
 from plait.features.base import FeatureProcessor
-from plait.features.text_ops import as_strings, first_values, fixed_size_list, pad, row_lists, tokenize
+from plait.features.text_ops import as_strings, first_values, fixed_size_list, row_lists, tokenize
+from plait.utils.ragged import pad
 
 log = logging.getLogger("plait")
 

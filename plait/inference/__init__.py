@@ -16,22 +16,36 @@ from typing import Any
 
 import pyarrow as pa
 
-from plait.inference.evaluation import ChunkStatistics, Evaluation
+from plait.evaluation import Evaluation
 from plait.inference.predictor import Predictor, PredictorSpec
 from plait.inference.reader import CachedSplit, iter_chunks, known_columns
 from plait.inference.sink import PredictionsSink, WrittenPredictions
 from plait.utils.fs import endpoint_errors
 
 
-class ChunkPredictions:
-    """A batch function for a backend's map: one chunk in, its predictions out."""
+class ChunkFunction:
+    """A batch function for a backend's map, holding a predictor rebuilt from its spec once per
+    process that runs it (``cached``: the chunks are rows of the preprocessing cache)."""
 
     def __init__(self, spec: PredictorSpec, cached: bool, device: str = "cpu"):
         self.predictor = spec.build(device=device, cached=cached)
 
+
+class ChunkPredictions(ChunkFunction):
+    """One chunk in, its predictions out."""
+
     def __call__(self, chunk: pa.Table) -> pa.Table:
         self.predictor.check_columns(chunk.column_names, with_outputs=False)
         return self.predictor.predict_chunk(chunk)
+
+
+class ChunkStatistics(ChunkFunction):
+    """One chunk in, its metric statistics out as one row."""
+
+    def __call__(self, chunk: pa.Table) -> pa.Table:
+        evaluation = Evaluation(self.predictor.module)
+        evaluation.add_chunk(self.predictor, chunk)
+        return evaluation.as_row()
 
 
 def _endpoint_named(function):
@@ -100,7 +114,7 @@ def _to_predict(spec: PredictorSpec, dataset: Any) -> tuple[PredictorSpec, Any]:
     """The spec reading relative paths from the dataset's folder, and the dataset; a folder (or
     glob) of image files, given to a model whose one input is an image, becomes a table of their
     paths in name order, and the predictions then begin with the path of each image."""
-    from plait.features.image_ops import image_files
+    from plait.data.io import image_files
 
     spec = _reading_from(spec, dataset)
     inputs = spec.config["input_features"]

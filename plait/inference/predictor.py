@@ -20,7 +20,7 @@ from plait.errors import DataError, ModelError
 from plait.features import hf_tokens
 from plait.features.base import check_unique_columns
 from plait.features.text_ops import row_lists
-from plait.training.data import table_tensors, trim_padding
+from plait.data.tensors import table_tensors, trim_padding
 
 BATCH_ROWS = 8192
 """Rows per forward pass: large enough to keep the cores busy, small enough for any model."""

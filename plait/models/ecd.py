@@ -57,7 +57,7 @@ class ECD(nn.Module):
         # Outputs whose head reads its target in the training forward (a generator's teacher
         # forcing): training passes their targets along with the inputs.
         self.target_readers = [n for n in self.output_names if getattr(self.head(n), "reads_target", False)]
-        # Token columns a batch may pad to its own longest row (plait.training.data.trim_padding):
+        # Token columns a batch may pad to its own longest row (plait.data.tensors.trim_padding):
         # inputs whose encoder reads only real tokens, and a generator's targets.
         self.batch_padded = [f.name for f in config.input_features
                              if f.type in ("text", "sequence") and f.preprocessing.padding == "right"

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from plait.errors import ModelError
-from plait.features.hf_tokens import CACHED_EMBEDDING
+from plait.utils.tokens import CACHED_EMBEDDING
 from plait.models import h3_encoders as h3
 from plait.models import text_encoders as t
 from plait.models.date_encoders import date_embed, date_wave

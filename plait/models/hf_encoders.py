@@ -23,11 +23,11 @@ import torch
 from torch import nn
 
 from plait.errors import BackendError, ModelError
-from plait.features.hf_tokens import ID_OFFSET
-from plait.features.text_ops import pad
 from plait.models.text_encoders import Reducer
 from plait.models.torchvision_encoders import import_torchvision
 from plait.utils.hf_models import MODEL_CONFIG, check_weights, model_folder
+from plait.utils.ragged import pad
+from plait.utils.tokens import ID_OFFSET
 
 def import_transformers():
     """transformers, ready to use. It imports torchvision where that is installed, and a

@@ -27,7 +27,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from plait.errors import BackendError, ModelError
-from plait.features.hf_tokens import ID_OFFSET
+from plait.utils.tokens import ID_OFFSET
 from plait.models.ecd import module_key
 from plait.models.hf_encoders import import_transformers
 from plait.models.sequence_heads import PAD, SequenceHead

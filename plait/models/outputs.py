@@ -252,7 +252,7 @@ class SetHead(OutputHead):
 
     def row_losses(self, logits, target):
         # A row's loss is the mean over its labels: the batch's mean is then the mean over elements.
-        # The target's trailing column (items training never saw, plait.training.data) has no
+        # The target's trailing column (items training never saw, plait.data.tensors) has no
         # logit and is left out: training on the seen items is unchanged by it. Class weights
         # scale each item's positive term, as Ludwig's (torch's pos_weight) do.
         target = target[..., : logits.shape[-1]]

@@ -20,7 +20,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from plait.errors import ConfigError
-from plait.features.text import PAD_ID, START_ID, STOP_ID
+from plait.utils.tokens import PAD_ID, START_ID, STOP_ID
 from plait.models.layers import FCStack, SequenceReducer, linear
 from plait.models.outputs import OutputHead, RowLosses, decoder_layers
 

@@ -3,7 +3,7 @@ together, or none is saved.
 
 A checkpoint is a collective (barriers, gathered weights), so a worker that saved alone while
 the others kept training would hang. The SIGINT handler therefore only records the request; the
-training loop's per-step all-reduce (:func:`plait.training.data.lockstep`) carries it to every
+training loop's per-step all-reduce (:func:`plait.training.batches.lockstep`) carries it to every
 worker, and all of them leave the loop after the same step.
 """
 
@@ -14,7 +14,7 @@ import signal
 import threading
 
 from plait.errors import PlaitError
-from plait.training.data import count_flags
+from plait.training.batches import count_flags
 
 
 class TrainingInterrupted(PlaitError):

@@ -20,7 +20,8 @@ from plait.models import build_model
 from plait.run_directory import RunDirectory
 from plait.utils.folder import Folder
 from plait.training import checkpoint as ckpt
-from plait.training.data import Batches, table_tensors
+from plait.data.tensors import table_tensors
+from plait.training.batches import Batches
 from plait.training.schedule import evaluation_batch_size, training_batch_size
 from plait.training.strategies import Strategy
 from plait.training.trainer import Trainer

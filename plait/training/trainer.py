@@ -18,10 +18,11 @@ import torch
 
 from plait.errors import TrainingError
 from plait.training import checkpoint as ckpt
-from plait.training.data import Batches, lockstep, trim_padding
+from plait.data.tensors import trim_padding
+from plait.training.batches import Batches, lockstep
 from plait.training.early_stopping import BestWeights, EarlyStopping
 from plait.training.interrupt import StopRequest, TrainingInterrupted
-from plait.inference.evaluation import Evaluation
+from plait.evaluation import Evaluation
 from plait.run_directory import RunDirectory
 from plait.utils.folder import Folder
 from plait.training.reporting import EpochBar, EpochMeter, Reporter

@@ -117,7 +117,7 @@ def test_windowed_batches_are_full_and_the_same_when_read_ahead(cached):
 
 def test_bucketed_windows_pad_less_and_still_hold_every_row_once(tmp_path):
     """trainer.bucketing_field on the Ray loader: each shuffled window sorted by length in runs."""
-    from plait.training.data import trim_padding
+    from plait.data.tensors import trim_padding
 
     rng = np.random.default_rng(2)
     lengths = rng.integers(1, 40, 1500)

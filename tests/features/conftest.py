@@ -29,7 +29,7 @@ def _padded(processor, values, metadata: dict) -> list:
     feature's length."""
     import pyarrow as pa
 
-    from plait.training.data import column_tensor
+    from plait.data.tensors import column_tensor
 
     column = processor.transform(processor.prepare(values if isinstance(values, pa.Array) else pa.array(values)),
                                  metadata)

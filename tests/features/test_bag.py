@@ -7,7 +7,7 @@ import pandas as pd
 import pyarrow as pa
 import torch
 
-from plait.training.data import column_tensor
+from plait.data.tensors import column_tensor
 
 TARGET = {"name": "y", "type": "binary"}
 

@@ -11,6 +11,7 @@ from hf_models import write_colour_llama
 from plait.config import load_config
 from plait.data.preprocess import preprocess
 from plait.features import hf_tokens
+from plait.utils.tokens import ID_OFFSET
 from plait.features.llm import PromptProcessor, TargetProcessor, token_caps
 from plait.errors import DataError
 
@@ -43,7 +44,7 @@ def test_the_prompt_has_the_models_start_token_and_the_target_its_end_token(base
     [ids] = prompt.transform(pa.array(["translate : red"]), prompt_meta).to_pylist()
     assert [vocabulary[i] for i in ids] == ["<s>", "translate", ":", "red"]
     [ids] = target.transform(pa.array(["rouge"]), target_meta).to_pylist()
-    assert [vocabulary[i] for i in ids] == ["rouge", "</s>"] and target_meta["stop_id"] == 2 + hf_tokens.ID_OFFSET
+    assert [vocabulary[i] for i in ids] == ["rouge", "</s>"] and target_meta["stop_id"] == 2 + ID_OFFSET
     assert prompt_meta["hf_model_config"]["model_type"] == "llama"
 
 

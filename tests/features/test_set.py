@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from plait.training.data import column_tensor
+from plait.data.tensors import column_tensor
 
 TRAIN = ["red green", "green blue", "green", None, ""]
 

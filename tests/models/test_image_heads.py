@@ -14,7 +14,7 @@ from plait.config.image_encoders import UNetDecoder
 from plait.errors import ModelError
 from plait.models.image_encoders import UNetDown
 from plait.models.image_heads import SegmentationHead
-from plait.training.metrics import OutputMetrics
+from plait.evaluation.metrics import metrics_for
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -59,7 +59,7 @@ def test_the_head_and_the_unet_encoder_learn_a_mask():
         loss.backward()
         optimizer.step()
     encoder.eval(), head.eval()
-    metrics = OutputMetrics(head)
+    metrics = metrics_for(head)
     stats = metrics.zeros()
     with torch.no_grad():
         hidden, skips = encoder(images)
@@ -85,7 +85,7 @@ def test_the_loss_is_torchs_mean_over_every_pixel_with_class_weights_too():
 
 def test_metrics_summed_over_two_batches_are_those_of_the_whole():
     head = head_for(mask_feature(), classes=3, size=16)
-    metrics = OutputMetrics(head)
+    metrics = metrics_for(head)
     logits, target = torch.randn(6, 3, 16, 16), torch.randint(0, 2, (6, 16, 16))  # class 2 never true
     whole, parts = metrics.zeros(), metrics.zeros()
     metrics.update(whole, logits, target)
@@ -101,7 +101,7 @@ def test_metrics_summed_over_two_batches_are_those_of_the_whole():
 
 def test_a_class_in_neither_predictions_nor_targets_is_left_out_of_iou():
     head = head_for(mask_feature(), classes=3, size=16)
-    metrics = OutputMetrics(head)
+    metrics = metrics_for(head)
     stats = metrics.zeros()
     target = torch.zeros(1, 16, 16, dtype=torch.long)
     target[0, :8] = 1

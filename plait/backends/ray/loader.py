@@ -24,7 +24,8 @@ from typing import Iterator
 import pyarrow as pa
 import torch
 
-from plait.training.data import bucketed, row_lengths, shuffle_generator, table_tensors
+from plait.data.tensors import table_tensors
+from plait.training.batches import bucketed, row_lengths, shuffle_generator
 
 log = logging.getLogger("plait")
 
@@ -197,7 +198,7 @@ class ShardBatches:
         if not self.shuffle_rows:
             return tensors
         order = torch.randperm(_rows(tensors), generator=generator)
-        if self.bucketing_field:  # rows of similar length together, as in plait.training.data.Batches
+        if self.bucketing_field:  # rows of similar length together, as in plait.training.batches.Batches
             order = bucketed(order, row_lengths(tensors[self.bucketing_field]), self.batch_size)
         return {name: tensor.index_select(0, order) for name, tensor in tensors.items()}
 

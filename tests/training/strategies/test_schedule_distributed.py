@@ -30,7 +30,7 @@ class Regression(nn.Module):
 
 def _train(rank: int, strategy_name: str) -> dict:
     from plait.config import load_config
-    from plait.training.data import Batches
+    from plait.training.batches import Batches
     from plait.training.strategies import get_strategy
     from plait.training.trainer import Trainer
 

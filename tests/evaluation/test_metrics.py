@@ -7,7 +7,8 @@ import pytest
 import torch
 from sklearn import metrics as skm
 
-from plait.training.metrics import MAX_CONFUSION_CLASSES, MetricSet, OutputMetrics
+from plait.config.metrics import METRICS_BY_OUTPUT_TYPE
+from plait.evaluation.metrics import METRICS_BY_TYPE, MAX_CONFUSION_CLASSES, MetricSet, OutputMetrics, metrics_for
 
 SHARDS = (17, 230, 53)
 ROWS = sum(SHARDS)
@@ -59,18 +60,18 @@ def _set(rows=ROWS, seed=0):
 
 DATA = {"binary": _binary, "category": _category, "number": _number, "set": _set}
 METADATA = {"binary": {}, "category": {"vocabulary": LABELS}, "number": NUMBER_META, "set": {"vocabulary": ELEMENTS}}
-EXPECTED_METRICS = {
-    "binary": {"loss", "accuracy", "precision", "recall", "f1", "roc_auc"},
-    "category": {"loss", "accuracy", "hits_at_k", "precision", "recall", "f1"},
-    "number": {"loss", "mean_absolute_error", "mean_squared_error", "root_mean_squared_error", "r2"},
-    "set": {"loss", "jaccard", "precision", "recall", "f1"},
-}
+EXPECTED_METRICS = {ftype: set(METRICS_BY_OUTPUT_TYPE[ftype]) for ftype in DATA}
+"""What the config says each type reports (``trainer.validation_metric`` is checked against it)."""
+
+
+def test_every_output_type_the_config_names_has_its_metrics_class():
+    assert set(METRICS_BY_TYPE) == set(METRICS_BY_OUTPUT_TYPE)
 
 
 @pytest.fixture
 def output_metrics(make_head):
     def make(ftype: str, **options) -> OutputMetrics:
-        return OutputMetrics(make_head(ftype, METADATA[ftype], **options))
+        return metrics_for(make_head(ftype, METADATA[ftype], **options))
 
     return make
 
@@ -166,7 +167,7 @@ def test_category_metrics_of_known_labels_leave_out_the_unseen_count(output_metr
 
 def test_category_with_many_classes_skips_the_confusion_matrix(make_head):
     vocabulary = [f"l{i}" for i in range(MAX_CONFUSION_CLASSES + 1)]
-    metric = OutputMetrics(make_head("category", {"vocabulary": vocabulary}))
+    metric = metrics_for(make_head("category", {"vocabulary": vocabulary}))
     logits = torch.randn(50, len(vocabulary), generator=_generator())
     target = torch.randint(0, len(vocabulary), (50,), generator=_generator(1))
     got = metric.compute(filled(metric, logits, target))
@@ -190,7 +191,7 @@ def test_number_metrics_match_scikit_learn_in_data_units(output_metrics):
 
 def test_r2_stays_accurate_for_targets_far_from_zero(make_head):
     meta = {"shift": 1e6, "scale": 1.0}
-    metric = OutputMetrics(make_head("number", meta))
+    metric = metrics_for(make_head("number", meta))
     logits, target = _number()
     y, pred = target.double().numpy() + 1e6, logits.double().numpy() + 1e6
     assert metric.compute(filled(metric, logits, target))["r2"] == pytest.approx(skm.r2_score(y, pred), abs=1e-4)
@@ -210,7 +211,7 @@ def test_set_metrics_match_scikit_learn(output_metrics):
 
 def _set_with_unseen(rows=ROWS, seed=0, unseen_every=7):
     """_set's rows with the trailing column of items training never saw: 1 or 2 on every
-    ``unseen_every``-th row, as plait.training.data builds an output's target."""
+    ``unseen_every``-th row, as plait.data.tensors builds an output's target."""
     logits, target = _set(rows, seed)
     unseen = torch.zeros(rows, 1)
     unseen[::unseen_every] = 1.0

@@ -2,9 +2,9 @@
 
 An :class:`Evaluation` holds a model's metric statistics (counts and float64 sums). Training's
 validation adds batches of tensors to it and sums it over workers; ``evaluate`` on raw data or a
-cached split adds chunks through a :class:`~plait.inference.predictor.Predictor`; a Ray Data job
-adds one batch per call on its actors and ships the statistics back as one flat vector, which
-the driver adds up. Every path ends in the same :meth:`Evaluation.metrics`, so the numbers agree.
+cached split adds chunks through a predictor (``plait.inference``); a Ray Data job adds one batch
+per call on its actors and ships the statistics back as one flat vector, which the driver adds
+up. Every path ends in the same :meth:`Evaluation.metrics_or_error`, so the numbers agree.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pyarrow as pa
 import torch
 
 from plait.errors import DataError
-from plait.training.metrics import MetricSet
+from plait.evaluation.metrics import MetricSet
 
 log = logging.getLogger("plait")
 
@@ -71,19 +71,6 @@ class Evaluation:
         metrics = self.metrics.compute(self.stats)
         _warn_unseen_labels(metrics, self.rows, {name: m.type for name, m in self.metrics.outputs.items()})
         return metrics
-
-
-class ChunkStatistics:
-    """A batch function for a backend's map: one chunk in, its statistics out as one row. The
-    model is rebuilt from its spec once per process that runs it."""
-
-    def __init__(self, spec, cached: bool, device: str = "cpu"):
-        self.predictor = spec.build(device=device, cached=cached)
-
-    def __call__(self, chunk: pa.Table) -> pa.Table:
-        evaluation = Evaluation(self.predictor.module)
-        evaluation.add_chunk(self.predictor, chunk)
-        return evaluation.as_row()
 
 
 def _warn_unseen_labels(metrics: dict, rows: int, types: dict[str, str]) -> None:

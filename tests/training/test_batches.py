@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from plait.training.data import Batches, lockstep, trim_padding
+from plait.data.tensors import trim_padding
+from plait.training.batches import Batches, lockstep
 from plait.training.strategies.local import LocalStrategy
 
 
@@ -85,9 +86,3 @@ def test_bucketing_shares_rows_between_workers_exactly_once():
               for r in range(2)]
     seen = sorted(i for shard in shards for b in shard.epoch(0) for i in b["i"].tolist())
     assert seen == list(range(500))
-
-
-def test_trim_padding_cuts_after_the_longest_row_and_keeps_one_column_of_empty_rows():
-    batch = {"t": torch.tensor([[5, 6, 0, 0], [7, 0, 0, 0]]), "e": torch.zeros(2, 3, dtype=torch.long)}
-    trimmed = trim_padding(batch, ["t", "e"])
-    assert trimmed["t"].tolist() == [[5, 6], [7, 0]] and trimmed["e"].shape == (2, 1)

@@ -3,6 +3,11 @@
 Each output keeps a flat float64 vector of statistics. Merging shards (or workers, through one
 all-reduce) is elementwise addition, so metrics of merged statistics equal metrics computed on
 the whole data. Nothing here averages per-worker averages.
+
+One class per output type says which statistics it keeps (``layout``), how a batch adds to them
+(``add``) and the metrics they give (``metrics``); ``METRICS_BY_TYPE`` picks it. Every class also
+keeps the head's own per-row loss, so the ``loss`` metric is the loss that is trained. A new
+metric goes into its type's class here, and its name into ``plait.config.metrics``.
 """
 
 from __future__ import annotations
@@ -15,48 +20,36 @@ import torch
 
 from plait.models.ecd import feature_name
 from plait.models.sequence_heads import PAD, STOP
-from plait.training.sequence_metrics import BLEU_ORDER, corpus_bleu, edit_distance, ngram_matches, rouge_f
+from plait.evaluation.sequence_metrics import BLEU_ORDER, corpus_bleu, edit_distance, ngram_matches, rouge_f
 
 AUC_BINS = 4096
 MAX_CONFUSION_CLASSES = 256
 
 
 class OutputMetrics:
-    """Statistics layout, update and final metrics for one output feature."""
+    """Statistics layout, update and final metrics for one output feature: the loss, which every
+    type keeps, and what its subclass adds."""
 
     def __init__(self, head):
         self.head = head
         self.type = head.feature.type
         self.classes = getattr(head, "logits_size", 1)
-        self.layout = self._layout()
-        self.size = sum(self.layout.values())
-
-    def _layout(self) -> dict[str, int]:
         # "loss" sums the rows' weighted losses and "loss_weight" their weights: the head's own
         # per-row loss (class weights included), so the metric is the loss that is trained.
-        base = {"count": 1, "loss": 1, "loss_weight": 1}
-        if self.type == "binary":
-            return {**base, "tp": 1, "fp": 1, "fn": 1, "tn": 1, "hist_pos": AUC_BINS, "hist_neg": AUC_BINS}
-        if self.type == "category":
-            confusion = self.classes**2 if self.classes <= MAX_CONFUSION_CLASSES else 0
-            # "unseen": rows whose label the training data never had (target -1); see _update_category.
-            return {**base, "correct": 1, "hits_at_k": 1, "unseen": 1, "confusion": confusion}
-        if self.type == "number":
-            return {**base, "abs_err": 1, "sq_err": 1, "y": 1, "y2": 1}
-        if _FAMILY.get(self.type, self.type) == "vector":  # per position of the vector: r2 is their mean, as scikit-learn's
-            size = self.classes
-            return {**base, "abs_err": 1, "sq_err": size, "y": size, "y2": size}
-        if self.type == "category_distribution":
-            return {**base, "kl": 1, "correct": 1}
-        if self.type == "image":  # per class: pixels in both the prediction and the target, in either
-            return {**base, "pixels": 1, "correct": 1, "intersection": self.classes, "union": self.classes}
-        if self.type in ("sequence", "text"):
-            text = {"ngram_matches": BLEU_ORDER, "ngram_totals": BLEU_ORDER, "predicted_length": 1,
-                    "reference_length": 1, "rouge": 3, "char_errors": 1, "chars": 1} if self.type == "text" else {}
-            return {**base, "tokens": 1, "correct_tokens": 1, "correct_sequences": 1, "correct_last": 1,
-                    "edit_distance": 1, **text}
-        # "unseen": rows whose true set holds items training never saw; see _update_set.
-        return {**base, "jaccard": 1, "tp": 1, "fp": 1, "fn": 1, "unseen": 1}
+        self.layout = {"count": 1, "loss": 1, "loss_weight": 1, **self.statistics()}
+        self.size = sum(self.layout.values())
+
+    def statistics(self) -> dict[str, int]:
+        """The type's own statistics: name -> how many numbers."""
+        raise NotImplementedError
+
+    def add(self, s: dict[str, torch.Tensor], logits: torch.Tensor, target: torch.Tensor) -> None:
+        """Add a batch to the statistics ``s`` (views into the output's vector)."""
+        raise NotImplementedError
+
+    def metrics(self, s: dict[str, torch.Tensor], n: float) -> dict[str, float]:
+        """The type's metrics (all but the loss) from its statistics over ``n`` rows."""
+        raise NotImplementedError
 
     def zeros(self, device="cpu") -> torch.Tensor:
         return torch.zeros(self.size, dtype=torch.float64, device=device)
@@ -71,9 +64,26 @@ class OutputMetrics:
         rows = self.head.row_losses(logits, target)
         parts["loss"] += _sum(rows.losses)
         parts["loss_weight"] += _sum(rows.weights) if rows.weights is not None else rows.losses.numel()
-        getattr(self, f"_update_{_FAMILY.get(self.type, self.type)}")(parts, logits, target)
+        self.add(parts, logits, target)
 
-    def _update_binary(self, s, logits, target):
+    def compute(self, stats: torch.Tensor) -> dict[str, float]:
+        s = {k: v.cpu() for k, v in self.unpack(stats).items()}
+        n = float(s["count"].item())
+        if n == 0:
+            return {}
+        result = {"loss": self.loss(s), **self.metrics(s, n)}
+        return {k: float(v) for k, v in result.items()}
+
+    def loss(self, s: dict[str, torch.Tensor]) -> float:
+        # finish_loss: a root mean square loss is the root of the rows' mean, not a mean of rows.
+        return self.head.finish_loss(_ratio(float(s["loss"].item()), float(s["loss_weight"].item())))
+
+
+class BinaryMetrics(OutputMetrics):
+    def statistics(self):
+        return {"tp": 1, "fp": 1, "fn": 1, "tn": 1, "hist_pos": AUC_BINS, "hist_neg": AUC_BINS}
+
+    def add(self, s, logits, target):
         y = target > 0.5
         p = torch.sigmoid(logits)
         pred = p >= self.head.feature.threshold
@@ -84,7 +94,20 @@ class OutputMetrics:
         s["hist_pos"] += torch.bincount(bins[y], minlength=AUC_BINS)
         s["hist_neg"] += torch.bincount(bins[~y], minlength=AUC_BINS)
 
-    def _update_category(self, s, logits, target):
+    def metrics(self, s, n):
+        tp, fp, fn, tn = (float(s[k].item()) for k in ("tp", "fp", "fn", "tn"))
+        precision, recall = _ratio(tp, tp + fp), _ratio(tp, tp + fn)
+        return {"accuracy": (tp + tn) / n, "precision": precision, "recall": recall,
+                "f1": _ratio(2 * precision * recall, precision + recall), "roc_auc": _auc(s["hist_pos"], s["hist_neg"])}
+
+
+class CategoryMetrics(OutputMetrics):
+    def statistics(self):
+        confusion = self.classes**2 if self.classes <= MAX_CONFUSION_CLASSES else 0
+        # "unseen": rows whose label the training data never had (target -1); see add.
+        return {"correct": 1, "hits_at_k": 1, "unseen": 1, "confusion": confusion}
+
+    def add(self, s, logits, target):
         # A label training never saw (-1) has no logit, so the model cannot be right about it: the
         # row counts, as a miss, in accuracy and hits_at_k (Ludwig scores it as its unknown class,
         # which no prediction matches). The loss and the confusion matrix cover the known labels
@@ -102,7 +125,26 @@ class OutputMetrics:
             cells = torch.bincount(target * self.classes + pred, minlength=self.classes**2)
             s["confusion"] += cells
 
-    def _update_number(self, s, logits, target):
+    def metrics(self, s, n):
+        result = {"accuracy": float(s["correct"].item()) / n, "hits_at_k": float(s["hits_at_k"].item()) / n}
+        if s["unseen"].item():  # only then, so that clean data keeps the usual set of metrics
+            result["unseen_labels"] = float(s["unseen"].item())
+        if s["confusion"].numel():
+            cm = s["confusion"].reshape(self.classes, self.classes)
+            tp = cm.diag()
+            precision = torch.where(cm.sum(0) > 0, tp / cm.sum(0).clamp(min=1), torch.zeros_like(tp))
+            recall = torch.where(cm.sum(1) > 0, tp / cm.sum(1).clamp(min=1), torch.zeros_like(tp))
+            f1 = torch.where(precision + recall > 0, 2 * precision * recall / (precision + recall).clamp(min=1e-12), torch.zeros_like(tp))
+            present = cm.sum(1) > 0  # macro averages over classes that occur in the data
+            result.update(precision=precision[present].mean().item(), recall=recall[present].mean().item(), f1=f1[present].mean().item())
+        return result
+
+
+class NumberMetrics(OutputMetrics):
+    def statistics(self):
+        return {"abs_err": 1, "sq_err": 1, "y": 1, "y2": 1}
+
+    def add(self, s, logits, target):
         meta = self.head.metadata
         pred = logits.double() * meta["scale"] + meta["shift"]
         y = target.double() * meta["scale"] + meta["shift"]
@@ -110,20 +152,58 @@ class OutputMetrics:
         s["abs_err"] += (pred - y).abs().sum(); s["sq_err"] += ((pred - y) ** 2).sum()
         s["y"] += y.sum(); s["y2"] += (y * y).sum()
 
-    def _update_vector(self, s, logits, target):
+    def metrics(self, s, n):
+        sq, y, y2 = (float(s[k].item()) for k in ("sq_err", "y", "y2"))
+        total = y2 - y * y / n
+        return {"mean_absolute_error": float(s["abs_err"].item()) / n, "mean_squared_error": sq / n,
+                "root_mean_squared_error": math.sqrt(sq / n), "r2": 1 - sq / total if total > 0 else 0.0}
+
+
+class VectorMetrics(OutputMetrics):
+    """Vectors and time series: errors per position; r2 is the positions' mean, as scikit-learn's."""
+
+    def statistics(self):
+        size = self.classes
+        return {"abs_err": 1, "sq_err": size, "y": size, "y2": size}
+
+    def add(self, s, logits, target):
         pred, y = logits.double(), target.double()
         s["count"] += y.shape[0]
         s["abs_err"] += (pred - y).abs().mean(-1).sum()
         s["sq_err"] += ((pred - y) ** 2).sum(0)
         s["y"] += y.sum(0); s["y2"] += (y * y).sum(0)
 
-    def _update_category_distribution(self, s, logits, target):
+    def metrics(self, s, n):
+        sq, y, y2 = (s[k].double() for k in ("sq_err", "y", "y2"))
+        total = y2 - y * y / n
+        r2 = torch.where(total > 0, 1 - sq / total.clamp(min=1e-300), torch.zeros_like(total))
+        mse = float(sq.sum().item()) / (n * max(1, sq.numel()))
+        return {"mean_absolute_error": float(s["abs_err"].item()) / n, "mean_squared_error": mse,
+                "root_mean_squared_error": math.sqrt(mse), "r2": float(r2.mean().item())}
+
+
+class CategoryDistributionMetrics(OutputMetrics):
+    def statistics(self):
+        return {"kl": 1, "correct": 1}
+
+    def add(self, s, logits, target):
         log_p, y = torch.log_softmax(logits.double(), dim=-1), target.double()
         s["count"] += y.shape[0]
         s["kl"] += torch.where(y > 0, y * (y.clamp(min=1e-300).log() - log_p), 0.0).sum()
         s["correct"] += (log_p.argmax(-1) == y.argmax(-1)).sum()
 
-    def _update_image(self, s, logits, target):
+    def metrics(self, s, n):
+        return {"kl_divergence": float(s["kl"].item()) / n, "cross_entropy": self.loss(s),
+                "accuracy": float(s["correct"].item()) / n}
+
+
+class ImageMetrics(OutputMetrics):
+    """Segmentation masks: accuracy and iou over pixels."""
+
+    def statistics(self):  # per class: pixels in both the prediction and the target, in either
+        return {"pixels": 1, "correct": 1, "intersection": self.classes, "union": self.classes}
+
+    def add(self, s, logits, target):
         pred, target, classes = logits.argmax(1).reshape(-1), target.long().reshape(-1), self.classes
         hits = pred == target
         intersection = torch.bincount(target[hits], minlength=classes)
@@ -134,7 +214,19 @@ class OutputMetrics:
         either = torch.bincount(pred, minlength=classes) + torch.bincount(target, minlength=classes)
         s["union"] += either - intersection
 
-    def _update_sequence(self, s, output, target):
+    def metrics(self, s, n):
+        # iou: the mean over classes of the summed counts' ratio (not a mean of per-batch ratios);
+        # a class in neither the predictions nor the targets has no ratio and is left out.
+        union, present = s["union"].double(), s["union"] > 0
+        iou = (s["intersection"].double()[present] / union[present]).mean().item() if present.any() else 0.0
+        return {"accuracy": _ratio(float(s["correct"].item()), float(s["pixels"].item())), "iou": iou}
+
+
+class SequenceMetrics(OutputMetrics):
+    def statistics(self):
+        return {"tokens": 1, "correct_tokens": 1, "correct_sequences": 1, "correct_last": 1, "edit_distance": 1}
+
+    def add(self, s, output, target):
         """Token and sequence accuracy over the target's tokens and its stop token (padding left
         out); last accuracy, of the last token before the stop; the row-level scores compare the
         predicted tokens, up to their end, with the target's, up to its stop token."""
@@ -152,10 +244,28 @@ class OutputMetrics:
         predicted = _cut(tokens, head.lengths(tokens))
         wanted = _cut(target, real.sum(1))
         s["edit_distance"] += sum(edit_distance(p, w) for p, w in zip(predicted, wanted))
-        if self.type == "text":
-            self._update_text(s, predicted, wanted)
+        self.add_rows(s, predicted, wanted)
 
-    def _update_text(self, s, predicted: list[list[int]], wanted: list[list[int]]) -> None:
+    def add_rows(self, s, predicted: list[list[int]], wanted: list[list[int]]) -> None:
+        """Scores of whole rows of tokens, beyond the edit distance (a text's, below)."""
+
+    def metrics(self, s, n):
+        tokens = float(s["tokens"].item())
+        loss = _ratio(float(s["loss"].item()), float(s["loss_weight"].item()))
+        return {"token_accuracy": _ratio(float(s["correct_tokens"].item()), tokens),
+                "sequence_accuracy": float(s["correct_sequences"].item()) / n,
+                "last_accuracy": float(s["correct_last"].item()) / n,
+                "perplexity": math.exp(min(loss, 700.0)), "edit_distance": float(s["edit_distance"].item()) / n}
+
+
+class TextMetrics(SequenceMetrics):
+    """A sequence's metrics, and BLEU, ROUGE and the character error rate of the decoded text."""
+
+    def statistics(self):
+        return {**super().statistics(), "ngram_matches": BLEU_ORDER, "ngram_totals": BLEU_ORDER,
+                "predicted_length": 1, "reference_length": 1, "rouge": 3, "char_errors": 1, "chars": 1}
+
+    def add_rows(self, s, predicted, wanted):
         """BLEU's n-gram counts, ROUGE and character errors, summed over the batch's rows in Python
         and added to the statistics once (not a tensor operation per row)."""
         vocabulary = self.head.metadata["vocabulary"]
@@ -171,7 +281,21 @@ class OutputMetrics:
         for key, value in sums.items():
             s[key] += torch.as_tensor(value, dtype=s[key].dtype, device=s[key].device)
 
-    def _update_set(self, s, logits, target):
+    def metrics(self, s, n):
+        rouge = (s["rouge"] / n).tolist()
+        return {**super().metrics(s, n),
+                "bleu": corpus_bleu(s["ngram_matches"].numpy(), s["ngram_totals"].numpy(),
+                                    float(s["predicted_length"].item()), float(s["reference_length"].item())),
+                "rouge1_fmeasure": rouge[0], "rouge2_fmeasure": rouge[1], "rougeL_fmeasure": rouge[2],
+                "char_error_rate": _ratio(float(s["char_errors"].item()), float(s["chars"].item()))}
+
+
+class SetMetrics(OutputMetrics):
+    def statistics(self):
+        # "unseen": rows whose true set holds items training never saw; see add.
+        return {"jaccard": 1, "tp": 1, "fp": 1, "fn": 1, "unseen": 1}
+
+    def add(self, s, logits, target):
         # Columns past the logits' count each row's items that training never saw (none when the
         # target has no such column). No prediction can hold them: each is a false negative, and
         # part of the row's union in jaccard. The loss leaves them out (SetHead.row_losses).
@@ -184,77 +308,7 @@ class OutputMetrics:
         s["jaccard"] += torch.where(union > 0, inter / union.clamp(min=1), torch.ones_like(union)).sum()
         s["tp"] += (pred & y).sum(); s["fp"] += (pred & ~y).sum(); s["fn"] += (~pred & y).sum() + unseen.sum()
 
-    def compute(self, stats: torch.Tensor) -> dict[str, float]:
-        s = {k: v.cpu() for k, v in self.unpack(stats).items()}
-        n = float(s["count"].item())
-        if n == 0:
-            return {}
-        # finish_loss: a root mean square loss is the root of the rows' mean, not a mean of rows.
-        result = {"loss": self.head.finish_loss(_ratio(float(s["loss"].item()), float(s["loss_weight"].item())))}
-        result.update(getattr(self, f"_compute_{_FAMILY.get(self.type, self.type)}")(s, n))
-        return {k: float(v) for k, v in result.items()}
-
-    def _compute_binary(self, s, n):
-        tp, fp, fn, tn = (float(s[k].item()) for k in ("tp", "fp", "fn", "tn"))
-        precision, recall = _ratio(tp, tp + fp), _ratio(tp, tp + fn)
-        return {"accuracy": (tp + tn) / n, "precision": precision, "recall": recall,
-                "f1": _ratio(2 * precision * recall, precision + recall), "roc_auc": _auc(s["hist_pos"], s["hist_neg"])}
-
-    def _compute_category(self, s, n):
-        result = {"accuracy": float(s["correct"].item()) / n, "hits_at_k": float(s["hits_at_k"].item()) / n}
-        if s["unseen"].item():  # only then, so that clean data keeps the usual set of metrics
-            result["unseen_labels"] = float(s["unseen"].item())
-        if s["confusion"].numel():
-            cm = s["confusion"].reshape(self.classes, self.classes)
-            tp = cm.diag()
-            precision = torch.where(cm.sum(0) > 0, tp / cm.sum(0).clamp(min=1), torch.zeros_like(tp))
-            recall = torch.where(cm.sum(1) > 0, tp / cm.sum(1).clamp(min=1), torch.zeros_like(tp))
-            f1 = torch.where(precision + recall > 0, 2 * precision * recall / (precision + recall).clamp(min=1e-12), torch.zeros_like(tp))
-            present = cm.sum(1) > 0  # macro averages over classes that occur in the data
-            result.update(precision=precision[present].mean().item(), recall=recall[present].mean().item(), f1=f1[present].mean().item())
-        return result
-
-    def _compute_number(self, s, n):
-        sq, y, y2 = (float(s[k].item()) for k in ("sq_err", "y", "y2"))
-        total = y2 - y * y / n
-        return {"mean_absolute_error": float(s["abs_err"].item()) / n, "mean_squared_error": sq / n,
-                "root_mean_squared_error": math.sqrt(sq / n), "r2": 1 - sq / total if total > 0 else 0.0}
-
-    def _compute_vector(self, s, n):
-        sq, y, y2 = (s[k].double() for k in ("sq_err", "y", "y2"))
-        total = y2 - y * y / n
-        r2 = torch.where(total > 0, 1 - sq / total.clamp(min=1e-300), torch.zeros_like(total))
-        mse = float(sq.sum().item()) / (n * max(1, sq.numel()))
-        return {"mean_absolute_error": float(s["abs_err"].item()) / n, "mean_squared_error": mse,
-                "root_mean_squared_error": math.sqrt(mse), "r2": float(r2.mean().item())}
-
-    def _compute_category_distribution(self, s, n):
-        return {"kl_divergence": float(s["kl"].item()) / n, "cross_entropy": self.head.finish_loss(
-            _ratio(float(s["loss"].item()), float(s["loss_weight"].item()))), "accuracy": float(s["correct"].item()) / n}
-
-    def _compute_image(self, s, n):
-        # iou: the mean over classes of the summed counts' ratio (not a mean of per-batch ratios);
-        # a class in neither the predictions nor the targets has no ratio and is left out.
-        union, present = s["union"].double(), s["union"] > 0
-        iou = (s["intersection"].double()[present] / union[present]).mean().item() if present.any() else 0.0
-        return {"accuracy": _ratio(float(s["correct"].item()), float(s["pixels"].item())), "iou": iou}
-
-    def _compute_sequence(self, s, n):
-        tokens = float(s["tokens"].item())
-        loss = _ratio(float(s["loss"].item()), float(s["loss_weight"].item()))
-        result = {"token_accuracy": _ratio(float(s["correct_tokens"].item()), tokens),
-                  "sequence_accuracy": float(s["correct_sequences"].item()) / n,
-                  "last_accuracy": float(s["correct_last"].item()) / n,
-                  "perplexity": math.exp(min(loss, 700.0)), "edit_distance": float(s["edit_distance"].item()) / n}
-        if self.type == "text":
-            rouge = (s["rouge"] / n).tolist()
-            result.update(bleu=corpus_bleu(s["ngram_matches"].numpy(), s["ngram_totals"].numpy(),
-                                           float(s["predicted_length"].item()), float(s["reference_length"].item())),
-                          rouge1_fmeasure=rouge[0], rouge2_fmeasure=rouge[1], rougeL_fmeasure=rouge[2],
-                          char_error_rate=_ratio(float(s["char_errors"].item()), float(s["chars"].item())))
-        return result
-
-    def _compute_set(self, s, n):
+    def metrics(self, s, n):
         tp, fp, fn = (float(s[k].item()) for k in ("tp", "fp", "fn"))
         precision, recall = _ratio(tp, tp + fp), _ratio(tp, tp + fn)
         result = {"jaccard": float(s["jaccard"].item()) / n, "precision": precision, "recall": recall,
@@ -264,8 +318,17 @@ class OutputMetrics:
         return result
 
 
-_FAMILY = {"text": "sequence", "timeseries": "vector"}
-"""Output types whose statistics are another type's (text outputs add their own to a sequence's)."""
+METRICS_BY_TYPE: dict[str, type[OutputMetrics]] = {
+    "binary": BinaryMetrics, "category": CategoryMetrics, "number": NumberMetrics, "vector": VectorMetrics,
+    "timeseries": VectorMetrics, "category_distribution": CategoryDistributionMetrics, "image": ImageMetrics,
+    "sequence": SequenceMetrics, "text": TextMetrics, "set": SetMetrics,
+}
+"""The statistics class of each output feature type."""
+
+
+def metrics_for(head) -> OutputMetrics:
+    """The metrics of the output whose head is ``head``."""
+    return METRICS_BY_TYPE[head.feature.type](head)
 
 
 def _cut(tokens: torch.Tensor, lengths: torch.Tensor) -> list[list[int]]:
@@ -296,7 +359,7 @@ class MetricSet:
     """Statistics for every output of a model, packed in one vector for a single all-reduce."""
 
     def __init__(self, model):
-        self.outputs = {feature_name(key): OutputMetrics(head) for key, head in model.heads.items()}
+        self.outputs = {feature_name(key): metrics_for(head) for key, head in model.heads.items()}
         self.weights = dict(model.loss_weights)
 
     def zeros(self, device="cpu") -> dict[str, torch.Tensor]:
