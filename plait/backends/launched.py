@@ -51,7 +51,7 @@ class LaunchedBackend(Backend):
         self.config, self.name = config, kind
         section = strategy_for(kind, config)
         # Joins the launcher's process group.
-        self.strategy = build_strategy(section, trainer=config.trainer, **strategy_options(section.type, launched_device(launch)))
+        self.strategy = build_strategy(section, **strategy_options(section.type, launched_device(launch)))
         wanted = config.backend.trainer.num_workers
         low, high = wanted if isinstance(wanted, tuple) else (wanted, wanted)
         if wanted and not low <= self.strategy.world_size <= high:

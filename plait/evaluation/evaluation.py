@@ -46,7 +46,7 @@ class Evaluation:
             tensors = predictor.tensors(chunk, predictor.processors)
             module = predictor.module
             # A model that reads its targets in the forward (an LLM scoring them) gets them here too.
-            logits = predictor.logits({n: tensors[n] for n in module.input_names + getattr(module, "target_readers", [])})
+            logits = predictor.logits({n: tensors[n] for n in module.input_names + module.target_readers})
             self.add(logits, {n: tensors[n] for n in module.output_names})
 
     def all_reduce(self, all_reduce_sum) -> None:

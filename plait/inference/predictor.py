@@ -79,7 +79,7 @@ class Predictor:
         self.inputs = [p for p in self.processors if not p.is_output]
         self.outputs = [p for p in self.processors if p.is_output]
         self.module = module.to(device).eval()
-        self.batch_size = getattr(module, "batch_rows", batch_size)  # an LLM generates in smaller batches
+        self.batch_size = module.prediction_batch_rows or batch_size  # an LLM generates in smaller batches
         self.key_column = key_column
 
     def column(self, processor) -> str:
@@ -119,7 +119,7 @@ class Predictor:
         parts = []
         for start in range(0, rows, self.batch_size):
             batch = trim_padding({k: v[start:start + self.batch_size] for k, v in inputs.items()},
-                                 [n for n in getattr(self.module, "batch_padded", []) if n in inputs])
+                                 [n for n in self.module.batch_padded if n in inputs])
             batch = {k: v.to(self.device) for k, v in batch.items()}
             parts.append({k: v.cpu() for k, v in self.module(batch).items()})
         return {name: torch.cat([p[name] for p in parts]) for name in parts[0]} if parts else {}

@@ -7,6 +7,7 @@ from torch import nn
 
 from plait.config.features import output_order
 from plait.errors import ConfigError
+from plait.models.base import TrainableModel
 from plait.models.combiners import build_combiner
 from plait.models.encoders import build_encoders
 from plait.models.heads import build_head
@@ -35,7 +36,7 @@ def feature_name(key: str) -> str:
     return bytes.fromhex(key[len(_ESCAPED):]).decode("utf-8") if key.startswith(_ESCAPED) else key
 
 
-class ECD(nn.Module):
+class ECD(TrainableModel):
     def __init__(self, config, metadata: dict, load_pretrained: bool = False):
         """``load_pretrained``: read pretrained encoder weights from their files (a model built to
         start training; a model whose own weights are loaded next has no need)."""

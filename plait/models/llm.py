@@ -1,10 +1,10 @@
 """An LLM (``model_type: llm``): a Hugging Face causal language model that continues a prompt.
 
-The model has the surface the training loop, the metrics and the predictor know from ECD:
-``input_names`` (the prompt), ``output_names`` (the target), ``heads`` (one :class:`LLMHead`, which
-scores and reads the target's tokens) and ``loss``. So it trains through the same loop and
-strategies (ddp, fsdp, deepspeed), evaluates with the same metrics and predicts through the same
-predictor, locally or in Ray Data actors.
+The model declares the surface the training loop, the metrics and the predictor know
+(:class:`~plait.models.base.TrainableModel`): ``input_names`` (the prompt), ``output_names`` (the
+target), ``heads`` (one :class:`LLMHead`, which scores and reads the target's tokens) and ``loss``.
+So it trains through the same loop and strategies (ddp, fsdp, deepspeed), evaluates with the same
+metrics and predicts through the same predictor, locally or in Ray Data actors.
 
 One batch row is its prompt, left-padded, then its target: every target starts at the same
 position, so the model's output layer runs on the target's positions only (``logits_to_keep``)
@@ -28,6 +28,7 @@ from torch.nn import functional as F
 
 from plait.errors import BackendError, ModelError
 from plait.utils.tokens import ID_OFFSET
+from plait.models.base import TrainableModel
 from plait.models.ecd import module_key
 from plait.models.hf_encoders import import_transformers
 from plait.models.sequence_heads import PAD, SequenceHead
@@ -65,7 +66,7 @@ class LLMHead(SequenceHead):
         return torch.where(ended.any(1), ended.float().argmax(1), torch.full_like(tokens[:, 0], tokens.shape[1]))
 
 
-class LLM(nn.Module):
+class LLM(TrainableModel):
     def __init__(self, config, metadata: dict, load_pretrained: bool = False):
         """``load_pretrained``: start from the base model's weights (a model about to train). A
         model whose saved weights are an adapter reads them anyway; one whose saved weights are
@@ -79,7 +80,7 @@ class LLM(nn.Module):
         self.loss_weights = {target.name: 1.0}
         self.generation = config.generation
         eval_batch = config.trainer.eval_batch_size
-        self.batch_rows = eval_batch if isinstance(eval_batch, int) and eval_batch > 0 else 16
+        self.prediction_batch_rows = eval_batch if isinstance(eval_batch, int) and eval_batch > 0 else 16
         """Rows per prediction batch (the predictor's; generation holds a cache per row)."""
         self.target_length = features[target.name]["sequence_length"]
         merged = metadata.get(ADAPTER_MERGED, False)

@@ -6,6 +6,8 @@ from typing import Iterable, Iterator
 
 import torch
 
+from plait.training.sizes import batch_count
+
 
 def shuffle_generator(seed: int, epoch: int, rank: int = 0) -> torch.Generator:
     """The random generator of one epoch's shuffle. A new seed each epoch: the same rows must
@@ -62,16 +64,13 @@ class Batches:
         return order[self.rank :: self.world_size] if self.world_size > 1 else order
 
     def _starts(self, rows: int) -> list[int]:
-        """Where each batch starts. A last batch of a single row joins the batch before it: batch
-        norm cannot train on one row."""
-        starts = list(range(0, rows, self.batch_size))
-        if len(starts) > 1 and self.batch_size > 1 and rows - starts[-1] == 1:
-            starts.pop()
-        return starts
+        """Where each batch starts (see ``batch_count``: a last batch of a single row joins the
+        batch before it)."""
+        return list(range(0, rows, self.batch_size))[:batch_count(rows, self.batch_size)]
 
     def __len__(self) -> int:
         """Batches per epoch on the worker with the largest shard (the same on every worker)."""
-        return len(self._starts(-(-self.rows // self.world_size)))
+        return batch_count(-(-self.rows // self.world_size), self.batch_size)
 
     def filler(self) -> dict[str, torch.Tensor]:
         """A small batch of real rows, for a worker whose shard ran out before the others'."""

@@ -22,7 +22,7 @@ from plait.utils.folder import Folder
 from plait.training import checkpoint as ckpt
 from plait.data.tensors import table_tensors
 from plait.training.batches import Batches
-from plait.training.schedule import evaluation_batch_size, training_batch_size
+from plait.training.sizes import TrainingSizes
 from plait.training.strategies import Strategy
 from plait.training.trainer import Trainer
 
@@ -47,10 +47,15 @@ class FitJob:
     on_evaluation: Callable[[dict, Strategy], None] | None = None
     """Called on every worker after each evaluation with its record (epoch, step, metrics) and
     the worker's strategy: a search reports the metric to its scheduler from here."""
+    sizes: TrainingSizes | None = None
+    """Batch sizes, accumulation and the schedule's arithmetic: worked out here, where the job is
+    made (the driver), and carried to the workers with it."""
 
     def __post_init__(self):
         if self.run_dir is not None and not isinstance(self.run_dir, RunDirectory):
             self.run_dir = RunDirectory(self.run_dir)
+        if self.sizes is None:
+            self.sizes = TrainingSizes.of(self.config.trainer, self.data.rows("training"))
 
 
 @dataclass
@@ -67,17 +72,9 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def batch_size(job: FitJob) -> int:
-    return training_batch_size(job.config.trainer, job.data.rows("training"))
-
-
 def model_columns(config) -> list[str]:
     """The cached columns a model trains on: its input features, then its output features."""
     return [f.name for f in config.input_features] + [f.name for f in config.output_features]
-
-
-def eval_batch_size(job: FitJob) -> int:
-    return evaluation_batch_size(job.config.trainer, batch_size(job))
 
 
 def in_memory_batches(job: FitJob, strategy: Strategy) -> tuple[Batches, Batches]:
@@ -86,10 +83,10 @@ def in_memory_batches(job: FitJob, strategy: Strategy) -> tuple[Batches, Batches
     features = job.data.metadata["features"]
     names = model_columns(job.config)
     shard = dict(rank=strategy.rank, world_size=strategy.world_size)
-    train = Batches(table_tensors(job.data.read_split("training"), features, names), batch_size(job),
+    train = Batches(table_tensors(job.data.read_split("training"), features, names), job.sizes.batch_size,
                     shuffle=job.config.trainer.should_shuffle, seed=job.seed,
                     bucketing_field=job.config.trainer.bucketing_field, **shard)
-    validation = Batches(table_tensors(job.data.read_split("validation"), features, names), eval_batch_size(job),
+    validation = Batches(table_tensors(job.data.read_split("validation"), features, names), job.sizes.eval_batch_size,
                          shuffle=False, **shard)
     return train, validation
 
@@ -101,12 +98,13 @@ def fit(job: FitJob, strategy: Strategy, batches: tuple | None = None, watch=Non
     seed_everything(job.seed)
     module = build_model(job.config, job.metadata, load_pretrained=True)
     train, validation = batches or in_memory_batches(job, strategy)
-    size = batch_size(job)
     resume_from = strategy.broadcast_object(checkpoint_to_resume(job, warn=False) if strategy.is_coordinator else None)
     if strategy.is_coordinator:
         log.info("Training on %d rows (validation %d), batch size %d%s.", job.data.rows("training"),
-                 job.data.rows("validation"), size, f" per worker x {strategy.world_size} workers" if strategy.world_size > 1 else "")
-    trainer = Trainer(job.config, module, strategy, job.seed, job.run_dir, job.progress_bar, job.on_evaluation)
+                 job.data.rows("validation"), job.sizes.batch_size,
+                 f" per worker x {strategy.world_size} workers" if strategy.world_size > 1 else "")
+    trainer = Trainer(job.config, module, strategy, job.sizes, job.seed, job.run_dir, job.progress_bar,
+                      job.on_evaluation)
     progress = trainer.fit(train, validation if validation is not None and validation.rows else None, resume=resume_from,
                            watch=watch)
     weights = trainer.final_weights()

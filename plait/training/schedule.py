@@ -1,5 +1,5 @@
 """Optimizer, learning-rate schedule, reductions on a plateau, the regularization penalty, and the
-auto defaults for batch size and learning rate.
+auto default of the learning rate (batch sizes: ``sizes.py``).
 
 The schedule is one ``LambdaLR`` whose factor is a pure function of the step (``lr_factor``),
 times ``reduce_on_plateau_rate`` per reduction so far: a checkpoint's scheduler state stays the
@@ -15,28 +15,6 @@ import torch
 
 from plait.config.metrics import HIGHER_IS_BETTER
 from plait.errors import TrainingError
-
-
-def auto_batch_size(rows: int) -> int:
-    """About 20 steps per epoch on small data, between 16 and 256 rows, a power of two."""
-    target = max(1, rows // 20)
-    return int(min(256, max(16, 2 ** round(math.log2(target)))))
-
-
-def training_batch_size(trainer, rows: int) -> int:
-    """``trainer.batch_size``; auto: ``auto_batch_size`` of the training rows, at most ``max_batch_size``."""
-    if trainer.batch_size == "auto":
-        return min(auto_batch_size(rows), trainer.max_batch_size)
-    return trainer.batch_size
-
-
-def evaluation_batch_size(trainer, train_batch: int) -> int:
-    """``trainer.eval_batch_size``: 0 or null the training batch (Ludwig's meaning); auto 4x it, at
-    least 1024 (evaluation keeps no activations for a backward pass)."""
-    size = trainer.eval_batch_size
-    if size == "auto":
-        return max(1024, 4 * train_batch)
-    return size or train_batch
 
 
 def learning_rate(trainer, world_size: int) -> float:

@@ -28,7 +28,8 @@ from plait.utils.folder import Folder
 from plait.training.reporting import EpochBar, EpochMeter, Reporter
 from plait.training.schedule import (PlateauReduction, apply_now, build_optimizer, build_scheduler, learning_rate,
                                      regularization_penalty)
-from plait.training.strategies import Strategy, unwrap
+from plait.training.sizes import TrainingSizes
+from plait.training.strategies import StepPlan, Strategy, unwrap
 
 log = logging.getLogger("plait")
 
@@ -55,17 +56,18 @@ class Progress:
 
 
 class Trainer:
-    def __init__(self, config, model, strategy: Strategy, seed: int, run_dir: RunDirectory | None = None,
-                 progress_bar: bool = True, on_evaluation=None):
+    def __init__(self, config, model, strategy: Strategy, sizes: TrainingSizes, seed: int,
+                 run_dir: RunDirectory | None = None, progress_bar: bool = True, on_evaluation=None):
         self.config, self.options = config, config.trainer
         self.on_evaluation = on_evaluation
         self.strategy = strategy
+        self.sizes = sizes
         self.seed = seed
         self.run_dir = run_dir
         self.lr = learning_rate(self.options, strategy.world_size)
         freeze_matching(model, self.options.layers_to_freeze_regex)
         optimizer = build_optimizer([p for p in model.parameters() if p.requires_grad], self.options, self.lr)
-        self.model, self.optimizer = strategy.prepare(model, optimizer)
+        self.model, self.optimizer = strategy.prepare(model, optimizer, StepPlan.of(sizes, self.options.gradient_clipping))
         # Gathered once: walking the module tree every step costs about 5% of a small model's step.
         self.parameters = [p for p in self.model.parameters() if p.requires_grad]
         self.penalized = self._penalized_parameters()
@@ -86,9 +88,9 @@ class Trainer:
             watch=None) -> Progress:
         """Train from the start or from checkpoint ``resume``. ``watch(stop_request)``: a context
         manager around training that may ask for a checkpoint (see ``interrupt.StopRequest``)."""
-        accumulation = self.options.gradient_accumulation_steps
+        accumulation = self.sizes.accumulation
         self.train_batches = train
-        total = self._build_schedule(len(train), accumulation)
+        total = self._build_schedule()
         if resume is not None:
             self._resume(resume)
         self.reporter.open()
@@ -107,12 +109,11 @@ class Trainer:
             raise self._interrupted()
         return self.state
 
-    def _build_schedule(self, batches_per_epoch: int, accumulation: int) -> int:
-        """Build the learning rate schedule; returns the number of steps training takes."""
-        # An epoch's leftover batches (fewer than ``accumulation``) still make one step. A
-        # streamed shard's length is an estimate: the schedule's length is, the epochs are not.
-        steps_per_epoch = max(1, -(-batches_per_epoch // accumulation))
-        total = self.options.train_steps or steps_per_epoch * self.options.epochs
+    def _build_schedule(self) -> int:
+        """Build the learning rate schedule; returns the number of steps training takes. (A
+        streamed shard's length is an estimate: the schedule's length is, the epochs are not.)"""
+        workers = self.strategy.world_size
+        steps_per_epoch, total = self.sizes.steps_per_epoch(workers), self.sizes.total_steps(workers)
         self.eval_every = self.options.steps_per_checkpoint
         if self.options.checkpoints_per_epoch:
             self.eval_every = max(1, steps_per_epoch // self.options.checkpoints_per_epoch)
@@ -123,9 +124,9 @@ class Trainer:
         return total
 
     def _finished(self, total: int) -> bool:
-        if self.options.train_steps:
+        if self.sizes.train_steps:
             return self.state.step >= total
-        return self.state.epoch >= self.options.epochs
+        return self.state.epoch >= self.sizes.epochs
 
     def final_weights(self) -> dict:
         """The weights training ends with: the best evaluation's, else the last. Called on every
@@ -173,7 +174,7 @@ class Trainer:
             self._optimizer_step()
             if self.eval_every and state.step % self.eval_every == 0:
                 self._evaluate_and_checkpoint(validation, state.epoch_loss / (i + 1))
-            if (self.options.train_steps and state.step >= total) or self.early_stopping.should_stop(state):
+            if (self.sizes.train_steps and state.step >= total) or self.early_stopping.should_stop(state):
                 break
         return True
 
@@ -219,7 +220,7 @@ class Trainer:
         when ``regularization_lambda`` is 0)."""
         if not self.options.regularization_type or not self.options.regularization_lambda:
             return []
-        if self.strategy.name == "deepspeed" and self.strategy.forward_is_collective:
+        if not self.strategy.whole_parameters_outside_forward:
             raise TrainingError("trainer.regularization_lambda: DeepSpeed ZeRO-3 keeps only a partition of each "
                                 "weight outside the forward pass; use the optimizer's weight_decay, or ZeRO stage 1 or 2")
         return list(unwrap(self.model).parameters())
@@ -241,9 +242,9 @@ class Trainer:
     def _split(self, batch: dict) -> tuple[dict, dict]:
         device = self.strategy.device
         model = unwrap(self.model)
-        batch = trim_padding(batch, getattr(model, "batch_padded", []))
+        batch = trim_padding(batch, model.batch_padded)
         inputs = {n: batch[n].to(device, non_blocking=True)
-                  for n in model.input_names + getattr(model, "target_readers", [])}
+                  for n in model.input_names + model.target_readers}
         targets = {n: batch[n].to(device, non_blocking=True) for n in model.output_names}
         return inputs, targets
 

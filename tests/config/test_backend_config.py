@@ -181,11 +181,12 @@ def assert_contains(resolved: dict, shown: dict) -> None:
 
 
 def test_pin_memory_reaches_deepspeed():
+    from plait.training.strategies import StepPlan
     from plait.training.strategies.deepspeed import deepspeed_config
 
     config = load_config({**FEATURES, "backend": {"type": "ray", "trainer": {"strategy": {
         "type": "deepspeed", "zero_optimization": {"stage": 3, "offload_param": {"device": "cpu", "pin_memory": False}}}}}})
-    zero = deepspeed_config(config.backend.trainer.strategy, config.trainer)["zero_optimization"]
+    zero = deepspeed_config(config.backend.trainer.strategy, StepPlan(batch_size=4))["zero_optimization"]
     assert zero["offload_param"] == {"device": "cpu", "pin_memory": False}
     assert zero["offload_optimizer"] == {"device": "none"}  # pinned: DeepSpeed's default
 

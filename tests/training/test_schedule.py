@@ -11,7 +11,7 @@ import torch
 from plait.config import load_config
 from plait.errors import TrainingError
 from plait.training.schedule import (PlateauReduction, apply_now, build_optimizer, build_scheduler,
-                                     evaluation_batch_size, regularization_penalty, training_batch_size, warmup_steps)
+                                     regularization_penalty, warmup_steps)
 from plait.training.trainer import Progress
 
 
@@ -175,10 +175,3 @@ def test_each_optimizer_is_built_with_its_settings(optimizer):
     group = built.param_groups[0]
     assert type(built).__name__.lower() == optimizer["type"]
     assert group["lr"] == 0.01 and all(group[k] == v for k, v in optimizer.items() if k != "type")
-
-
-def test_batch_sizes():
-    assert training_batch_size(trainer_config(), 10_000) == 256
-    assert training_batch_size(trainer_config(max_batch_size=100), 10_000) == 100
-    assert [evaluation_batch_size(trainer_config(eval_batch_size=size), 64) for size in (0, None, "auto", 10)] == [
-        64, 64, 1024, 10]

@@ -26,6 +26,7 @@ import torch
 
 from plait.data.tensors import table_tensors
 from plait.training.batches import bucketed, row_lengths, shuffle_generator
+from plait.training.sizes import batch_count
 
 log = logging.getLogger("plait")
 
@@ -155,9 +156,8 @@ class ShardBatches:
         self._ahead: dict[int, _FirstAhead] = {}
 
     def __len__(self) -> int:
-        """Batches per epoch of an even shard: the schedule's estimate (shards are uneven)."""
-        per_worker = -(-self.rows // self.world_size)
-        return max(1, -(-per_worker // self.batch_size))
+        """Batches per epoch of an even shard: an estimate (shards are uneven), the schedule's."""
+        return batch_count(-(-self.rows // self.world_size), self.batch_size)
 
     def filler(self) -> dict:
         return table_tensors(self._filler, self.features, self.names)

@@ -1,5 +1,6 @@
-"""Training on a Ray Train worker group: the same ``fit`` on every worker, with the strategy
-``backend.trainer.strategy`` names (ddp, fsdp, deepspeed or horovod).
+"""Training on a Ray Train worker group, the driver's side: the same ``fit`` on every worker
+(``worker.py``, handed one ``WorkerTask``), with the strategy ``backend.trainer.strategy`` names
+(ddp, fsdp, deepspeed or horovod).
 
 Each worker reads its shard of the cached splits through the Ray Data loader
 (``plait.backends.ray.loader``); checkpoints, logs and TensorBoard events go to the run
@@ -16,7 +17,7 @@ driver, not Ray Train, decides about retries (Ray Train retries every error alik
 Elastic groups (``num_workers: [min, max]``) are Ray Train's own: it starts the group with the
 workers that fit and, when room comes back, restarts it larger by itself; after a lost node the
 driver's restart above starts it with what fits now. Every start resumes from the run's last
-checkpoint (``_fit_on_worker``), and a preemption notice asks for one first (``preemption.py``).
+checkpoint (``worker._fit``), and a preemption notice asks for one first (``preemption.py``).
 """
 
 from __future__ import annotations
@@ -31,23 +32,19 @@ from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
-from plait.backends.environment import strategy_options
 from plait.backends.ray.cluster import check_room, plan_with_room
 from plait.backends.ray.errors import plait_error_of, worker_message
-from plait.backends.ray.loader import ShardBatches, exactly_once_data_config, filler_table, shuffle_rows, split_datasets
+from plait.backends.ray.loader import exactly_once_data_config, filler_table, shuffle_rows, split_datasets
+from plait.backends.ray.worker import RESULT_HISTORY, RESULT_WEIGHTS, WorkerTask, train_on_worker
 from plait.errors import BackendError, TrainingError
 from plait.run_directory import RunDirectory
 from plait.training import checkpoint as ckpt
-from plait.training.run import FitJob, FitOutput, batch_size, eval_batch_size, model_columns
-from plait.training.strategies import build_strategy, check_strategy
+from plait.training.run import FitJob, FitOutput, model_columns
+from plait.training.strategies import StepPlan, check_strategy
 from plait.utils.folder import Folder
 from plait.utils.fs import is_local
 
 log = logging.getLogger("plait")
-
-RESULT_WEIGHTS = "model.safetensors"
-RESULT_HISTORY = "history.json"
-"""The files of the checkpoint rank 0 reports when training ends."""
 
 
 def plan(settings, resources: dict, nodes: list[dict] | None = None) -> dict:
@@ -108,21 +105,23 @@ def fit_on_ray(job: FitJob, settings) -> FitOutput:
 def _fit_in_run_directory(job: FitJob, settings) -> FitOutput:
     scaling = plan_with_room(partial(plan, settings), settings.scheduling_timeout_s)
     job = _for_workers(job)
-    check_strategy(settings.strategy, job.config.trainer)  # settings a worker would refuse, refused here and now
-    global_batch = batch_size(job) * scaling["num_workers"] * job.config.trainer.gradient_accumulation_steps
-    log.info("%s", describe_plan(scaling, settings.strategy.type, global_batch))
+    # Settings a worker would refuse, refused here and now.
+    check_strategy(settings.strategy, StepPlan.of(job.sizes, job.config.trainer.gradient_clipping))
+    log.info("%s", describe_plan(scaling, settings.strategy.type, job.sizes.global_batch(scaling["num_workers"])))
     loader = job.config.backend.loader
     datasets = split_datasets(job.data, loader, model_columns(job.config), scaling["num_workers"])
-    feed = {"filler": filler_table(datasets["training"]),
-            "shuffle_rows": shuffle_rows(job.data, loader, batch_size(job)) if job.config.trainer.should_shuffle else None}
+    window = shuffle_rows(job.data, loader, job.sizes.batch_size) if job.config.trainer.should_shuffle else None
+    filler = filler_table(datasets["training"])
     restarts: list[dict] = []
-    with _relayed_worker_logs() as logs:
+    with _relayed_worker_logs() as log_queue:
+        logs = Folder(settings.logdir).resolved() if settings.logdir else job.run_dir.logs
         while True:
             # Checkpoints already there were not written by this group: Ray's own restarts resume
-            # only from newer ones (see _fit_on_worker).
+            # only from newer ones (see worker._fit).
             before = ckpt.latest_checkpoint(job.run_dir.checkpoints)
-            trainer = _trainer(job, settings, scaling, datasets,
-                               {"job": job, "queue": logs, "feed": feed, "checkpoint_before": before and before.name})
+            task = WorkerTask(job, log_queue, logs, filler=filler, shuffle_rows=window,
+                              checkpoint_before=before and before.name)
+            trainer = _trainer(task, settings, scaling, datasets)
             try:
                 with _own_sigint_handler(), _controller_settings(scaling):
                     result = trainer.fit()
@@ -154,17 +153,17 @@ def _warn_if_nodes_do_not_share(run: RunDirectory) -> None:
                     "use object storage: --output-directory s3://bucket/prefix (any fsspec URL).", run, nodes)
 
 
-def _trainer(job: FitJob, settings, scaling: dict, datasets: dict, loop_config: dict):
+def _trainer(task: WorkerTask, settings, scaling: dict, datasets: dict):
     import ray
     from ray.train import FailureConfig
     from ray.train.torch import TorchTrainer
 
     from plait.backends.ray.worker_entry import run_worker
 
-    logs = Folder(settings.logdir).resolved() if settings.logdir else job.run_dir.logs
+    job = task.job
     return TorchTrainer(
-        run_worker,  # which gets this config from the object store (see worker_entry)
-        train_loop_config={"payload": ray.put((train_on_worker, {**loop_config, "logs": logs}))},
+        run_worker,  # which gets the task from the object store (see worker_entry)
+        train_loop_config={"payload": ray.put((train_on_worker, task))},
         scaling_config=_scaling_config(scaling, settings),
         datasets=datasets,
         dataset_config=exactly_once_data_config(job.config.backend.loader.window_size_bytes),
@@ -266,53 +265,6 @@ def _after_failure(job: FitJob, failure: Exception, restarts: list, max_retries:
     return replace(job, resume=step is not None or job.resume)
 
 
-def train_on_worker(loop_config: dict) -> None:
-    """One Ray Train worker's run: train, then rank 0 reports the final weights and history as
-    Ray Train's result. A plait error is tagged with the worker's rank for the driver."""
-    _share_cores()
-    job: FitJob = loop_config["job"]
-    _relay_logs(loop_config["queue"], job.run_dir.staging(loop_config["logs"]))
-    section = job.config.backend.trainer.strategy
-    strategy = build_strategy(section, trainer=job.config.trainer, **strategy_options(section.type, _assigned_gpu()))
-    try:
-        output = _fit_on_worker(job, strategy, loop_config["feed"], loop_config["checkpoint_before"])
-        _report_result(output, strategy.is_coordinator)
-    finally:
-        strategy.shutdown()
-        job.run_dir.sync()  # this worker's log, also after a failure
-
-
-def _fit_on_worker(job: FitJob, strategy, feed: dict, checkpoint_before: str | None) -> FitOutput:
-    from plait.backends.ray.preemption import checkpoint_before_preemption
-    from plait.errors import PlaitError
-    from plait.training.run import fit
-
-    # Only the coordinator looks: ``fit`` hands its checkpoint to the other workers.
-    latest = None if job.resume or not strategy.is_coordinator else ckpt.latest_checkpoint(job.run_dir.checkpoints)
-    if latest is not None and latest.name != checkpoint_before:
-        # Ray Train started this group again itself (an elastic group resized) after it saved a
-        # checkpoint: the group goes on from it.
-        job = replace(job, resume=True)
-    try:
-        return fit(job, strategy, _shard_batches(job, strategy, feed), watch=checkpoint_before_preemption)
-    except PlaitError as error:  # the driver reports it as a training failure, naming the worker
-        raise TrainingError(f"{error} (worker {strategy.rank})") from None
-
-
-def _report_result(output: FitOutput, is_coordinator: bool) -> None:
-    """Every worker reports once (Ray Train's report is collective); rank 0 attaches a
-    checkpoint with the final weights and the history."""
-    import ray.train
-
-    with tempfile.TemporaryDirectory(prefix="plait-result-") as folder:
-        checkpoint = None
-        if is_coordinator:
-            ckpt.save_weights(output.module.state_dict(), Path(folder) / RESULT_WEIGHTS)
-            (Path(folder) / RESULT_HISTORY).write_text(json.dumps(output.history))
-            checkpoint = ray.train.Checkpoint.from_directory(folder)
-        ray.train.report({"epochs": len(output.history)}, checkpoint=checkpoint)
-
-
 def _output(job: FitJob, result, restarts: list) -> FitOutput:
     """The model and history rank 0 reported."""
     from plait.models import build_model
@@ -322,32 +274,6 @@ def _output(job: FitJob, result, restarts: list) -> FitOutput:
         module.load_state_dict(ckpt.load_weights(Path(folder) / RESULT_WEIGHTS))
         history = json.loads((Path(folder) / RESULT_HISTORY).read_text())
     return FitOutput(module, history, restarts)
-
-
-def _shard_batches(job: FitJob, strategy, feed: dict) -> tuple:
-    """This worker's training and validation shards from the Ray Data loader."""
-    import ray.train
-
-    features = job.data.metadata["features"]
-    common = dict(world_size=strategy.world_size, features=features, names=model_columns(job.config), filler=feed["filler"], rank=strategy.rank)
-    train = ShardBatches(ray.train.get_dataset_shard("training"), job.data.rows("training"), batch_size=batch_size(job),
-                         shuffle_rows=feed["shuffle_rows"], seed=job.seed, read_ahead=True,
-                         bucketing_field=job.config.trainer.bucketing_field, **common)
-    train.epochs = _epochs_to_run(job.config.trainer, len(train))
-    validation = None
-    if job.data.rows("validation"):
-        validation = ShardBatches(ray.train.get_dataset_shard("validation"), job.data.rows("validation"),
-                                  batch_size=eval_batch_size(job), **common)
-    return train, validation
-
-
-def _epochs_to_run(trainer, batches_per_epoch: int) -> int:
-    """Epochs the run starts (early stopping may end it sooner): ``trainer.epochs``, or those
-    ``train_steps`` take at the shard's estimated length."""
-    if not trainer.train_steps:
-        return trainer.epochs
-    steps_per_epoch = max(1, -(-batches_per_epoch // trainer.gradient_accumulation_steps))
-    return -(-trainer.train_steps // steps_per_epoch)
 
 
 @contextlib.contextmanager
@@ -387,58 +313,3 @@ def _relayed_worker_logs():
             queue.shutdown()
 
 
-class _QueueHandler(logging.Handler):
-    def __init__(self, queue):
-        super().__init__(logging.INFO)
-        self.queue = queue
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            self.queue.put_nowait(self.format(record))
-        except Exception:  # a full or closed queue must never stop training
-            pass
-
-
-def _relay_logs(queue, logdir: Path) -> None:
-    """Every worker's plait log lines to ``<logdir>/rank-<n>.log`` (appended across restarts);
-    rank 0's also to the driver."""
-    import ray.train
-
-    context = ray.train.get_context()
-    rank = context.get_world_rank()
-    plait_log = logging.getLogger("plait")
-    plait_log.setLevel(logging.INFO)
-    Path(logdir).mkdir(parents=True, exist_ok=True)
-    kept = logging.FileHandler(Path(logdir) / f"rank-{rank}.log")
-    kept.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-    plait_log.addHandler(kept)
-    if rank == 0:
-        plait_log.addHandler(_QueueHandler(queue))
-    plait_log.info("worker rank %d of %d on node %s", rank, context.get_world_size(), ray.get_runtime_context().get_node_id())
-
-
-def _assigned_gpu() -> str | None:
-    """The GPU Ray gave this worker (None without one). Not ``cuda:<local rank>``: with
-    fractional GPUs several workers share one device, and the order of a node's visible devices
-    need not follow the workers' ranks."""
-    import ray.train.torch
-    import torch
-
-    return str(ray.train.torch.get_device()) if torch.cuda.is_available() else None
-
-
-def _share_cores() -> None:
-    """Torch threads: this node's cores but one, shared by its workers. Ray limits a worker to
-    as many threads as CPUs it reserved (1 by default), which leaves a CPU-only node mostly
-    idle; the reservation stays small so that other Ray work (a data loader) can still be
-    scheduled. The core left over runs Ray's own processes and the loader's read-ahead: with
-    every core busy in torch's parallel regions, each of them stalls whenever another process
-    runs (measured: a third of one worker's runs on two cores lost 20% of their speed)."""
-    import ray.train
-    import torch
-
-    if torch.cuda.is_available():
-        return
-    workers_here = max(1, ray.train.get_context().get_local_world_size())
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    torch.set_num_threads(max(1, (cores - 1) // workers_here))

@@ -3,15 +3,15 @@
 
 The config describes a strategy as plain data (a ``backend.trainer.strategy`` section whose
 ``type`` names it); this registry turns that section into the strategy, and checks it on the
-driver before any worker starts. A strategy class may define ``check(section, trainer)`` for
-settings it would refuse."""
+driver before any worker starts. A strategy class may define ``check(section, steps)`` for
+settings it would refuse (``steps``: the run's ``StepPlan``)."""
 
 from __future__ import annotations
 
 import importlib
 
 from plait.errors import ConfigError
-from plait.training.strategies.base import Strategy
+from plait.training.strategies.base import StepPlan, Strategy
 from plait.training.strategies.state import StateIO, unwrap
 
 STRATEGIES = {
@@ -33,23 +33,23 @@ def strategy_class(name: str) -> type[Strategy]:
 
 def get_strategy(name: str = "local", **options) -> Strategy:
     """The strategy ``name``, built with ``options`` (for distributed ones: ``config``, its
-    section of ``backend.trainer.strategy``, and ``trainer``, the trainer section)."""
+    section of ``backend.trainer.strategy``)."""
     return strategy_class(name)(**options)
 
 
-def build_strategy(section, trainer=None, device: str | None = None, **place) -> Strategy:
+def build_strategy(section, device: str | None = None, **place) -> Strategy:
     """The strategy a ``backend.trainer.strategy`` section names, on ``device`` (default: the
     CPU). Distributed ones join their process group. ``place``: what the backend read about this
     process that the strategy needs besides its config (``master_addr`` for horovod)."""
-    return get_strategy(section.type, config=section, trainer=trainer, device=device, **place)
+    return get_strategy(section.type, config=section, device=device, **place)
 
 
-def check_strategy(section, trainer=None) -> None:
+def check_strategy(section, steps: StepPlan | None = None) -> None:
     """Refuse settings the strategy would refuse on a worker, before any worker starts."""
     check = getattr(strategy_class(section.type), "check", None)
     if check is not None:
-        check(section, trainer)
+        check(section, steps)
 
 
-__all__ = ["STRATEGIES", "StateIO", "Strategy", "build_strategy", "check_strategy", "get_strategy", "strategy_class",
+__all__ = ["STRATEGIES", "StateIO", "StepPlan", "Strategy", "build_strategy", "check_strategy", "get_strategy", "strategy_class",
            "unwrap"]

@@ -16,11 +16,31 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 from plait.training.strategies.state import StateIO
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """What a strategy is told of the steps it runs (never the trainer section)."""
+
+    batch_size: int
+    """Rows per worker in each forward and backward pass."""
+    accumulation: int = 1
+    """Backward passes per optimizer step."""
+    max_norm: float | None = None
+    """The gradients' global norm is clipped to this (None: not clipped)."""
+    clip_value: float | None = None
+    """Each gradient element is clipped to +-this, in the parameters' ``.grad`` (None: not clipped)."""
+
+    @classmethod
+    def of(cls, sizes, clipping) -> StepPlan:
+        """From the run's ``TrainingSizes`` and its ``trainer.gradient_clipping`` section."""
+        return cls(sizes.batch_size, sizes.accumulation, clipping.max_norm or None, clipping.clipvalue or None)
 
 
 class Strategy(ABC):
@@ -31,6 +51,9 @@ class Strategy(ABC):
     forward_is_collective: bool = False
     """True where a forward pass talks to the other workers (sharded parameters: fsdp, ZeRO-3):
     then every worker must run the same number of forward passes, in evaluation too."""
+    whole_parameters_outside_forward: bool = True
+    """False where a worker holds only a partition of each weight between forward passes
+    (ZeRO-3): a penalty on the weights (``regularization_lambda``) cannot be computed then."""
 
     @property
     def is_coordinator(self) -> bool:
@@ -46,8 +69,9 @@ class Strategy(ABC):
     # ---- what every strategy writes ---------------------------------------------------------
 
     @abstractmethod
-    def prepare(self, model: nn.Module, optimizer: torch.optim.Optimizer) -> tuple[nn.Module, torch.optim.Optimizer]:
-        """Place and wrap model and optimizer for this strategy."""
+    def prepare(self, model: nn.Module, optimizer: torch.optim.Optimizer, steps: StepPlan
+                ) -> tuple[nn.Module, torch.optim.Optimizer]:
+        """Place and wrap model and optimizer for this strategy, for the steps ``steps`` describes."""
 
     @abstractmethod
     def backward(self, loss: torch.Tensor, sync: bool = True) -> None:

@@ -14,12 +14,12 @@ from plait.training.strategies.process_group import ProcessGroupStrategy
 class DDPStrategy(ProcessGroupStrategy):
     name = "ddp"
 
-    def __init__(self, config=None, trainer=None, device: str | None = None):
+    def __init__(self, config=None, device: str | None = None):
         self.find_unused_parameters = bool(config and config.find_unused_parameters)
         self._join_group(device)
         self.model = None
 
-    def prepare(self, model, optimizer):
+    def prepare(self, model, optimizer, steps):
         model = model.to(self.device)
         if self.world_size == 1:  # nothing to synchronize: the wrapper would only add its hooks' cost
             return model, optimizer

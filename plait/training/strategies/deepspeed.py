@@ -60,17 +60,18 @@ class DeepSpeedStrategy(ProcessGroupStrategy):
     name = "deepspeed"
 
     @staticmethod
-    def check(section, trainer=None) -> None:
+    def check(section, steps=None) -> None:
         """Settings DeepSpeed would refuse, refused on the driver before any worker starts."""
-        check_supported(section, trainer)
+        check_supported(section, steps)
 
-    def __init__(self, config=None, trainer=None, device: str | None = None):
+    def __init__(self, config=None, device: str | None = None):
         from plait.config.backend import DeepSpeedConfig
 
         self.config = config or DeepSpeedConfig()
-        check_supported(self.config, trainer)
+        check_supported(self.config)
         self.stage = self.config.zero_optimization.stage
         self.forward_is_collective = self.stage == 3
+        self.whole_parameters_outside_forward = self.stage != 3
         # Imported before the group is made: a missing package then leaves nothing to clean up.
         cuda = device.startswith("cuda") if device else torch.cuda.is_available()
         self.deepspeed = import_deepspeed(torch.device("cuda" if cuda else "cpu"))
@@ -78,14 +79,16 @@ class DeepSpeedStrategy(ProcessGroupStrategy):
             raise ConfigError(f"backend.trainer.strategy.fp16.enabled: DeepSpeed has no fp16 on this device "
                               f"({'cuda' if cuda else 'cpu'}); use bf16.enabled instead")
         self._join_group(device)
-        self.ds_config = deepspeed_config(self.config, trainer)
+        self.ds_config: dict = {}
         self.engine = None
         self.torch_optimizer = None
         self.dtypes: dict[str, torch.dtype] = {}
 
     # ---- model and optimizer ---------------------------------------------------------------------
 
-    def prepare(self, model, optimizer):
+    def prepare(self, model, optimizer, steps):
+        check_supported(self.config, steps)
+        self.ds_config = deepspeed_config(self.config, steps)
         # The dtypes the plain module was built with, for state.full_weights to hand back (bf16/fp16
         # training keeps the module itself in half precision).
         self.dtypes = {name: tensor.dtype for name, tensor in model.state_dict().items()}
@@ -115,13 +118,13 @@ class DeepSpeedStrategy(ProcessGroupStrategy):
         self.engine.backward(loss, scale_wrt_gas=False)
 
     def optimizer_step(self, optimizer, parameters, max_norm=None):
-        """DeepSpeed clips inside ``engine.step()`` (at ``gradient_clipping``, set from
-        trainer.gradient_clipping.clipglobalnorm when the strategy is built): step, then report
-        the norm before clipping. A non-finite norm makes DeepSpeed skip the step."""
+        """DeepSpeed clips inside ``engine.step()`` (at ``gradient_clipping``, set from the step
+        plan's ``max_norm`` in ``prepare``): step, then report the norm before clipping. A
+        non-finite norm makes DeepSpeed skip the step."""
         clip = self.ds_config["gradient_clipping"]
         if (max_norm or 0.0) != clip:
             raise ValueError(f"optimizer_step(max_norm={max_norm}): DeepSpeed clips at gradient_clipping={clip}, "
-                             f"set from trainer.gradient_clipping.clipglobalnorm when the strategy is built")
+                             f"the max_norm of the steps it was prepared for")
         # Without ZeRO or half precision the engine keeps no norm, and would step on a non-finite
         # gradient; the gradients are whole here.
         whole = whole_grad_norm(parameters) if self.engine.optimizer is self.torch_optimizer else None
@@ -314,17 +317,14 @@ def skip_shared_memory_op(deepspeed) -> None:
     deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
 
 
-def deepspeed_config(config, trainer) -> dict:
-    """The engine's config from the strategy section and the trainer section."""
+def deepspeed_config(config, steps) -> dict:
+    """The engine's config from the strategy section and the steps it runs (a ``StepPlan``)."""
     zero = config.zero_optimization
-    clip = trainer.gradient_clipping.max_norm if trainer is not None else None
-    batch_size = trainer.batch_size if trainer is not None else None
     return {
-        # DeepSpeed only logs throughput with the batch size (plait makes the batches); "auto"
-        # is resolved after the strategy is built.
-        "train_micro_batch_size_per_gpu": batch_size if isinstance(batch_size, int) else 1,
-        "gradient_accumulation_steps": trainer.gradient_accumulation_steps if trainer is not None else 1,
-        "gradient_clipping": float(clip or 0.0),
+        # DeepSpeed only logs throughput with the batch size (plait makes the batches).
+        "train_micro_batch_size_per_gpu": steps.batch_size,
+        "gradient_accumulation_steps": steps.accumulation,
+        "gradient_clipping": float(steps.max_norm or 0.0),
         "zero_optimization": {
             "stage": zero.stage,
             "offload_optimizer": _offload(zero.offload_optimizer),
@@ -394,8 +394,9 @@ def _offload(section) -> dict:
     return {"device": section.device, **({} if section.pin_memory else {"pin_memory": False})}
 
 
-def check_supported(config, trainer) -> None:
-    """Settings DeepSpeed would ignore or reject, refused with what to change."""
+def check_supported(config, steps=None) -> None:
+    """Settings DeepSpeed would ignore or reject, refused with what to change (``steps``: the
+    ``StepPlan`` of the run, where known)."""
     zero = config.zero_optimization
     problems = []
     if config.fp16.enabled and config.bf16.enabled:
@@ -406,7 +407,7 @@ def check_supported(config, trainer) -> None:
     if zero.offload_optimizer.device != "none" and zero.stage == 0:
         problems.append("backend.trainer.strategy.zero_optimization.offload_optimizer: needs ZeRO stage 1, 2 or 3")
     wraps_gradients = zero.stage > 0 or config.fp16.enabled or config.bf16.enabled
-    if trainer is not None and trainer.gradient_clipping.clipvalue and wraps_gradients:
+    if steps is not None and steps.clip_value and wraps_gradients:
         problems.append("trainer.gradient_clipping.clipvalue: DeepSpeed keeps ZeRO and fp16/bf16 gradients in its "
                         "own buffers and clips them by global norm only; use clipglobalnorm")
     if problems:

@@ -54,7 +54,7 @@ class FSDPStrategy(ProcessGroupStrategy):
     name = "fsdp"
     forward_is_collective = True  # every sharded unit all-gathers its parameters in forward
 
-    def __init__(self, config=None, trainer=None, device: str | None = None):
+    def __init__(self, config=None, device: str | None = None):
         self.state_dict_type = config.state_dict_type if config is not None else "full"
         self._join_group(device)
         self.offload_policy = self._offload_policy(bool(config and config.cpu_offload))
@@ -75,7 +75,7 @@ class FSDPStrategy(ProcessGroupStrategy):
 
     # ---- wrapping ------------------------------------------------------------------------------
 
-    def prepare(self, model, optimizer):
+    def prepare(self, model, optimizer, steps):
         names = {id(p): name for name, p in model.named_parameters()}  # before fully_shard swaps them
         synced: set[int] = set()
         for unit in [*_shard_units(model), model]:  # children first: the root takes what is left

@@ -156,15 +156,13 @@ def start_horovod(hvd, master_addr: str | None = None) -> Rendezvous | None:
 class HorovodStrategy(Strategy):
     name = "horovod"
 
-    def __init__(self, config=None, trainer=None, device: str | None = None, master_addr: str | None = None):
+    def __init__(self, config=None, device: str | None = None, master_addr: str | None = None):
         """``master_addr``: where rank 0's torch group listens, if the backend knows it (the
         rendezvous server starts beside it)."""
         self.hvd = import_horovod()
         self.rendezvous = start_horovod(self.hvd, master_addr)
         self.rank, self.world_size = self.hvd.rank(), self.hvd.size()
-        # Horovod's hooks count backward passes and exchange a gradient on the last one of an
-        # accumulation cycle, overlapping the exchange with the rest of the backward pass.
-        self.backward_passes_per_step = trainer.gradient_accumulation_steps if trainer is not None else 1
+        self.backward_passes_per_step = 1
         if device is not None and device.startswith("cuda") and not self.hvd.cuda_built():
             device = None  # a Horovod built without CUDA reduces CPU tensors only
         if device is None and torch.cuda.is_available() and self.hvd.cuda_built():
@@ -176,8 +174,11 @@ class HorovodStrategy(Strategy):
         self.passes_since_step = 0
         self.gradients_synchronized = False
 
-    def prepare(self, model, optimizer):
+    def prepare(self, model, optimizer, steps):
         hvd = self.hvd
+        # Horovod's hooks count backward passes and exchange a gradient on the last one of an
+        # accumulation cycle, overlapping the exchange with the rest of the backward pass.
+        self.backward_passes_per_step = steps.accumulation
         model = model.to(self.device)
         # Every replica starts from rank 0's weights (and buffers) and optimizer state.
         hvd.broadcast_parameters(model.state_dict(), root_rank=0)

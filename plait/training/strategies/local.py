@@ -13,7 +13,7 @@ class LocalStrategy(Strategy):
     def __init__(self, device: str | None = None):
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
 
-    def prepare(self, model, optimizer):
+    def prepare(self, model, optimizer, steps):
         return model.to(self.device), optimizer
 
     def backward(self, loss, sync=True):

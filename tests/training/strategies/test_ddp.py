@@ -6,12 +6,12 @@ import torch
 
 
 def _replicas_after_steps(rank: int) -> dict:
-    from plait.training.strategies import get_strategy
+    from plait.training.strategies import StepPlan, get_strategy
 
     strategy = get_strategy("ddp")
     torch.manual_seed(rank)  # different initial weights: DDP must broadcast rank 0's
     model = torch.nn.Linear(3, 1)
-    model, optimizer = strategy.prepare(model, torch.optim.SGD(model.parameters(), lr=0.1))
+    model, optimizer = strategy.prepare(model, torch.optim.SGD(model.parameters(), lr=0.1), StepPlan(batch_size=4))
     inputs = torch.full((4, 3), float(rank + 1))
     for sync in (False, True):  # one accumulation micro-step, then a synchronizing one
         strategy.backward(model(inputs).sum(), sync=sync)

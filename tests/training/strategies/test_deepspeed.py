@@ -18,8 +18,11 @@ pytest.importorskip("deepspeed")
 from plait.config.backend import DeepSpeedConfig  # noqa: E402
 from plait.config.trainer import TrainerConfig  # noqa: E402
 from plait.errors import ConfigError  # noqa: E402
+from plait.training.strategies.base import StepPlan  # noqa: E402
 
 STEPS, ACCUMULATION, CLIP = 3, 2, 0.5
+PLAN = StepPlan(batch_size=4, accumulation=ACCUMULATION, max_norm=CLIP)
+"""What the trainer would tell the strategy of its steps."""
 
 
 def make_model() -> torch.nn.Module:
@@ -38,9 +41,7 @@ def strategy_for(stage: int, bf16: bool = False):
     from plait.training.strategies import get_strategy
 
     config = DeepSpeedConfig(zero_optimization={"stage": stage}, bf16={"enabled": bf16})
-    trainer = TrainerConfig(batch_size=4, gradient_accumulation_steps=ACCUMULATION,
-                            gradient_clipping={"clipglobalnorm": CLIP})
-    return get_strategy("deepspeed", config=config, trainer=trainer)
+    return get_strategy("deepspeed", config=config)
 
 
 def train_steps(strategy, model, optimizer, rank: int, steps: range, scheduler=None) -> list[float]:
@@ -80,7 +81,7 @@ def _train(rank: int, runs: list[tuple[int, bool]]) -> dict:
     for stage, bf16 in runs:
         strategy = strategy_for(stage, bf16)
         model = make_model()
-        model, optimizer = strategy.prepare(model, torch.optim.AdamW(model.parameters(), lr=0.05))
+        model, optimizer = strategy.prepare(model, torch.optim.AdamW(model.parameters(), lr=0.05), PLAN)
         norms = train_steps(strategy, model, optimizer, rank, range(STEPS))
         results[stage, bf16] = {"weights": strategy.state.full_weights(model), "norms": norms,
                                 "written": _written_full_weights(strategy, model)}
@@ -112,7 +113,7 @@ def _resume_from_checkpoint(rank: int, folder: str, runs: list[tuple[int, bool]]
         torch.distributed.barrier()
         strategy = strategy_for(stage, bf16)
         model = make_model()
-        model, optimizer = strategy.prepare(model, torch.optim.AdamW(model.parameters(), lr=0.05))
+        model, optimizer = strategy.prepare(model, torch.optim.AdamW(model.parameters(), lr=0.05), PLAN)
         train_steps(strategy, model, optimizer, rank, range(2))
         strategy.state.save(directory, model, optimizer)
         torch.distributed.barrier()
@@ -122,7 +123,7 @@ def _resume_from_checkpoint(rank: int, folder: str, runs: list[tuple[int, bool]]
         fresh = strategy_for(stage, bf16)
         torch.manual_seed(rank + 7)  # other initial weights: all must come from the checkpoint
         model = torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
-        model, optimizer = fresh.prepare(model, torch.optim.AdamW(model.parameters(), lr=0.05))
+        model, optimizer = fresh.prepare(model, torch.optim.AdamW(model.parameters(), lr=0.05), PLAN)
         fresh.state.load(directory, model, optimizer)
         train_steps(fresh, model, optimizer, rank, range(2, 4))
         results[stage, bf16] = {"uninterrupted": uninterrupted, "resumed": fresh.state.full_weights(model)}
@@ -139,7 +140,7 @@ def _step_semantics(rank: int, stages: list[int]) -> dict:
 def _learning_rate_from_scheduler(rank: int, stage: int) -> dict:
     strategy = strategy_for(stage)
     model = make_model()
-    model, optimizer = strategy.prepare(model, torch.optim.SGD(model.parameters(), lr=0.1))
+    model, optimizer = strategy.prepare(model, torch.optim.SGD(model.parameters(), lr=0.1), PLAN)
     # lr 0.1 for the first step, 0 after it: the second step must leave the weights alone.
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0 if step == 0 else 0.0)
     start = strategy.state.full_weights(model)
@@ -153,7 +154,7 @@ def _learning_rate_from_scheduler(rank: int, stage: int) -> dict:
 def _non_finite_gradient(rank: int, stage: int) -> dict:
     strategy = strategy_for(stage)
     model = make_model()
-    model, optimizer = strategy.prepare(model, torch.optim.SGD(model.parameters(), lr=0.1))
+    model, optimizer = strategy.prepare(model, torch.optim.SGD(model.parameters(), lr=0.1), PLAN)
     start = strategy.state.full_weights(model)
     inputs, _ = rows(rank, 0, 0)
     for micro in range(ACCUMULATION):
@@ -171,7 +172,7 @@ def _fit_with_ddp_then_zero_3(rank: int, job, run_dirs: dict) -> dict:
 
     zero_3 = DeepSpeedConfig(zero_optimization={"stage": 3})
     histories = {}
-    for name, strategy in (("ddp", get_strategy("ddp")), ("zero-3", build_strategy(zero_3, trainer=job.config.trainer))):
+    for name, strategy in (("ddp", get_strategy("ddp")), ("zero-3", build_strategy(zero_3))):
         histories[name] = fit(replace(job, run_dir=run_dirs[name]), strategy).history
         strategy.shutdown()
     return histories
@@ -243,23 +244,25 @@ def test_resuming_with_another_world_size_is_refused(tmp_path):
 def test_settings_deepspeed_would_ignore_are_refused():
     from plait.training.strategies.deepspeed import check_supported
 
-    zero_with_clipvalue = (DeepSpeedConfig(zero_optimization={"stage": 2}),
-                           TrainerConfig(gradient_clipping={"clipvalue": 1.0}))
+    zero_with_clipvalue = (DeepSpeedConfig(zero_optimization={"stage": 2}), StepPlan(batch_size=4, clip_value=1.0))
     offload_param = {"stage": 2, "offload_param": {"device": "cpu"}}
     param_offload_below_stage_3 = (DeepSpeedConfig(zero_optimization=offload_param), None)
-    for config, trainer in (zero_with_clipvalue, param_offload_below_stage_3):
+    for config, steps in (zero_with_clipvalue, param_offload_below_stage_3):
         with pytest.raises(ConfigError):
-            check_supported(config, trainer)
+            check_supported(config, steps)
 
 
 def test_engine_config_follows_the_trainer():
+    from plait.training.sizes import TrainingSizes
     from plait.training.strategies.deepspeed import deepspeed_config
 
+    trainer = TrainerConfig(batch_size="auto", gradient_accumulation_steps=4)
+    steps = StepPlan.of(TrainingSizes.of(trainer, 1000), trainer.gradient_clipping)
     config = deepspeed_config(DeepSpeedConfig(zero_optimization={"stage": 3, "offload_optimizer": {"device": "cpu"}}),
-                              TrainerConfig(batch_size="auto", gradient_accumulation_steps=4))
+                              steps)
     assert config["gradient_accumulation_steps"] == 4
     assert config["gradient_clipping"] == 0.5  # the trainer's default clipglobalnorm
-    assert config["train_micro_batch_size_per_gpu"] == 1
+    assert config["train_micro_batch_size_per_gpu"] == 64  # "auto" for 1000 rows
     assert config["zero_optimization"]["offload_optimizer"] == {"device": "cpu"}
 
 

@@ -14,6 +14,12 @@ LR, CLIP = 0.05, 0.5
 MICRO_BATCHES_PER_STEP = (2, 1)
 
 
+def _plan():
+    from plait.training.strategies import StepPlan
+
+    return StepPlan(batch_size=4, accumulation=max(MICRO_BATCHES_PER_STEP), max_norm=CLIP)
+
+
 class Tiny(nn.Module):
     """Child layers like plait's ECD: a ModuleDict of encoders, a block, a head, and a parameter
     of the root itself. Odd sizes: two ranks get shards of unequal length."""
@@ -80,7 +86,7 @@ def _sharded_training(rank: int, options: dict) -> dict:
     torch.manual_seed(rank)  # different initial weights: training must start from rank 0's
     model = Tiny()
     optimizer = torch.optim.SGD(model.parameters(), lr=LR)
-    model, optimizer = strategy.prepare(model, optimizer)
+    model, optimizer = strategy.prepare(model, optimizer, _plan())
     norms = _train(strategy, model, optimizer, lambda step, micro: _batch(rank, step, micro))
     result = {"full": _full_weights(model), "model_state": strategy.state.full_weights(model), "norms": norms,
               "unwrapped": unwrap(model) is model}
@@ -147,7 +153,7 @@ def _resumed_training(rank: int, directory: str) -> dict:
     def prepared(strategy, seed):
         torch.manual_seed(seed)
         model = Tiny()
-        return strategy.prepare(model, torch.optim.AdamW(model.parameters(), lr=LR))
+        return strategy.prepare(model, torch.optim.AdamW(model.parameters(), lr=LR), _plan())
 
     def batch_of(step, micro):
         return _batch(rank, step, micro)

@@ -13,7 +13,7 @@ def _nccl_steps(rank: int, strategy_name: str) -> dict:
     import torch.distributed as dist
 
     from plait.config.backend import DeepSpeedConfig
-    from plait.training.strategies import get_strategy
+    from plait.training.strategies import StepPlan, get_strategy
 
     # DeepSpeed runs bf16 through its own config, not through an autocast around the engine.
     deepspeed = strategy_name == "deepspeed"
@@ -22,7 +22,7 @@ def _nccl_steps(rank: int, strategy_name: str) -> dict:
     assert strategy.device.type == "cuda" and dist.get_backend() == "nccl"
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
-    model, optimizer = strategy.prepare(model, torch.optim.AdamW(model.parameters(), lr=1e-2))
+    model, optimizer = strategy.prepare(model, torch.optim.AdamW(model.parameters(), lr=1e-2), StepPlan(batch_size=64))
     inputs = torch.randn(64, 16, device=strategy.device)
     for _ in range(3):
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=not deepspeed):

@@ -12,11 +12,16 @@ import torch
 pytest.importorskip("horovod.torch")
 
 
-def _strategy(accumulation: int = 1):
-    from plait.config.trainer import TrainerConfig
+def _strategy():
     from plait.training.strategies import get_strategy
 
-    return get_strategy("horovod", trainer=TrainerConfig(gradient_accumulation_steps=accumulation))
+    return get_strategy("horovod")
+
+
+def _steps(accumulation: int = 1):
+    from plait.training.strategies import StepPlan
+
+    return StepPlan(batch_size=4, accumulation=accumulation)
 
 
 def _inputs(rank: int, step: int) -> torch.Tensor:
@@ -26,10 +31,10 @@ def _inputs(rank: int, step: int) -> torch.Tensor:
 
 
 def _replicas_after_steps(rank: int) -> dict:
-    strategy = _strategy(accumulation=2)
+    strategy = _strategy()
     torch.manual_seed(rank)  # different initial weights: the strategy must broadcast rank 0's
     model = torch.nn.Linear(3, 1)
-    model, optimizer = strategy.prepare(model, torch.optim.SGD(model.parameters(), lr=0.1))
+    model, optimizer = strategy.prepare(model, torch.optim.SGD(model.parameters(), lr=0.1), _steps(accumulation=2))
     inputs = torch.full((4, 3), float(rank + 1))
     norms = []
     for _ in range(3):
@@ -81,7 +86,7 @@ def test_all_reduce_sum_and_broadcast_object(run_workers):
 def _fresh(strategy, seed: int):
     torch.manual_seed(seed)
     model = torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
-    model, optimizer = strategy.prepare(model, torch.optim.AdamW(model.parameters(), lr=0.05))
+    model, optimizer = strategy.prepare(model, torch.optim.AdamW(model.parameters(), lr=0.05), _steps())
     return model, optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0 / (1 + step))
 
 

@@ -10,11 +10,13 @@ import pytest
 import torch
 from torch import nn
 
+from plait.models.base import TrainableModel
 
-class Regression(nn.Module):
-    """The model interface the trainer uses: inputs and outputs by name, and a loss."""
 
-    input_names, output_names = ["x"], ["y"]
+class Regression(TrainableModel):
+    """The smallest model of the surface the trainer uses: inputs and outputs by name, and a loss."""
+
+    input_names, output_names, target_readers, batch_padded = ["x"], ["y"], [], []
 
     def __init__(self):
         super().__init__()
@@ -31,6 +33,7 @@ class Regression(nn.Module):
 def _train(rank: int, strategy_name: str) -> dict:
     from plait.config import load_config
     from plait.training.batches import Batches
+    from plait.training.sizes import TrainingSizes
     from plait.training.strategies import get_strategy
     from plait.training.trainer import Trainer
 
@@ -45,7 +48,8 @@ def _train(rank: int, strategy_name: str) -> dict:
     data = {"x": torch.randn(64, 3, generator=generator), "y": torch.randn(64, generator=generator)}
     # Each worker trains on its shard: their mean training losses differ.
     batches = Batches(data, 8, shuffle=True, seed=0, rank=rank, world_size=2)
-    run = Trainer(SimpleNamespace(trainer=trainer), Regression(), strategy, seed=0, progress_bar=False)
+    run = Trainer(SimpleNamespace(trainer=trainer), Regression(), strategy, TrainingSizes.of(trainer, 64), seed=0,
+                  progress_bar=False)
     progress = run.fit(batches, None)
     result = {"losses": [r["training"]["combined"]["loss"] for r in progress.history],
               "reductions": progress.lr_reductions, "lr": run.optimizer.param_groups[0]["lr"],
