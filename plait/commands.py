@@ -14,18 +14,21 @@ log = logging.getLogger("plait")
 
 def _config(args, source: dict | None = None):
     """The validated config of ``--config`` or ``--config_str`` (or ``source``), with the
-    command line's --cache-dir and --backend applied."""
-    from plait.config import load_config, with_backend_type
+    command line's --cache-dir and --backend applied (and validated with the rest)."""
+    from plait.config import load_config
 
     _check_ludwig_values(args)
+    return load_config(_with_command_line(args, source))
+
+
+def _with_command_line(args, source: dict | None = None) -> dict:
+    """The raw config of ``--config`` or ``--config_str`` (or ``source``) with the command line's
+    --backend and --cache-dir in its backend section."""
+    from plait.config import read_yaml, with_command_line
+
     if source is None:
-        source = args.config if args.config else _config_from_string(args.config_str)
-    config = load_config(source)
-    if getattr(args, "cache_dir", None):
-        config = config.model_copy(update={"backend": config.backend.model_copy(update={"cache_dir": args.cache_dir})})
-    if getattr(args, "backend", None):
-        config = with_backend_type(config, args.backend)
-    return config
+        source = read_yaml(args.config) if args.config else _config_from_string(args.config_str)
+    return with_command_line(source, getattr(args, "backend", None), getattr(args, "cache_dir", None))
 
 
 def _config_from_string(text: str):
@@ -187,14 +190,22 @@ def _resumed_run(args):
         run = _not_a_search(RunDirectory.existing(args.resume, config.backend.artifacts_credentials), args.resume)
     else:  # the run's own config, read with the storage's own credentials
         run = _not_a_search(RunDirectory.existing(args.resume), args.resume)
-        args.config_str = run.config_text()
-        config = _config(args)
-        if config.backend.credentials_hidden():
-            raise UsageError(f"--resume {args.resume!r}: the run's config.yaml hides the credentials it was given "
-                             "inline; resume with the original config as well (--config), or keep the credentials "
-                             "in a JSON file named by backend.cache_credentials or backend.artifacts_credentials")
+        config = _config(args, _own_config(args, run))
     saved = run.description()
     return Model(config), dict(saved["data"]), saved["random_seed"], run
+
+
+def _own_config(args, run) -> dict:
+    """The config a run saved, to resume it with; refused when it hides credentials it was given
+    inline (saved masked, they cannot open the storage again)."""
+    from plait.config import load_config
+
+    source = _yaml(run.config_text())
+    if load_config(_with_command_line(args, source)).backend.credentials_hidden():
+        raise UsageError(f"--resume {args.resume!r}: the run's config.yaml hides the credentials it was given "
+                         "inline; resume with the original config as well (--config), or keep the credentials "
+                         "in a JSON file named by backend.cache_credentials or backend.artifacts_credentials")
+    return source
 
 
 def _not_a_search(run, location: str):
@@ -318,27 +329,16 @@ def hyperopt(args) -> int:
             raise UsageError(f"--resume {args.resume!r}: a {run.command()} run, not a search; continue it with "
                              f"plait {run.command()} --resume {args.resume}")
         saved = run.description()
-        source = _config_source(args) if (args.config or args.config_str) else _yaml(run.config_text())
-        if not (args.config or args.config_str) and _config(args, source).backend.credentials_hidden():
-            raise UsageError(f"--resume {args.resume!r}: the search's config.yaml hides the credentials it was given "
-                             "inline; resume with the original config as well (--config), or keep the credentials in "
-                             "a JSON file named by backend.cache_credentials")
+        given = args.config or args.config_str
+        source = _with_command_line(args, None if given else _own_config(args, run))
         data, seed = saved["data"], saved["random_seed"]
     else:
         if not (args.config or args.config_str):
             raise UsageError("--config is required (unless --resume names a search directory)")
-        source, seed = _config_source(args), args.random_seed
-    if getattr(args, "cache_dir", None):
-        source = {**source, "backend": {**(source.get("backend") or {}), "cache_dir": args.cache_dir}}
+        source, seed = _with_command_line(args), args.random_seed
     run_search(source, **data, output_directory=args.output_directory, experiment_name=args.experiment_name,
-               random_seed=seed, backend=args.backend, resume=args.resume, tune_verbosity=args.hyperopt_log_verbosity)
+               random_seed=seed, resume=args.resume, tune_verbosity=args.hyperopt_log_verbosity)
     return 0
-
-
-def _config_source(args) -> dict:
-    from plait.search.run import load_source
-
-    return load_source(args.config if args.config else _config_from_string(args.config_str))
 
 
 def _yaml(text: str) -> dict:

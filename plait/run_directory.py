@@ -6,7 +6,9 @@
   command that started the run, for ``--resume``);
 * ``model/`` (the saved model), ``checkpoints/`` (for ``--resume``), ``tensorboard/``, ``logs/``
   (one log per Ray Train worker) and ``ray/`` (Ray Train's own storage);
-* ``training_statistics.json``, ``test_statistics.json`` and ``predictions.<format>``.
+* ``training_statistics.json``, ``test_statistics.json`` and ``predictions.<format>``;
+* for a search (``plait hyperopt``): ``trials/`` (a run directory per trial), ``tune/`` (Ray
+  Tune's state) and ``hyperopt_statistics.json``.
 
 The output directory is a local path or any fsspec URL (``s3://bucket/results``): every part is
 a :class:`~plait.utils.folder.Folder`, written the same way on both. On object storage a cluster
@@ -114,6 +116,16 @@ class RunDirectory:
         """Where Ray Train keeps its own run state and reported checkpoints."""
         return self.root / "ray"
 
+    @property
+    def trials(self) -> Folder:
+        """A search's trials: each a run directory of its own, named by its trial id."""
+        return self.root / "trials"
+
+    @property
+    def tune_state(self) -> Folder:
+        """A search's Ray Tune state (Tune names it after its run: the folder's name)."""
+        return self.root / "tune"
+
     # ---- what the run writes and reads back ------------------------------------------------------
 
     def write_start(self, config_yaml: str, data: dict, seed: int, command: str) -> None:
@@ -121,8 +133,18 @@ class RunDirectory:
         self.root.write_text(CONFIG, config_yaml)
         self.root.write_json(DESCRIPTION, {"data": data, "random_seed": seed, "command": command})
 
+    def is_started(self) -> bool:
+        """Whether :meth:`write_start` wrote this run's config and description."""
+        return self.root.is_file(DESCRIPTION)
+
+    def has_config(self) -> bool:
+        return self.root.is_file(CONFIG)
+
     def config_text(self) -> str:
         return self.root.read_text(CONFIG)
+
+    def has_model(self) -> bool:
+        return self.model_dir.exists()
 
     def description(self) -> dict:
         return json.loads(self.root.read_text(DESCRIPTION))
@@ -136,8 +158,15 @@ class RunDirectory:
 
     def write_statistics(self, kind: str, statistics: Any) -> str:
         """``<kind>_statistics.json`` (training or test)."""
-        self.root.write_json(f"{kind}_statistics.json", statistics)
-        return self.root.file(f"{kind}_statistics.json")
+        self.root.write_json(_statistics_file(kind), statistics)
+        return self.root.file(_statistics_file(kind))
+
+    def has_statistics(self, kind: str) -> bool:
+        """Whether the run finished writing its ``kind`` statistics (training or test)."""
+        return self.root.is_file(_statistics_file(kind))
+
+    def read_statistics(self, kind: str) -> Any:
+        return json.loads(self.root.read_text(_statistics_file(kind)))
 
     def remove_description(self) -> None:
         self.root.remove_file(DESCRIPTION)
@@ -177,6 +206,10 @@ def _signatures(folder: Path) -> dict[str, tuple[int, int]]:
 
 CONFIG = "config.yaml"
 DESCRIPTION = "description.json"
+
+
+def _statistics_file(kind: str) -> str:
+    return f"{kind}_statistics.json"
 
 
 def _safe(name: str) -> str:

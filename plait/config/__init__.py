@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from plait.config.backend import BACKEND_TYPES, with_backend_type
+from plait.config.backend import BACKEND_TYPES, with_backend_type, with_command_line
 from plait.config.base import format_errors
 from plait.config.llm import LLMConfig
 from plait.config.schema import PlaitConfig, check_feature_types
@@ -24,7 +24,8 @@ from plait.errors import ConfigError
 
 log = logging.getLogger("plait")
 
-__all__ = ["BACKEND_TYPES", "LLMConfig", "PlaitConfig", "load_config", "read_yaml", "with_backend_type"]
+__all__ = ["BACKEND_TYPES", "LLMConfig", "PlaitConfig", "load_config", "read_yaml", "with_backend_type",
+           "with_command_line"]
 
 
 def read_yaml(path: str | os.PathLike) -> Any:

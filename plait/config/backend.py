@@ -428,20 +428,44 @@ def backend_data(value: Any) -> Any:
 
 
 def with_backend_type(config, backend_type: str):
-    """``config`` run on ``backend_type`` (from ``--backend`` or ``Model(..., backend=)``): the
-    explicit choice wins over the file's type, and the settings the new type does not use are
-    dropped (a model trained on Ray predicts locally in a Ray actor)."""
+    """``config`` run on ``backend_type`` (``Model(..., backend=)``, a saved model served or
+    predicted elsewhere): the explicit choice wins over the file's type, and the settings the new
+    type does not use are dropped (a model trained on Ray predicts locally in a Ray actor)."""
     section = config.backend
     if backend_type == section.type:
         return config
+    # Attributes, not model_dump: the dump hides the inline credentials.
+    current = {name: getattr(section, name) for name in type(section).model_fields if name != "type"}
+    kept = _settings_of_type(backend_type, section.type, current, section.model_fields_set)
+    return config.model_copy(update={"backend": _VARIANTS[backend_type](type=backend_type, **kept)})
+
+
+def with_command_line(source: dict, backend_type: str | None = None, cache_dir: str | None = None) -> dict:
+    """The raw config ``source`` with the command line's ``--backend`` and ``--cache-dir`` (the
+    explicit choice wins over the file's); settings the new type does not use are dropped. Not
+    validated here: ``load_config`` validates the result, overrides included."""
+    if backend_type is None and cache_dir is None:
+        return source
+    section = backend_data(source.get("backend"))
+    if not isinstance(section, dict):
+        return source  # a section that is not a mapping: validation says so
+    section = dict(section)
+    if backend_type is not None and backend_type != section["type"]:
+        settings = {name: value for name, value in section.items() if name != "type"}
+        section = {"type": backend_type, **_settings_of_type(backend_type, section["type"], settings, set(settings))}
+    if cache_dir is not None:
+        section["cache_dir"] = cache_dir
+    return {**source, "backend": section}
+
+
+def _settings_of_type(backend_type: str, was: str, settings: dict, given: set[str]) -> dict:
+    """Of a section's ``settings``, those a ``backend_type`` section has (the ones ``given`` in the
+    config and dropped are logged)."""
     if backend_type not in _VARIANTS:
         raise ConfigError(f"backend.type: unknown backend type {backend_type!r}; valid types are: "
                           f"{', '.join(BACKEND_TYPES)}")
-    variant = _VARIANTS[backend_type]
-    # Attributes, not model_dump: the dump hides the inline credentials.
-    current = {name: getattr(section, name) for name in type(section).model_fields if name != "type"}
-    dropped = sorted(name for name in current if name not in variant.model_fields and name in section.model_fields_set)
+    fields = _VARIANTS[backend_type].model_fields
+    dropped = sorted(name for name in settings if name not in fields and name in given)
     if dropped:
-        log.debug("backend.type %s (was %s): ignoring backend.%s", backend_type, section.type, ", backend.".join(dropped))
-    kept = {name: value for name, value in current.items() if name in variant.model_fields}
-    return config.model_copy(update={"backend": variant(type=backend_type, **kept)})
+        log.debug("backend.type %s (was %s): ignoring backend.%s", backend_type, was, ", backend.".join(dropped))
+    return {name: value for name, value in settings.items() if name in fields}

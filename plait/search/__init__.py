@@ -21,11 +21,13 @@ def hyperopt(config: str | os.PathLike | dict, dataset: Any = None, *, training_
     """Run the search the config's ``hyperopt`` section describes (``resume``: continue the
     search in that folder). Returns every trial's record and the best one. ``tune_verbosity``:
     Ray Tune's console output, 0 (none) to 3 (every result); plait's summary table follows it."""
+    from plait.config import with_command_line
     from plait.search.run import load_source, search
 
     data = {"dataset": dataset, "training_set": training_set, "validation_set": validation_set, "test_set": test_set}
-    return search(load_source(config), data, seed=random_seed, output_directory=output_directory,
-                  experiment_name=experiment_name, backend=backend, resume=resume, tune_verbosity=tune_verbosity)
+    return search(with_command_line(load_source(config), backend), data, seed=random_seed,
+                  output_directory=output_directory, experiment_name=experiment_name, resume=resume,
+                  tune_verbosity=tune_verbosity)
 
 
 __all__ = ["HyperoptResult", "hyperopt"]

@@ -12,6 +12,7 @@ import math
 import posixpath
 
 from plait.config.render import resolved_dict
+from plait.run_directory import RunDirectory
 from plait.search.space import trial_values
 from plait.search.tune_parts import METRIC
 
@@ -29,7 +30,7 @@ def trial_records(analysis, paths: tuple[str, ...], trials, tune, target: tuple[
     records = []
     for trial in analysis.trials:
         history = _progress(tune / posixpath.basename(trial.path.rstrip("/")))
-        run = trials / trial.trial_id
+        run = RunDirectory(trials / trial.trial_id)
         # A trial the time budget ended during its first report has none in Tune: its own
         # statistics, or its last checkpoint, still hold its evaluations.
         reports = _history(history) or _own_history(run, target)
@@ -39,8 +40,8 @@ def trial_records(analysis, paths: tuple[str, ...], trials, tune, target: tuple[
             "metric_score": _best(reports, mode, _score(trial.last_result)),
             "status": _status(trial, run),
             "history": reports,
-            "model_path": (run / "model").url if (run / "model").exists() else None,
-            "run_directory": run.url,
+            "model_path": run.model_dir.url if run.has_model() else None,
+            "run_directory": run.root.url,
             "error": _error_line(trial),
         })
     return records
@@ -76,32 +77,30 @@ def _status(trial, run) -> str:
     at max_t right after that report, before it can save)."""
     if trial.status == "ERROR":
         return "error"
-    if run.is_file("training_statistics.json"):
+    if run.has_statistics("training"):
         return "completed"
     epochs = _epochs(run)
     return "completed" if epochs and (trial.last_result or {}).get("epoch") == epochs else "stopped"
 
 
-def _epochs(run) -> int | None:
+def _epochs(run: RunDirectory) -> int | None:
     import yaml
 
     try:
-        return yaml.safe_load(run.read_text("config.yaml"))["trainer"]["epochs"]
+        return yaml.safe_load(run.config_text())["trainer"]["epochs"]
     except (OSError, KeyError, TypeError):
         return None
 
 
-def _own_history(run, target: tuple[str, str, str]) -> list[dict]:
-    import json
-
+def _own_history(run: RunDirectory, target: tuple[str, str, str]) -> list[dict]:
     from plait.training import checkpoint as ckpt
 
     try:
-        if run.is_file("training_statistics.json"):
-            records = json.loads(run.read_text("training_statistics.json"))
+        if run.has_statistics("training"):
+            records = run.read_statistics("training")
         else:
-            latest = ckpt.latest_checkpoint(run / "checkpoints")
-            records = json.loads(latest.read_text(ckpt.STATE_FILE))["history"] if latest else []
+            latest = ckpt.latest_checkpoint(run.checkpoints)
+            records = ckpt.saved_state(latest)["history"] if latest else []
     except (OSError, ValueError, KeyError):
         return []
     split, feature, metric = target

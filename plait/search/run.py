@@ -30,9 +30,6 @@ from plait.utils.folder import is_url
 
 log = logging.getLogger("plait")
 
-TUNE = "tune"
-TRIALS = "trials"
-
 
 @dataclass
 class HyperoptResult:
@@ -43,9 +40,9 @@ class HyperoptResult:
     statistics: dict
 
 
-def check(source: dict, backend: str | None = None):
+def check(source: dict):
     """The validated config of a search, or a ConfigError naming the first problem."""
-    config = _validated(source, backend)
+    config = _validated(source)
     section = config.hyperopt
     if section is None:
         raise ConfigError("the config has no hyperopt section: add one with the parameters to search "
@@ -58,7 +55,7 @@ def check(source: dict, backend: str | None = None):
                           "(each trial a Ray Train worker group)")
     if config.trainer.skip_all_evaluation:
         raise ConfigError("trainer.skip_all_evaluation: a search needs the metric of every evaluation; set it to false")
-    space.check_parameters(source, section.parameters, lambda d: _validated(d, backend))
+    space.check_parameters(source, section.parameters, _validated)
     tune_parts.check_packages(section)
     tune_parts.check_scheduler(section)
     if not isinstance(section.executor.scheduler, FifoScheduler) and config.backend.type == "ray":
@@ -69,18 +66,17 @@ def check(source: dict, backend: str | None = None):
     return config
 
 
-def _validated(source: dict, backend: str | None):
-    config = load_config(copy.deepcopy(source))
-    return with_backend_type(config, backend) if backend else config
+def _validated(source: dict):
+    return load_config(copy.deepcopy(source))
 
 
 def search(source: dict, data: dict, *, seed: int = 42, output_directory: str = "results",
-           experiment_name: str = "hyperopt", backend: str | None = None, resume: str | None = None,
-           tune_verbosity: int = 1) -> HyperoptResult:
+           experiment_name: str = "hyperopt", resume: str | None = None, tune_verbosity: int = 1) -> HyperoptResult:
     """Run (or, with ``resume``, continue) the search that ``source``'s hyperopt section
-    describes. ``source``: the config as written (a dict, Ludwig names upgraded)."""
-    source = _absolute_paths(source, backend)
-    config = check(source, backend)
+    describes. ``source``: the config as written (a dict, Ludwig names upgraded, the command
+    line's backend settings in it)."""
+    source = _absolute_paths(source)
+    config = check(source)
     if config.backend.artifacts_credentials and is_url(output_directory):
         raise ConfigError("backend.artifacts_credentials: Ray Tune saves its state with the filesystem it is given, "
                           "credentials included, so a search on object storage takes them from the environment "
@@ -107,14 +103,12 @@ def _absolute(value):
     return os.path.abspath(value) if isinstance(value, str) and not is_url(value) else value
 
 
-def _absolute_paths(source: dict, backend: str | None) -> dict:
+def _absolute_paths(source: dict) -> dict:
     """Trials run in folders of their own: local paths in the config become absolute."""
     source = copy.deepcopy(source)
     section = source.get("backend")
     if isinstance(section, dict) and isinstance(section.get("cache_dir"), str):
         section["cache_dir"] = _absolute(section["cache_dir"])
-    if backend:
-        source["backend"] = {**(section if isinstance(section, dict) else {}), "type": backend}
     return source
 
 
@@ -165,7 +159,7 @@ def _tune(config, source: dict, data: dict, seed: int, plan, run: RunDirectory, 
     pbt = section.executor.scheduler.type in ("pbt", "pb2")
     broker = start_broker()
     spec = SearchSpec(source=source, paths=tuple(section.parameters), data=data, seed=seed,
-                      trials_url=(run.root / TRIALS).url,
+                      trials_url=run.trials.url,
                       target=(section.split, section.output_feature, section.metric),
                       worker_resources=plan.worker_resources if plan.worker_group else None,
                       early_stop_off=section.executor.scheduler.type != "fifo", pointer_checkpoints=pbt, broker=broker)
@@ -198,7 +192,7 @@ def _tuner(trainable, config, domains: dict, seed: int, plan, run: RunDirectory,
         # A worker-group trial's process ends only with its group: it cannot be reset for another.
         reuse_actors=not plan.worker_group,
     )
-    run_config = tune.RunConfig(name=TUNE, verbose=verbosity, failure_config=tune.FailureConfig(max_failures=0), **storage)
+    run_config = tune.RunConfig(name=run.tune_state.name, verbose=verbosity, failure_config=tune.FailureConfig(max_failures=0), **storage)
     return tune.Tuner(trainable, param_space=domains, tune_config=tune_config, run_config=run_config)
 
 
@@ -211,7 +205,7 @@ def _storage(run: RunDirectory) -> dict:
 
 
 def _experiment_path(run: RunDirectory) -> str:
-    return (run.root.resolved() / TUNE).url if run.is_local else (run.root / TUNE).path
+    return run.tune_state.resolved().url if run.is_local else run.tune_state.path
 
 
 class _tune_checkpoint_period:  # noqa: N801 (a context manager)
@@ -238,12 +232,12 @@ def _analysis(run: RunDirectory):
 
 
 def _finish(config, spec: SearchSpec, analysis, run: RunDirectory) -> HyperoptResult:
-    trials = run.root / TRIALS
+    trials = run.trials
     for trial in analysis.trials:
         if trial.status != "ERROR":
             _model_of_stopped_trial(spec, trials / trial.trial_id)
     mode = config.hyperopt.mode
-    records = results.ranked(results.trial_records(analysis, spec.paths, trials, run.root / TUNE, spec.target, mode),
+    records = results.ranked(results.trial_records(analysis, spec.paths, trials, run.tune_state, spec.target, mode),
                              mode)
     stats = results.statistics(config, records)
     run.root.write_json(results.STATISTICS, stats)
@@ -258,27 +252,23 @@ def _model_of_stopped_trial(spec: SearchSpec, folder) -> None:
     from plait.training import checkpoint as ckpt
 
     run = RunDirectory(folder)
-    if run.model_dir.exists() or not run.root.is_file("config.yaml"):
+    if run.has_model() or not run.has_config():
         return
     latest = ckpt.latest_checkpoint(run.checkpoints)
     if latest is None:
         return
+    weights = ckpt.kept_weights(latest)
+    if weights is None:
+        log.warning("Trial %s stopped early; its checkpoint %s holds sharded weights only, so it keeps no model.",
+                    run.root, latest.name)
+        return
     import yaml
 
     from plait.data.preprocess import preprocess
-    from plait.training.strategies.state import MODEL_FILE
 
     config_dict = yaml.safe_load(run.config_text())
     config = with_backend_type(load_config(config_dict), "local")
     metadata = preprocess(config, **spec.data, seed=spec.seed).metadata  # a cache hit
-    # The best evaluation's weights are kept beside the model's when they differ from them.
-    with latest.fetched() as local:
-        whole = [local / name for name in (ckpt.BEST, MODEL_FILE) if (local / name).is_file()]
-        if not whole:  # fsdp's sharded checkpoints and ZeRO-3's hold no whole weights
-            log.warning("Trial %s stopped early; its checkpoint %s holds sharded weights only, so it keeps no model.",
-                        run.root, latest.name)
-            return
-        weights = ckpt.load_weights(whole[0])
     save_model(run.model_dir, config_dict, {"features": metadata["features"], "splits": metadata["splits"],
                                             "seed": spec.seed}, weights)
 

@@ -85,17 +85,17 @@ def run_trial(tune_config: dict, spec: SearchSpec) -> None:
     values = trial_values(spec.paths, tune_config)
     config = load_config(trial_config(spec, values))
     run = RunDirectory(Folder(spec.trials_url) / tune.get_context().get_trial_id())
-    if not run.root.is_file("description.json"):
+    if not run.is_started():
         run.write_start(yaml.safe_dump(resolved_dict(config), sort_keys=False), spec.data, spec.seed, "train")
     if spec.broker is not None:  # each distinct preprocessing is built once, by the broker
         import ray
 
         ray.get(spec.broker.build.remote(resolved_dict(config), spec.data, spec.seed))
     donor = _donor_checkpoint(tune.get_checkpoint())
-    if donor is None and run.root.is_file("training_statistics.json") and run.model_dir.exists():
+    if donor is None and run.has_statistics("training") and run.has_model():
         # Finished before the search was interrupted (Tune's saved state may lag behind by a
         # second): its result stands, and nothing is trained again.
-        _report_last(spec.target, json.loads(run.root.read_text("training_statistics.json")))
+        _report_last(spec.target, run.read_statistics("training"))
         return
     own = ckpt.latest_checkpoint(run.checkpoints)
     resumed_step = ckpt.saved_step(donor or own) if (donor or own) is not None else None  # read now: it may rotate out
@@ -135,7 +135,7 @@ def _donor_checkpoint(checkpoint):
     with checkpoint.as_directory() as folder:
         url = json.loads((Path(folder) / POINTER).read_text())["checkpoint"]
     named = Folder(url)
-    if named.exists(ckpt.STATE_FILE):
+    if ckpt.is_complete(named):
         return named
     log.warning("The checkpoint %s was rotated out; continuing from the newest of its run.", url)
     return ckpt.latest_checkpoint(Folder(url.rsplit("/", 1)[0]))
@@ -173,10 +173,10 @@ class TrialReport:
         if self.run_url is None:
             tune.report(metrics)
             return
+        from plait.run_directory import RunDirectory
         from plait.training import checkpoint as ckpt
-        from plait.utils.folder import Folder
 
-        latest = ckpt.latest_checkpoint(Folder(self.run_url) / "checkpoints")
+        latest = ckpt.latest_checkpoint(RunDirectory(self.run_url).checkpoints)
         with tempfile.TemporaryDirectory(prefix="plait-pointer-") as folder:
             (Path(folder) / POINTER).write_text(json.dumps({"checkpoint": latest.url}))
             tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(folder))

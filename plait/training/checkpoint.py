@@ -33,6 +33,8 @@ LATEST = "latest.json"
 BEST = "best.safetensors"
 TRAINER_FILE = "trainer.pt"
 STATE_FILE = "state.json"
+MODEL_FILE = "model.safetensors"
+"""A checkpoint's whole weights, where its strategy keeps them whole (see ``strategies/state.py``)."""
 
 
 def as_folder(location: Folder | str | Path) -> Folder:
@@ -265,5 +267,23 @@ def load_checkpoint(path: Path, strategy, model, optimizer, scheduler) -> dict:
     return json.loads((path / STATE_FILE).read_text())
 
 
+def saved_state(checkpoint: Folder) -> dict:
+    """A checkpoint's progress (step, epoch, history, ...), without loading its tensors."""
+    return json.loads(checkpoint.read_text(STATE_FILE))
+
+
 def saved_step(checkpoint: Folder) -> int:
-    return json.loads(checkpoint.read_text(STATE_FILE))["step"]
+    return saved_state(checkpoint)["step"]
+
+
+def is_complete(checkpoint: Folder) -> bool:
+    """Whether the folder holds a checkpoint whose saving finished (its marker is written last)."""
+    return checkpoint.is_file(STATE_FILE)
+
+
+def kept_weights(checkpoint: Folder) -> dict | None:
+    """The weights a run stopped at ``checkpoint`` keeps: its best evaluation's, else its last;
+    None where the checkpoint holds sharded weights only (fsdp's sharded checkpoints, ZeRO-3's)."""
+    with checkpoint.fetched() as local:
+        whole = [local / name for name in (BEST, MODEL_FILE) if (local / name).is_file()]
+        return load_weights(whole[0]) if whole else None

@@ -28,7 +28,9 @@ import ray
 from ray.cluster_utils import Cluster
 
 NODE = {"num_cpus": 2, "resources": {"trainer": 2}, "object_store_memory": 200 * 2**20}
-EPOCHS = 120
+EPOCHS = 16
+HOLD_S = 240
+"""The longest a group is held at an evaluation (see ``HoldTheGroup``)."""
 ADDED: list = []
 """Nodes started with ``ray start`` (stopped at the end)."""
 
@@ -72,6 +74,29 @@ def worker_nodes_of(run_logs: dict[str, str], world_size: int) -> dict[int, str]
     return placed
 
 
+class HoldTheGroup:
+    """The trainer's evaluation hook, on every worker: it holds a group at an evaluation (after
+    its checkpoint) until the scenario has done what the group must see, so that the epochs
+    cannot run out first however fast they go: the first group of two, once the node it loses
+    has its checkpoint, until that node is gone; the group of one until Ray Train replaces it by a
+    group of two (on the added node). The watcher marks each event with a file in ``flags``."""
+
+    def __init__(self, flags: Path):
+        self.flags = flags
+
+    def __call__(self, record: dict, strategy) -> None:
+        if strategy.world_size == 2 and (self.flags / "noticed").exists():
+            self._until(lambda: (self.flags / "removed").exists())
+        elif strategy.world_size == 1:
+            self._until(lambda: False)  # Ray Train stops this group to start a larger one
+
+    @staticmethod
+    def _until(done) -> None:
+        deadline = time.monotonic() + HOLD_S
+        while time.monotonic() < deadline and not done():
+            time.sleep(0.2)
+
+
 def lose_and_regain_a_node(workdir: Path, cluster: Cluster, nodes: list, endpoint: str, bucket: str) -> dict:
     """An elastic group ([1, 2], SPREAD) whose run directory is a bucket: one worker node is
     removed (its raylet and workers killed) after the first checkpoint, and a new one added once
@@ -86,13 +111,13 @@ def lose_and_regain_a_node(workdir: Path, cluster: Cluster, nodes: list, endpoin
     trainer = {"num_workers": [1, 2], "placement_strategy": "SPREAD", "elastic_resize_interval_s": 2,
                "resources_per_worker": {"CPU": 1, "trainer": 2}}  # one worker per node
     events: list = []
-    watcher = threading.Thread(target=_remove_then_add, args=(cluster, nodes[-1], fs, f"{bucket}/runs/elastic", events),
-                               daemon=True)
+    flags = workdir / "flags"
+    flags.mkdir()
+    watcher = threading.Thread(target=_remove_then_add,
+                               args=(cluster, nodes[-1], fs, f"{bucket}/runs/elastic", events, flags), daemon=True)
     watcher.start()
-    # Epochs enough for the one-worker stretch to outlast a restart (about 15 s here), so that
-    # the group has the time to grow back before training ends.
     model = Model(config(workdir, trainer, epochs=EPOCHS, artifacts_credentials=credentials))
-    result = model.train(dataset=rule_data(), run_dir=run, progress_bar=False)
+    result = model.train(dataset=rule_data(), run_dir=run, progress_bar=False, on_evaluation=HoldTheGroup(flags))
     events.append(("trained", time.monotonic()))
     watcher.join(timeout=5)
     fs.invalidate_cache()
@@ -104,7 +129,7 @@ def lose_and_regain_a_node(workdir: Path, cluster: Cluster, nodes: list, endpoin
             "accuracy": model.evaluate(rule_data(), split="test")["y"]["accuracy"]}
 
 
-def _remove_then_add(cluster: Cluster, node, fs, run: str, events: list) -> None:
+def _remove_then_add(cluster: Cluster, node, fs, run: str, events: list, flags: Path) -> None:
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and not fs.exists(f"{run}/checkpoints/latest.json"):
         time.sleep(0.2)
@@ -114,8 +139,10 @@ def _remove_then_add(cluster: Cluster, node, fs, run: str, events: list) -> None
     events.append(("drained", time.monotonic()))
     _wait_for_line(fs, f"{run}/logs/rank-0.log", b"A checkpoint was asked for", deadline)
     events.append(("checkpoint on notice", time.monotonic()))
+    (flags / "noticed").touch()
     cluster.remove_node(node, allow_graceful=False)
     events.append(("removed", time.monotonic()))
+    (flags / "removed").touch()
     _wait_for_line(fs, f"{run}/logs/rank-0.log", b"2 worker(s); 1 now", deadline)  # it went on without it
     events.append(("went on without it", time.monotonic()))
     # A node of its own process (`ray start --block`): Cluster.add_node sets signal handlers,

@@ -12,7 +12,7 @@ import yaml
 
 from plait import ConfigError, Model
 from plait.cli import main
-from plait.config import load_config, with_backend_type
+from plait.config import load_config, with_backend_type, with_command_line
 from plait.config.render import resolved_dict
 
 from small_config import FEATURES  # a module beside this file
@@ -101,6 +101,19 @@ def test_switching_to_local_drops_the_ray_settings_and_keeps_the_cache(caplog):
                                                 "cache_credentials": {"key": "***", "secret": "***"},
                                                 "artifacts_credentials": None}
     assert "backend.type local (was ray): ignoring backend.loader, backend.processor, backend.trainer" in caplog.text
+
+
+def test_the_command_line_backend_and_cache_dir_are_validated_with_the_config():
+    """--backend and --cache-dir go into the raw config, which is then validated once: the new
+    type's unused settings dropped, as with_backend_type drops them."""
+    source = ray_config()
+    overridden = with_command_line(source, "local", cache_dir="/tmp/elsewhere")
+    config = load_config(overridden)
+    assert (config.backend.type, config.backend.cache_dir) == ("local", "/tmp/elsewhere")
+    assert config.backend.cache_credentials == CREDENTIALS and source == ray_config()  # the source is left as it was
+    assert with_command_line(source) is source
+    with pytest.raises(ConfigError, match="unknown backend type 'rey'; valid types are"):
+        with_command_line(source, "rey")
 
 
 def test_switching_to_a_launcher_keeps_the_trainer_section():

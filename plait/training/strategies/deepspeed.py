@@ -37,7 +37,8 @@ import torch
 
 from plait.errors import BackendError, ConfigError
 from plait.training.strategies.process_group import ProcessGroupStrategy
-from plait.training.strategies.state import MODEL_FILE, StateIO, unwrap
+from plait.training.checkpoint import MODEL_FILE
+from plait.training.strategies.state import StateIO, unwrap
 
 FROZEN_FILE = "frozen.safetensors"
 """Under ZeRO-3, the part of the module's state a checkpoint's optimizer files do not hold:

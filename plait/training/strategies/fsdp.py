@@ -36,7 +36,8 @@ from torch.distributed.fsdp import CPUOffloadPolicy, OffloadPolicy, fully_shard
 from torch.distributed.tensor import DTensor
 
 from plait.training.strategies.process_group import ProcessGroupStrategy
-from plait.training.strategies.state import MODEL_FILE, OPTIMIZER_FILE, StateIO
+from plait.training.checkpoint import MODEL_FILE
+from plait.training.strategies.state import OPTIMIZER_FILE, StateIO
 
 log = logging.getLogger("plait")
 

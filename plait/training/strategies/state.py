@@ -15,7 +15,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-MODEL_FILE = "model.safetensors"
+from plait.training.checkpoint import MODEL_FILE
+
 OPTIMIZER_FILE = "optimizer.pt"
 
 
