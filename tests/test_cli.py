@@ -177,6 +177,25 @@ def test_unknown_config_key_suggests_the_right_one(cli, write_config):
     assert_one_clean_error(cli("validate", "--config", path), "trainer.lerning_rate: unknown field; did you mean learning_rate?")
 
 
+@pytest.mark.parametrize("section,path", [
+    ({"input_features": [{"name": "age", "type": "number",
+                          "encoder": {"type": "dense", "norm": "batch", "norm_params": {"epsilon": 0.01}}},
+                         CONFIG["input_features"][1]]},
+     "input_features[0].encoder.norm_params"),
+    ({"combiner": {"type": "concat", "norm": "batch", "norm_params": {"epsilon": 0.01}}}, "combiner.norm_params"),
+    ({"output_features": [{"name": "bought", "type": "binary",
+                           "decoder": {"num_fc_layers": 1, "fc_norm": "batch", "fc_norm_params": {"epsilon": 0.01}}}]},
+     "output_features[0].decoder.fc_norm_params"),
+])
+def test_a_wrong_norm_parameter_is_one_error_naming_it_and_the_valid_ones(cli, write_config, section, path):
+    """Encoders', combiners' and decoders' norm_params are checked alike (ghost norm's epsilon is
+    batch norm's eps), rather than failing inside torch when the model is built."""
+    config = write_config({**CONFIG, **section})
+    assert_one_clean_error(cli("validate", "--config", config),
+                           f"{path}: got {{'epsilon': 0.01}}; batch norm takes affine, eps, momentum, "
+                           f"track_running_stats, not epsilon")
+
+
 def test_missing_config_file(cli, tmp_path):
     path = tmp_path / "nope.yaml"
     assert_one_clean_error(cli("validate", "--config", path), f"config file '{path}' does not exist")

@@ -13,35 +13,10 @@ from pydantic import Field, field_validator, model_validator
 from plait.config.base import LUDWIG_DEFAULT, StrictModel, field_error, ludwig_only, ludwig_types_not_implemented
 from plait.config import text_encoders
 from plait.config.base import shown
-from plait.config.layers import Activation, check_heads, union
+from plait.config.fully_connected import Activation, BiasInitializer, FCLayer, FCStackSection, Norm, WeightsInitializer
+from plait.config.layers import check_heads, union
 
-INITIALIZERS = ("uniform", "normal", "constant", "ones", "zeros", "eye", "dirac", "xavier_uniform", "xavier_normal",
-                "kaiming_uniform", "kaiming_normal", "orthogonal", "sparse", "identity")
-Initializer = Literal[INITIALIZERS] | dict[str, Any]
-CombinerNorm = Literal["batch", "layer", "ghost"] | None
 Reduction = Literal["sum", "mean", "avg", "max", "concat", "last", "attention", "attention_pooling", "none", "None"] | None
-
-NORM_PARAMS = {"batch": {"eps", "momentum", "affine", "track_running_stats"},
-               "layer": {"eps", "elementwise_affine", "bias"},
-               "ghost": {"momentum", "epsilon", "virtual_batch_size"}}
-
-
-def check_initializer(value: Any) -> Any:
-    """A name, or ``{type: name, ...}`` whose other keys are the torch initializer's arguments."""
-    if isinstance(value, dict) and value.get("type") not in INITIALIZERS:
-        raise ValueError(f"got {value!r}; a dict initializer needs `type`, one of: {', '.join(INITIALIZERS)}")
-    return value
-
-
-def check_norm_params(norm: str | None, params: dict | None, path: str = "norm_params") -> None:
-    if not params:
-        return
-    if norm is None:
-        raise field_error(path, f"got {params!r} but norm is null; set norm (batch, layer or ghost) or drop norm_params")
-    unknown = sorted(set(params) - NORM_PARAMS[norm])
-    if unknown:
-        raise field_error(path, f"{', '.join(unknown)} is not a parameter of {norm} norm; "
-                                f"valid names are: {', '.join(sorted(NORM_PARAMS[norm]))}")
 
 
 class CombinerSettings(StrictModel):
@@ -52,31 +27,12 @@ class CombinerSettings(StrictModel):
         return None
 
 
-class FCLayer(StrictModel):
-    """One layer of ``fc_layers``; a key left out takes the combiner's value of the same name."""
-
-    output_size: int | None = Field(None, gt=0)
-    use_bias: bool | None = None
-    weights_initializer: Initializer | None = None
-    bias_initializer: Initializer | None = None
-    norm: CombinerNorm = None
-    norm_params: dict[str, Any] | None = None
-    activation: Activation | None = None
-    dropout: float | None = Field(None, ge=0, lt=1)
-    input_size: int | None = Field(None, gt=0)
-    """Ignored: computed from the previous layer (Ludwig writes it into rendered configs)."""
-    input_rank: int | None = None
-    """Ignored: plait's fully connected layers always see [batch, width] inputs."""
-
-    @field_validator("weights_initializer", "bias_initializer")
-    @classmethod
-    def _initializer(cls, value: Any) -> Any:
-        return value if value is None else check_initializer(value)
-
-
-class FCLayerSettings(CombinerSettings):
+class FCLayerSettings(CombinerSettings, FCStackSection):
     """The fully connected stack after a combiner (Ludwig's FCStack keys), but its activation and
-    dropout, whose names differ between combiners."""
+    dropout, whose names differ between combiners. The section's norm and dropout also apply to
+    the stack's input."""
+
+    TAKES_GHOST_NORM = True
 
     num_fc_layers: int = Field(0, ge=0)
     """Fully connected layers after the combination (when fc_layers is not given)."""
@@ -87,29 +43,18 @@ class FCLayerSettings(CombinerSettings):
     the values of the same name above."""
     use_bias: bool = True
     """Whether the fully connected layers add a bias."""
-    weights_initializer: Initializer = "xavier_uniform"
+    weights_initializer: WeightsInitializer = "xavier_uniform"
     """Initializer of the weights: a name (xavier_uniform, kaiming_normal, ...) or
     ``{type: name, <argument>: value}``."""
-    bias_initializer: Initializer = "zeros"
-    """Initializer of the biases, as weights_initializer."""
-    norm: CombinerNorm = None
+    bias_initializer: BiasInitializer = "zeros"
+    """Initializer of the biases: zeros, ones, constant, uniform or normal (a name, or {type: name,
+    <argument>: value})."""
+    norm: Norm = None
     """Normalization of the stack's input and of each layer: batch, layer, ghost (batch norm
     over virtual batches) or null."""
     norm_params: dict[str, Any] | None = None
     """Arguments of the norm (batch: eps, momentum; layer: eps; ghost: virtual_batch_size,
     momentum, epsilon)."""
-
-    @field_validator("weights_initializer", "bias_initializer")
-    @classmethod
-    def _initializer(cls, value: Any) -> Any:
-        return check_initializer(value)
-
-    @model_validator(mode="after")
-    def _norm_params_match_norm(self):
-        check_norm_params(self.norm, self.norm_params)
-        for i, layer in enumerate(self.fc_layers or []):
-            check_norm_params(layer.norm or self.norm, layer.norm_params, f"fc_layers[{i}].norm_params")
-        return self
 
 
 class FCSettings(FCLayerSettings):
@@ -128,7 +73,7 @@ class ConcatCombiner(FCSettings):
     logistic/ridge regression and gradient boosting); more can pay off on large data."""
     output_size: int = Field(128, gt=0, json_schema_extra={LUDWIG_DEFAULT: 256})
     dropout: float = Field(0.1, ge=0, lt=1, json_schema_extra={LUDWIG_DEFAULT: 0.0})
-    norm: CombinerNorm = None
+    norm: Norm = None
     """Normalization in each hidden layer; none by default: layer norm makes each row's hidden
     vector scale-free, which costs accuracy on regression."""
     flatten_inputs: bool = False
@@ -144,6 +89,8 @@ class ConcatCombiner(FCSettings):
 
 class TransformerSettings(FCLayerSettings):
     """Ludwig's settings shared by the transformer-based combiners."""
+
+    FC_NAMES = {**FCLayerSettings.FC_NAMES, "activation": "fc_activation", "dropout": "fc_dropout"}
 
     hidden_size: int = Field(64, gt=0, json_schema_extra={LUDWIG_DEFAULT: 256})
     """Width of the tokens: each feature's encoding is projected to it."""
@@ -302,7 +249,7 @@ class ProjectAggregateCombiner(FCSettings):
     """Add each layer's input to its output where their widths match."""
     num_fc_layers: int = Field(2, ge=0)
     output_size: int = Field(128, gt=0)
-    norm: CombinerNorm = "layer"
+    norm: Norm = "layer"
 
 
 class SequenceSettings(CombinerSettings):

@@ -21,119 +21,22 @@ from plait.config.base import (
     ludwig_types_not_implemented,
     shown,
 )
+from plait.config.fully_connected import (LAYER_KEYS, Activation, BiasInitializer, FCLayer, FCStackSection,
+                                          NoGhostNorm, WeightsInitializer)
 from plait.config.layers import union
 
-# ---- pieces of a fully connected stack -------------------------------------------------------
-
-DecoderActivation = Literal[
-    "relu", "gelu", "tanh", "sigmoid", "silu", "swish", "elu", "selu", "celu", "leakyRelu", "leaky_relu",
-    "logSigmoid", "softplus", "mish", "prelu", "relu6", "hardswish", "hardsigmoid", "softmax",
-]
-"""Ludwig's activations (``leaky_relu`` is plait's spelling of ``leakyRelu``). Ludwig's gated and
-sparse ones (swiglu, geglu, reglu, sparsemax, entmax15) are not implemented in decoders."""
-
 _GATED_ACTIVATIONS = ("swiglu", "geglu", "reglu", "sparsemax", "entmax15")
-
-INITIALIZER_PARAMETERS: dict[str, frozenset[str]] = {
-    "uniform": frozenset({"a", "b"}), "normal": frozenset({"mean", "std", "stddev"}),
-    "constant": frozenset({"val"}), "ones": frozenset(), "zeros": frozenset(), "eye": frozenset(),
-    "identity": frozenset(), "xavier_uniform": frozenset({"gain"}), "xavier_normal": frozenset({"gain"}),
-    "kaiming_uniform": frozenset({"a", "mode", "nonlinearity"}),
-    "kaiming_normal": frozenset({"a", "mode", "nonlinearity"}), "orthogonal": frozenset({"gain"}),
-    "sparse": frozenset({"sparsity", "std"}),
-}
-"""Ludwig's initializers (torch.nn.init's), each with the parameters its dict form may carry
-(``{type: normal, std: 0.1}``; ``stddev`` is read as ``std``). Ludwig's ``dirac`` needs a
-convolution's weight and fails on a dense layer's, so plait refuses it."""
-
-_REQUIRED_INITIALIZER_PARAMETERS = {"constant": "val", "sparse": "sparsity"}
-_VECTOR_INITIALIZERS = frozenset({"uniform", "normal", "constant", "ones", "zeros"})
-"""The initializers defined for a bias (a vector): the others need a matrix."""
-
-
-def _initializer(value: Any, allowed: frozenset[str] | None = None) -> Any:
-    name = value.get("type") if isinstance(value, dict) else value
-    choices = sorted(allowed or INITIALIZER_PARAMETERS)
-    if name not in choices:
-        raise ValueError(f"got {shown(value)}; valid initializers are: {', '.join(choices)}")
-    if isinstance(value, dict):
-        unknown = sorted(set(value) - {"type"} - INITIALIZER_PARAMETERS[name])
-        if unknown:
-            raise ValueError(f"got {shown(value)}; {name} takes {', '.join(sorted(INITIALIZER_PARAMETERS[name])) or 'no parameters'}, "
-                             f"not {', '.join(unknown)}")
-    required = _REQUIRED_INITIALIZER_PARAMETERS.get(name)
-    if required and not (isinstance(value, dict) and required in value):
-        raise ValueError(f"got {shown(value)}; {name} needs its {required}: write {{type: {name}, {required}: ...}}")
-    return value
-
-
-def _weights_initializer(value: Any) -> Any:
-    return value if value is None else _initializer(value)
-
-
-def _bias_initializer(value: Any) -> Any:
-    return value if value is None else _initializer(value, _VECTOR_INITIALIZERS)
-
-
-WeightsInitializer = Annotated[str | dict[str, Any] | None, AfterValidator(_weights_initializer)]
-BiasInitializer = Annotated[str | dict[str, Any] | None, AfterValidator(_bias_initializer)]
-
-NORM_PARAMETERS = {
-    "batch": frozenset({"eps", "momentum", "affine", "track_running_stats"}),
-    "layer": frozenset({"eps", "elementwise_affine", "bias"}),
-}
-"""The settings each norm takes in ``fc_norm_params`` (torch's BatchNorm1d and LayerNorm's)."""
-
-
-def _norm(value: Any) -> Any:
-    if value == "ghost":
-        raise ValueError("got 'ghost'; plait's decoders do not implement ghost batch norm: use batch (the same "
-                         "statistics over the whole batch) or layer")
-    return value
-
-
-Norm = Annotated[Literal["batch", "layer", "ghost"] | None, AfterValidator(_norm)]
-
-
-def _check_norm_params(norm: str | None, params: dict | None, path: str) -> None:
-    if not params:
-        return
-    if norm is None:
-        raise field_error(path, f"got {shown(params)}, but no norm is set; set the norm (batch or layer) or remove these")
-    unknown = sorted(set(params) - NORM_PARAMETERS[norm])
-    if unknown:
-        raise field_error(path, f"got {shown(params)}; {norm} norm takes {', '.join(sorted(NORM_PARAMETERS[norm]))}, "
-                                f"not {', '.join(unknown)}")
-
-
-class FCLayer(StrictModel):
-    """One layer of ``fc_layers``: any setting left out comes from the decoder's ``fc_*`` setting."""
-
-    output_size: int | None = Field(None, gt=0)
-    """Width of this layer (default: ``fc_output_size``)."""
-    use_bias: bool | None = None
-    """Whether this layer adds a bias (default: ``fc_use_bias``)."""
-    weights_initializer: WeightsInitializer = None
-    """Initializer of this layer's weights (default: ``fc_weights_initializer``)."""
-    bias_initializer: BiasInitializer = None
-    """Initializer of this layer's bias (default: ``fc_bias_initializer``)."""
-    norm: Norm = None
-    """Normalization after this layer's linear map (default: ``fc_norm``)."""
-    norm_params: dict[str, Any] | None = None
-    """Settings of this layer's norm (default: ``fc_norm_params``)."""
-    activation: DecoderActivation | None = None
-    """This layer's activation (default: ``fc_activation``)."""
-    dropout: float | None = Field(None, ge=0, lt=1)
-    """This layer's dropout (default: ``fc_dropout``)."""
-
+"""Ludwig's activations that plait's decoders do not implement."""
 
 _OLD_FC_NAMES = {"output_size": "fc_output_size", "activation": "fc_activation", "dropout": "fc_dropout",
                  "norm": "fc_norm"}
 """plait's earlier names of a decoder's stack settings, read as the Ludwig names they stand for."""
 
 
-class DecoderBase(StrictModel):
+class DecoderBase(FCStackSection):
     """The fully connected stack every decoder starts with, and the projection to the logits."""
+
+    FC_NAMES = {**{key: f"fc_{key}" for key in LAYER_KEYS}, "num_fc_layers": "num_fc_layers"}
 
     fc_layers: list[FCLayer] | None = None
     """The stack layer by layer; when given, it sets the number of layers and ``num_fc_layers`` is not used."""
@@ -149,12 +52,12 @@ class DecoderBase(StrictModel):
     fc_bias_initializer: BiasInitializer = "zeros"
     """Initializer of the fully connected layers' biases (zeros, ones, constant, uniform, normal); null:
     torch's default for a linear layer."""
-    fc_norm: Norm = None
+    fc_norm: NoGhostNorm = None
     """Normalization after each layer's linear map: batch, layer, or null for none."""
     fc_norm_params: dict[str, Any] | None = None
     """Settings of that norm: batch takes eps, momentum, affine, track_running_stats; layer takes eps,
     elementwise_affine, bias."""
-    fc_activation: DecoderActivation | None = "relu"
+    fc_activation: Activation | None = "relu"
     """Activation after each fully connected layer (null: none)."""
     fc_dropout: float = Field(0.0, ge=0, lt=1)
     """Dropout after each fully connected layer (0: none)."""
@@ -179,15 +82,6 @@ class DecoderBase(StrictModel):
                     raise field_error(old, f"{old} is plait's earlier name of {new}, which is also set; keep only {new}")
                 data[new] = data.pop(old)
         return data
-
-    @model_validator(mode="after")
-    def _norm_params_fit_the_norm(self):
-        _check_norm_params(self.fc_norm, self.fc_norm_params, "fc_norm_params")
-        for i, layer in enumerate(self.fc_layers or []):
-            norm = layer.norm if layer.norm is not None else self.fc_norm
-            params = layer.norm_params if layer.norm_params is not None else self.fc_norm_params
-            _check_norm_params(norm, params, f"fc_layers[{i}].norm_params")
-        return self
 
     @field_validator("fc_activation", mode="before")
     @classmethod
@@ -233,7 +127,7 @@ class MLPClassifierDecoder(DecoderBase):
     """Number of layers of the stack, and of hidden layers after it."""
     output_size: int = Field(256, gt=0)
     """Width of each hidden layer."""
-    activation: DecoderActivation | None = "relu"
+    activation: Activation | None = "relu"
     """Activation after each hidden layer."""
     dropout: float = Field(0.0, ge=0, lt=1)
     """Dropout after each hidden layer."""
@@ -249,7 +143,7 @@ class ProjectorDecoder(DecoderBase):
     type: Literal["projector"] = "projector"
     output_size: int | None = Field(None, gt=0)
     """Computed by Ludwig from the data (the vector's length); plait reads it from the data too."""
-    activation: DecoderActivation | None = None
+    activation: Activation | None = None
     """Activation on the projection (null: none, the values as they are)."""
     multiplier: float = 1.0
     """The projection (after its activation) is multiplied by this."""

@@ -8,14 +8,16 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field
 
 from plait.config.base import StrictModel, field_error, ludwig_only, shown
+from plait.config.fully_connected import (INITIALIZER_PARAMETERS, Activation, BiasInitializer, FCLayer, FCStackSection,
+                                          NoGhostNorm)
 
 ENCODER_FIELDS: dict[str, set[str]] = {}
 """Each encoder's settings by its name ("rnn"; "category dense" where feature types share a
 name), to say whose a misplaced key is; filled by plait.config.encoders."""
 
-INITIALIZERS = ("uniform", "normal", "constant", "ones", "zeros", "eye", "dirac", "xavier_uniform", "xavier_normal",
-                "kaiming_uniform", "kaiming_normal", "orthogonal", "sparse", "identity")
-"""Ludwig's initializer names (torch.nn.init's functions)."""
+INITIALIZERS = (*INITIALIZER_PARAMETERS, "dirac")
+"""Ludwig's initializer names (torch.nn.init's functions): a linear layer's, and dirac for a
+convolution's weights."""
 
 
 def _check_initializer(value: Any) -> Any:
@@ -28,13 +30,8 @@ def _check_initializer(value: Any) -> Any:
 
 Initializer = Annotated[str | dict, AfterValidator(_check_initializer)]
 
-EncoderActivation = Literal["relu", "tanh", "sigmoid", "gelu", "silu", "swish", "elu", "leakyRelu", "leaky_relu",
-                            "logSigmoid", "softmax", "mish", "selu", "prelu", "relu6", "hardswish", "hardsigmoid",
-                            "softplus", "celu"] | None
-"""Ludwig's activation names that plait builds (None: no activation). Ludwig's gated ones (swiglu,
-geglu, reglu) and sparsemax/entmax15 are not offered."""
-
-EncoderNorm = Literal["batch", "layer"] | None
+EncoderActivation = Activation | None
+"""An activation of an encoder's layers (None: no activation)."""
 
 EMBEDDINGS_ON_CPU = ludwig_only(False, instead="plait keeps every weight on the training device; a large "
                                                "vocabulary fits with a smaller embedding_size")
@@ -64,28 +61,7 @@ class EncoderBase(StrictModel):
         return None
 
 
-class FCLayer(StrictModel):
-    """One entry of ``fc_layers``: what this layer sets differently from the encoder's defaults."""
-
-    output_size: int | None = Field(None, gt=0)
-    """This layer's width; unset: the encoder's."""
-    activation: EncoderActivation = None
-    """This layer's activation; unset: the encoder's."""
-    dropout: float | None = Field(None, ge=0, lt=1)
-    """This layer's dropout; unset: the encoder's."""
-    norm: EncoderNorm = None
-    """This layer's norm; unset: the encoder's."""
-    norm_params: dict | None = None
-    """This layer's norm arguments; unset: the encoder's."""
-    use_bias: bool | None = None
-    """This layer's bias switch; unset: the encoder's."""
-    weights_initializer: Initializer | None = None
-    """This layer's weights initializer; unset: the encoder's."""
-    bias_initializer: Initializer | None = None
-    """This layer's bias initializer; unset: the encoder's."""
-
-
-class FCSettings(StrictModel):
+class FCSettings(FCStackSection):
     """Fully connected layers after an encoder (Ludwig's FCStack): each layer is linear, norm,
     activation, dropout; a layer of ``fc_layers`` overrides the defaults set here."""
 
@@ -97,9 +73,10 @@ class FCSettings(StrictModel):
     """Whether the linear layers add a bias."""
     weights_initializer: Initializer = "xavier_uniform"
     """Initializer of the weights (a name, or {type: name, ...arguments})."""
-    bias_initializer: Initializer = "zeros"
-    """Initializer of the biases (a name, or {type: name, ...arguments})."""
-    norm: EncoderNorm = None
+    bias_initializer: BiasInitializer = "zeros"
+    """Initializer of the biases: zeros, ones, constant, uniform or normal (a name, or {type: name,
+    ...arguments})."""
+    norm: NoGhostNorm = None
     """Normalization after each linear layer: batch, layer or null."""
     norm_params: dict | None = None
     """Keyword arguments of the norm (torch's BatchNorm1d or LayerNorm), e.g. {eps: 0.001}."""

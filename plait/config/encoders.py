@@ -18,7 +18,8 @@ from plait.config.date_encoders import DateEmbedEncoder, DateWaveEncoder
 from plait.config.h3_encoders import H3EmbedEncoder, H3RNNEncoder, H3WeightedSumEncoder
 from plait.config.base import LUDWIG_DEFAULT, ludwig_only, ludwig_types_not_implemented
 from plait.config.encoder_settings import (EMBEDDINGS_ON_CPU, ENCODER_FIELDS, EmbeddingSettings, EncoderBase,
-                                           FCLayer, FCSettings, Initializer)
+                                           FCSettings, Initializer)
+from plait.config.fully_connected import FCLayer
 from plait.config.hf_encoders import HF_ENCODER_CLASSES
 from plait.config.image_encoders import IMAGE_ENCODER_CLASSES, ImageStackedCNNEncoder
 from plait.config.layers import union
@@ -35,6 +36,8 @@ class PassthroughEncoder(EncoderBase):
 
 class DenseEncoder(EncoderBase, FCSettings):
     """A number, binary or vector input through fully connected layers."""
+
+    FC_NAMES = {**FCSettings.FC_NAMES, "num_fc_layers": "num_layers"}
 
     type: Literal["dense"] = "dense"
     num_layers: int = Field(1, ge=1, validation_alias=AliasChoices("num_layers", "num_fc_layers"))

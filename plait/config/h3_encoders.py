@@ -15,6 +15,7 @@ from pydantic import Field, field_validator, model_validator
 
 from plait.config.base import ludwig_only
 from plait.config.encoder_settings import EMBEDDINGS_ON_CPU, EncoderActivation, EncoderBase, FCSettings, Initializer
+from plait.config.fully_connected import BiasInitializer
 from plait.config.text_encoders import CELL_TYPES, RecurrentSettings, Reduction, _reduction
 
 
@@ -92,8 +93,8 @@ class H3RNNEncoder(EncoderBase):
     """Initializer of the vectors and of the input-to-state weights."""
     recurrent_initializer: Initializer = "orthogonal"
     """Initializer of the state-to-state weights."""
-    bias_initializer: Initializer = "zeros"
-    """Initializer of the biases."""
+    bias_initializer: BiasInitializer = "zeros"
+    """Initializer of the biases: zeros, ones, constant, uniform or normal."""
     reduce_output: Reduction = "last"
     """How the 19 outputs become one: last (the finest digit of the cell's resolution), sum,
     mean, max, concat, attention, or null (keep them, for the sequence combiners)."""

@@ -13,8 +13,10 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from plait.config.base import StrictModel, field_error, ludwig_only
-from plait.config.decoders import BiasInitializer, DecoderBase, WeightsInitializer
-from plait.config.encoder_settings import EncoderActivation, EncoderBase, EncoderNorm, FCLayer, Initializer
+from plait.config.decoders import DecoderBase
+from plait.config.encoder_settings import EncoderActivation, EncoderBase
+from plait.config.fully_connected import (LAYER_KEYS, BiasInitializer, FCLayer, FCStackSection, NoGhostNorm,
+                                          WeightsInitializer, check_norm_params)
 from plait.config.text_encoders import _fc_once
 
 PositiveInt = Annotated[int, Field(gt=0)]
@@ -60,7 +62,7 @@ class ImageConvLayer(StrictModel):
     """This convolution's bias switch; unset: the encoder's conv_use_bias."""
     padding_mode: PaddingMode = None
     """This convolution's padding mode; unset: the encoder's."""
-    norm: EncoderNorm = None
+    norm: NoGhostNorm = None
     """This block's norm (null: none); unset: the encoder's conv_norm."""
     norm_params: dict | None = None
     """This block's norm arguments; unset: the encoder's conv_norm_params."""
@@ -105,7 +107,7 @@ class Conv2DSettings(StrictModel):
     """What the padding is filled with: zeros, or the image reflected, replicated or wrapped."""
     conv_use_bias: bool = True
     """Whether the convolutions add a bias."""
-    conv_norm: EncoderNorm = None
+    conv_norm: NoGhostNorm = None
     """Normalization after each convolution: batch (per channel), layer (over each channel's
     height and width, as Ludwig) or null."""
     conv_norm_params: dict | None = None
@@ -130,12 +132,22 @@ class Conv2DSettings(StrictModel):
         if self.conv_layers is not None and self.num_conv_layers is not None:
             raise field_error("num_conv_layers", "give conv_layers or num_conv_layers, not both (conv_layers "
                                                  "already says how many)")
+        check_norm_params(self.conv_norm, self.conv_norm_params, "conv_norm_params")
+        for i, layer in enumerate(self.conv_layers or []):
+            # A key the entry writes, null included, is its own (as the model builds it).
+            written = layer.model_fields_set
+            check_norm_params(layer.norm if "norm" in written else self.conv_norm,
+                              layer.norm_params if "norm_params" in written else self.conv_norm_params,
+                              f"conv_layers[{i}].norm_params")
         return self
 
 
-class FCPrefixedSettings(StrictModel):
+class FCPrefixedSettings(FCStackSection):
     """Fully connected layers after an encoder, under the ``fc_``-prefixed names Ludwig gives them
     in its image encoders (its text encoders' unprefixed names are FCSettings)."""
+
+    FC_NAMES = {**{key: f"fc_{key}" for key in LAYER_KEYS}, "output_size": "output_size",
+                "num_fc_layers": "num_fc_layers"}
 
     fc_layers: list[FCLayer] | None = None
     """Per-layer settings; when given, its length is the number of layers."""
@@ -145,11 +157,11 @@ class FCPrefixedSettings(StrictModel):
     """Width of each fully connected layer (unless its fc_layers entry says otherwise)."""
     fc_use_bias: bool = True
     """Whether the fully connected layers add a bias."""
-    fc_weights_initializer: Initializer = "xavier_uniform"
+    fc_weights_initializer: WeightsInitializer = "xavier_uniform"
     """Initializer of their weights (a name, or {type: name, ...arguments})."""
-    fc_bias_initializer: Initializer = "zeros"
-    """Initializer of their biases."""
-    fc_norm: EncoderNorm = None
+    fc_bias_initializer: BiasInitializer = "zeros"
+    """Initializer of their biases: zeros, ones, constant, uniform or normal."""
+    fc_norm: NoGhostNorm = None
     """Normalization after each linear layer: batch, layer or null."""
     fc_norm_params: dict | None = None
     """Keyword arguments of the norm (torch's BatchNorm1d or LayerNorm)."""

@@ -1,27 +1,14 @@
-"""Pieces shared by encoder, combiner and decoder settings: fully connected stacks, activations,
-and the discriminated union every ``type``-chosen section is declared with."""
+"""Pieces shared by encoder, combiner and decoder settings: the check of attention heads, and the
+discriminated union every ``type``-chosen section is declared with (fully connected stacks are
+plait.config.fully_connected)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Annotated, Union
 
 from pydantic import Field
 
-from plait.config.base import StrictModel, field_error
-
-Activation = Literal["relu", "gelu", "tanh", "sigmoid", "silu", "leaky_relu"]
-Norm = Literal["batch", "layer"] | None
-
-
-class FCStack(StrictModel):
-    """Fully connected layers shared by encoders, combiners and decoders."""
-
-    num_fc_layers: int = Field(0, ge=0)
-    output_size: int = Field(256, gt=0)
-    activation: Activation = "relu"
-    dropout: float = Field(0.0, ge=0, lt=1)
-    norm: Norm = None
-
+from plait.config.base import field_error
 
 
 def check_heads(width: int, width_name: str, num_heads: int) -> None:

@@ -9,8 +9,8 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from plait.config.base import LUDWIG_DEFAULT, StrictModel, field_error, ludwig_only, shown
-from plait.config.encoder_settings import (EmbeddingSettings, EncoderActivation, EncoderBase, EncoderNorm,
-                                           FCLayer, FCSettings, Initializer)
+from plait.config.encoder_settings import EmbeddingSettings, EncoderActivation, EncoderBase, FCSettings, Initializer
+from plait.config.fully_connected import BiasInitializer, FCLayer, FCStackSection, NoGhostNorm, check_norm_params
 from plait.config.layers import check_heads
 
 Reduction = Literal["sum", "mean", "avg", "max", "concat", "last", "attention"] | None
@@ -70,7 +70,7 @@ class ConvLayer(StrictModel):
     """This convolution's activation; unset: the encoder's."""
     dropout: float | None = Field(None, ge=0, lt=1)
     """This convolution's dropout; unset: the encoder's."""
-    norm: EncoderNorm = None
+    norm: NoGhostNorm = None
     """This convolution's norm; unset: the encoder's."""
     norm_params: dict | None = None
     """This convolution's norm arguments; unset: the encoder's."""
@@ -78,7 +78,7 @@ class ConvLayer(StrictModel):
     """This convolution's bias switch; unset: the encoder's."""
     weights_initializer: Initializer | None = None
     """This convolution's weights initializer; unset: the encoder's."""
-    bias_initializer: Initializer | None = None
+    bias_initializer: BiasInitializer = None
     """This convolution's bias initializer; unset: the encoder's."""
 
 
@@ -103,7 +103,17 @@ class ConvSettings(StrictModel):
         if self.conv_layers is not None and self.num_conv_layers is not None:
             raise field_error("num_conv_layers", "give conv_layers or num_conv_layers, not both (conv_layers "
                                                  "already says how many)")
+        _check_conv_norms(self, self.conv_layers, "conv_layers")
         return self
+
+
+def _check_conv_norms(encoder, layers: list[ConvLayer] | None, path: str) -> None:
+    """Each convolution's norm_params fit its norm (the encoder's norm and norm_params, where the
+    convolution sets none)."""
+    for i, layer in enumerate(layers or []):
+        check_norm_params(encoder.norm if layer.norm is None else layer.norm,
+                          encoder.norm_params if layer.norm_params is None else layer.norm_params,
+                          f"{path}[{i}].norm_params")
 
 
 class StridedConvSettings(ConvSettings):
@@ -119,9 +129,11 @@ class StridedConvSettings(ConvSettings):
     """same: pad the pooling (by (pool_size - 1) // 2 each side); valid: none."""
 
 
-class SequenceFCSettings(StrictModel):
+class SequenceFCSettings(FCStackSection):
     """Fully connected layers after the reduction, for encoders whose ``activation`` and
     ``dropout`` belong to their recurrent or attention layers."""
+
+    FC_NAMES = {**FCStackSection.FC_NAMES, "activation": "fc_activation", "dropout": "fc_dropout"}
 
     fc_layers: list[FCLayer] | None = None
     """Per-layer settings; when given, its length is the number of layers."""
@@ -131,9 +143,9 @@ class SequenceFCSettings(StrictModel):
     """Width of each fully connected layer (unless its fc_layers entry says otherwise)."""
     use_bias: bool = True
     """Whether the fully connected (and recurrent) layers add a bias."""
-    bias_initializer: Initializer = "zeros"
-    """Initializer of the biases."""
-    norm: EncoderNorm = None
+    bias_initializer: BiasInitializer = "zeros"
+    """Initializer of the biases: zeros, ones, constant, uniform or normal."""
+    norm: NoGhostNorm = None
     """Normalization after each fully connected layer: batch, layer or null."""
     norm_params: dict | None = None
     """Keyword arguments of the norm (torch's BatchNorm1d or LayerNorm)."""
@@ -173,8 +185,10 @@ class RecurrentSettings(StrictModel):
 
 
 def _fc_once(model) -> None:
-    """Ludwig refuses fc_layers together with num_fc_layers; a default num_fc_layers is no conflict."""
-    if model.fc_layers is not None and "num_fc_layers" in model.model_fields_set and model.num_fc_layers is not None:
+    """Ludwig refuses fc_layers together with num_fc_layers; num_fc_layers at its default (as a
+    rendered config writes it) or null is no conflict."""
+    default = type(model).model_fields["num_fc_layers"].default
+    if model.fc_layers is not None and model.num_fc_layers not in (None, default):
         raise field_error("num_fc_layers", "give fc_layers or num_fc_layers, not both (fc_layers already says "
                                            "how many)")
 
@@ -258,6 +272,8 @@ class StackedParallelCNNEncoder(SequenceEncoderBase, FCSettings):
         _fc_once(self)
         if self.stacked_layers is not None and self.num_stacked_layers is not None:
             raise field_error("num_stacked_layers", "give stacked_layers or num_stacked_layers, not both")
+        for i, layers in enumerate(self.stacked_layers or []):
+            _check_conv_norms(self, layers, f"stacked_layers[{i}]")
         return self
 
 

@@ -62,7 +62,7 @@ def test_ludwig_combiners_not_implemented_are_refused_with_advice(refused, name)
      "combiner.encoder.state_size: got 8; Ludwig's sequence combiner builds its encoder from `type` alone"),
     ({"type": "concat", "batch_ensemble": True}, "combiner.batch_ensemble: got True; plait does not implement"),
     ({"type": "concat", "norm": "layer", "norm_params": {"momentum": 0.1}},
-     "combiner.norm_params: momentum is not a parameter of layer norm"),
+     "combiner.norm_params: got {'momentum': 0.1}; layer norm takes bias, elementwise_affine, eps, not momentum"),
     ({"type": "concat", "weights_initializer": "glorot"}, "combiner.weights_initializer"),
     ({"type": "tabtransformer", "hidden_size": 8, "num_heads": 2, "embed_input_feature_name": 8},
      "combiner.embed_input_feature_name: got 8; must be smaller than hidden_size (8)"),

@@ -102,7 +102,7 @@ def test_output_settings_plait_cannot_honour_are_refused_with_advice(refused, fe
 @pytest.mark.parametrize(("feature", "fragment"), [
     ({"name": "y", "type": "binary", "calibration": True}, "plait does not fit a temperature after training"),
     ({"name": "y", "type": "category", "decoder": {"mc_dropout_samples": 4}}, "one deterministic pass"),
-    ({"name": "y", "type": "number", "decoder": {"fc_norm": "ghost"}}, "do not implement ghost batch norm"),
+    ({"name": "y", "type": "number", "decoder": {"fc_norm": "ghost"}}, "ghost batch norm is implemented in the combiners' fully connected layers only"),
     ({"name": "y", "type": "set", "loss": {"type": "focal"}}, "unknown type 'focal'"),
 ])
 def test_ludwig_values_plait_does_not_implement_are_refused(refused, feature, fragment):
