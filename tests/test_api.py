@@ -87,7 +87,7 @@ def test_saved_model_is_json_and_safetensors_only(trained, tmp_path):
         head = f.read_bytes()[:2]
         assert head != b"\x80\x04" and head[:1] != b"\x80" and not head.startswith(b"PK")  # no pickle, no torch zip
     description = json.loads((path / "plait_model.json").read_text())
-    assert description["format_version"] == 2 and "plait_version" in description
+    assert description["format_version"] == 3 and "plait_version" in description
     assert not [p for p in tmp_path.iterdir() if ".tmp-" in p.name]
 
 
@@ -166,7 +166,7 @@ def test_loading_a_newer_model_format_is_a_clear_error(trained, tmp_path):
     with pytest.raises(ModelError) as info:
         Model.load(path)
     message = str(info.value)
-    assert "format version 999" in message and "reads version 2" in message and "retrain" in message
+    assert "format version 999" in message and "reads version 3" in message and "retrain" in message
 
 
 def test_loading_a_model_with_missing_weights_is_a_clear_error(trained, tmp_path):

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from plait.models.embeddings import embedding_table
-from plait.models.layers import FCLayers, fc_layer_specs, linear
+from plait.models.layers import fc_stack, linear
 
 CYCLES = (("month", 1, 12, 1), ("day", 2, 31, 1), ("weekday", 3, 7, 0), ("yearday", 4, 366, 1),
           ("hour", 5, 24, 0), ("minute", 6, 60, 0), ("second", 7, 60, 0))
@@ -30,8 +30,7 @@ class DateEncoder(nn.Module):
         self.year = linear(1, 1, config.use_bias, config.weights_initializer, config.bias_initializer)
         self.dropout = nn.Dropout(config.dropout)
         self.cycles = cycles
-        specs = fc_layer_specs(config, config.num_fc_layers, config.activation, config.dropout)
-        self.fc = FCLayers(1 + cycles.output_size + 1, specs)
+        self.fc = fc_stack(1 + cycles.output_size + 1, config)
         self.output_size = self.fc.output_size
         self.output_shape = (self.output_size,)
 

@@ -25,7 +25,7 @@ from plait.models.image_encoders import IMAGE_ENCODERS
 from plait.models.image_input import image_input
 from plait.models.torchvision_encoders import TORCHVISION_ENCODERS
 from plait.utils.hf_models import is_hf_encoder
-from plait.models.layers import FCLayers, fc_layer_specs
+from plait.models.layers import fc_stack
 from plait.models.legacy import LEGACY_ENCODER, LEGACY_ENCODERS
 from plait.models.series_encoders import SERIES_ENCODERS, check_tied_channels, fit_steps, steps_of
 
@@ -45,7 +45,7 @@ class Dense(nn.Module):
 
     def __init__(self, size: int, config):
         super().__init__()
-        self.fc = FCLayers(size, fc_layer_specs(config, config.num_layers, config.activation, config.dropout))
+        self.fc = fc_stack(size, config)
         self.output_size = self.fc.output_size
         self.output_shape = (self.output_size,)
 
@@ -151,8 +151,7 @@ class SetEmbed(nn.Module):
                                          config.embeddings_trainable and config.representation == "dense",
                                          config.pretrained_embeddings, config.weights_initializer)
         self.dropout = nn.Dropout(config.dropout)
-        specs = fc_layer_specs(config, config.num_fc_layers, config.activation, config.dropout)
-        self.fc = FCLayers(self.embedding.embedding_dim, specs)
+        self.fc = fc_stack(self.embedding.embedding_dim, config)
         self.output_size = self.fc.output_size
         self.output_shape = (self.output_size,)
 

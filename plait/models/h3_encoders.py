@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from plait.models.embeddings import embedding_table
-from plait.models.layers import FCLayers, fc_layer_specs, initialize
+from plait.models.layers import fc_stack, initialize
 from plait.models.text_encoders import Recurrent, Reducer
 
 PARTS = 19
@@ -53,8 +53,7 @@ class H3Embed(nn.Module):
             self.output_shape = (PARTS, self.components.width)
         else:
             self.reducer = Reducer(config.reduce_output, self.components.width, PARTS)
-            specs = fc_layer_specs(config, config.num_fc_layers, config.activation, config.dropout)
-            self.fc = FCLayers(self.reducer.output_size, specs)
+            self.fc = fc_stack(self.reducer.output_size, config)
             self.output_shape = (self.fc.output_size,)
         self.output_size = self.output_shape[-1]
 
@@ -73,8 +72,7 @@ class H3WeightedSum(nn.Module):
         self.weights = nn.Parameter(torch.empty(PARTS, 1))
         initialize(self.weights, config.weights_initializer)
         self.should_softmax = config.should_softmax
-        specs = fc_layer_specs(config, config.num_fc_layers, config.activation, config.dropout)
-        self.fc = FCLayers(self.components.width, specs)
+        self.fc = fc_stack(self.components.width, config)
         self.output_size = self.fc.output_size
         self.output_shape = (self.output_size,)
 

@@ -8,14 +8,13 @@ returns its skip connections (``returns_state``), which a unet decoder reads.
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from plait.errors import ModelError
-from plait.models.layers import FCLayers, activation, fc_layer_specs
+from plait.models.layers import activation, fc_stack
 
 STACKED_CNN_LAYERS = [{"out_channels": 32}, {"out_channels": 64}]
 """Ludwig's convolution blocks when neither conv_layers nor num_conv_layers is set."""
@@ -127,21 +126,12 @@ class StackedCNN(nn.Module):
             shape = blocks[-1].output_shape
         self.conv = nn.Sequential(*blocks)
         self.flattened_size = shape[0] * shape[1] * shape[2]
-        self.fc = FCLayers(self.flattened_size, _fc_specs(config))
+        self.fc = fc_stack(self.flattened_size, config)
         self.output_size = self.fc.output_size
         self.output_shape = (self.output_size,)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.fc(self.conv(x).flatten(1))
-
-
-def _fc_specs(config) -> list[dict]:
-    """fc_layer_specs over the image encoders' fc_-prefixed names."""
-    unprefixed = SimpleNamespace(fc_layers=config.fc_layers, output_size=config.output_size,
-                                 use_bias=config.fc_use_bias, weights_initializer=config.fc_weights_initializer,
-                                 bias_initializer=config.fc_bias_initializer, norm=config.fc_norm,
-                                 norm_params=config.fc_norm_params)
-    return fc_layer_specs(unprefixed, config.num_fc_layers, config.fc_activation, config.fc_dropout)
 
 
 class MixerMLP(nn.Sequential):

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Sequence
 
 import torch
 from torch import nn
 
+from plait.config.fully_connected import VECTOR_INITIALIZERS, FCLayer, FCStackSection
 from plait.errors import ConfigError
 
 ACTIVATIONS = {
@@ -20,6 +20,7 @@ ACTIVATIONS = {
     "hardswish": nn.Hardswish, "hardsigmoid": nn.Hardsigmoid, "softmax": lambda: nn.Softmax(dim=-1),
 }
 
+
 def linear(input_size: int, output_size: int, use_bias: bool = True, weights_initializer: str | dict | None = None,
            bias_initializer: str | dict | None = None) -> nn.Linear:
     """A linear map with its bias and initializers chosen."""
@@ -28,67 +29,6 @@ def linear(input_size: int, output_size: int, use_bias: bool = True, weights_ini
     if use_bias:
         initialize(layer.bias, bias_initializer)
     return layer
-
-
-@dataclass(frozen=True)
-class DenseLayer:
-    """One fully connected layer: linear map, then norm, activation and dropout."""
-
-    output_size: int
-    activation: str | None = "relu"
-    dropout: float = 0.0
-    norm: str | None = None
-    norm_params: dict[str, Any] = field(default_factory=dict)
-    use_bias: bool = True
-    weights_initializer: str | dict | None = None
-    bias_initializer: str | dict | None = None
-
-
-class FCStack(nn.Module):
-    """``num_layers`` x (linear, norm, activation, dropout); with zero layers, the identity."""
-
-    def __init__(self, input_size: int, num_layers: int, output_size: int, activation: str = "relu",
-                 dropout: float = 0.0, norm: str | None = None):
-        super().__init__()
-        layers: list[nn.Module] = []
-        size = input_size
-        for _ in range(num_layers):
-            layers.append(nn.Linear(size, output_size))
-            if norm == "batch":
-                layers.append(nn.BatchNorm1d(output_size))
-            elif norm == "layer":
-                layers.append(nn.LayerNorm(output_size))
-            layers.append(ACTIVATIONS[activation]())
-            if dropout:
-                layers.append(nn.Dropout(dropout))
-            size = output_size
-        self.layers = nn.Sequential(*layers)
-        self.output_size = size
-
-    @classmethod
-    def from_layers(cls, input_size: int, layers: list[DenseLayer]) -> "FCStack":
-        """A stack of layers each set on its own (the same module layout as ``__init__``'s, so that
-        weights saved from either load into the other)."""
-        stack = cls(input_size, 0, 1)
-        modules: list[nn.Module] = []
-        size = input_size
-        for layer in layers:
-            modules.append(linear(size, layer.output_size, layer.use_bias, layer.weights_initializer, layer.bias_initializer))
-            if layer.norm == "batch":
-                modules.append(nn.BatchNorm1d(layer.output_size, **layer.norm_params))
-            elif layer.norm == "layer":
-                modules.append(nn.LayerNorm(layer.output_size, **layer.norm_params))
-            if layer.activation is not None:
-                modules.append(ACTIVATIONS[layer.activation]())
-            if layer.dropout:
-                modules.append(nn.Dropout(layer.dropout))
-            size = layer.output_size
-        stack.layers = nn.Sequential(*modules)
-        stack.output_size = size
-        return stack
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.layers(x)
 
 
 class SequenceReducer(nn.Module):
@@ -135,10 +75,6 @@ class SequenceReducer(nn.Module):
         return (weights.unsqueeze(-1) * x).sum(1)
 
 
-def fc_stack(input_size: int, config) -> FCStack:
-    return FCStack(input_size, config.num_fc_layers, config.output_size, config.activation, config.dropout, config.norm)
-
-
 def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Mean of x [N, L, D] over positions where mask [N, L] is true (zeros for empty rows)."""
     weights = mask.unsqueeze(-1).to(x.dtype)
@@ -162,9 +98,9 @@ INITIALIZERS = {
 
 @torch.no_grad()
 def initialize(tensor: torch.Tensor, spec: str | dict | None) -> None:
-    """Initialize ``tensor`` in place by a torch.nn.init name or {type: name, ...its arguments}.
-    Initializers defined only for matrices (xavier, kaiming, orthogonal, eye) treat a vector as
-    a one-row matrix, so that the same setting serves weights and biases."""
+    """Initialize ``tensor`` in place by a torch.nn.init name or {type: name, ...its arguments}, as
+    Ludwig does; None: leave torch's initialization. A bias (a vector) takes only the initializers
+    defined for a vector: the config refuses the others, as torch (and Ludwig 0.17) fail on them."""
     if spec is None:
         return
     if isinstance(spec, dict):
@@ -177,10 +113,10 @@ def initialize(tensor: torch.Tensor, spec: str | dict | None) -> None:
         kwargs = {"val": 0.0}
     if name == "sparse" and not kwargs:
         kwargs = {"sparsity": 0.1}
-    target = tensor.view(1, -1) if tensor.dim() == 1 and name not in ("uniform", "normal", "constant", "ones",
-                                                                      "zeros") else tensor
-    if name in ("eye", "identity") and target.dim() > 2:
-        target = target.view(target.shape[0], -1)
+    if tensor.dim() < 2 and name not in VECTOR_INITIALIZERS:
+        raise ConfigError(f"the initializer {name} needs a matrix, not a bias (a vector of {tensor.numel()}): use one "
+                          f"of {', '.join(sorted(VECTOR_INITIALIZERS))}")
+    target = tensor.view(tensor.shape[0], -1) if name in ("eye", "identity") and tensor.dim() > 2 else tensor
     INITIALIZERS[name](target, **kwargs)
 
 
@@ -236,45 +172,59 @@ def norm_layer(norm: str | None, size: int, params: dict | None) -> nn.Module:
     return nn.Identity()
 
 
-FC_DEFAULT_LAYERS = [{"output_size": 512}, {"output_size": 256}]
-"""Ludwig's fully connected layers after a sequence encoder that sets neither fc_layers nor num_fc_layers."""
+class DenseLayer(nn.Module):
+    """One fully connected layer (Ludwig's FCLayer): linear map, norm, activation, dropout. The
+    four modules are always there (the identity where a setting is off), so that a layer's tensors
+    have the same names whatever it sets."""
 
-
-def fc_layer_specs(config, num_layers: int | None, activation_name: str | None, dropout: float) -> list[dict]:
-    """One dict per fully connected layer: ``config.fc_layers`` entries over the encoder's defaults
-    (output_size, use_bias, initializers, norm) and the given activation and dropout."""
-    if getattr(config, "fc_layers", None) is None and num_layers == 0:
-        return []
-    defaults = {"output_size": config.output_size, "use_bias": getattr(config, "use_bias", True),
-                "weights_initializer": getattr(config, "weights_initializer", None),
-                "bias_initializer": getattr(config, "bias_initializer", None), "norm": config.norm,
-                "norm_params": config.norm_params, "activation": activation_name, "dropout": dropout}
-    if config.fc_layers is not None:
-        overrides = [layer.model_dump(exclude_none=True) for layer in config.fc_layers]
-    elif num_layers is None:
-        overrides = FC_DEFAULT_LAYERS
-    else:
-        overrides = [{}] * num_layers
-    return [{**defaults, **layer} for layer in overrides]
-
-
-class FCLayers(nn.Module):
-    """Fully connected layers each set by a dict of fc_layer_specs; with none, the identity."""
-
-    def __init__(self, input_size: int, specs: list[dict]):
+    def __init__(self, input_size: int, layer: FCLayer):
         super().__init__()
-        layers: list[nn.Module] = []
-        size = input_size
-        for spec in specs:
-            linear = nn.Linear(size, spec["output_size"], bias=spec["use_bias"])
-            initialize(linear.weight, spec["weights_initializer"])
-            if linear.bias is not None:
-                initialize(linear.bias, spec["bias_initializer"])
-            layers += [linear, norm_layer(spec["norm"], spec["output_size"], spec["norm_params"]),
-                       activation(spec["activation"]), nn.Dropout(spec["dropout"])]
-            size = spec["output_size"]
-        self.layers = nn.Sequential(*layers)
-        self.output_size = size
+        linear = nn.Linear(input_size, layer.output_size, bias=layer.use_bias)
+        initialize(linear.weight, layer.weights_initializer)
+        if layer.use_bias:
+            initialize(linear.bias, layer.bias_initializer)
+        self.layers = nn.Sequential(linear, norm_layer(layer.norm, layer.output_size, layer.norm_params),
+                                    activation(layer.activation), nn.Dropout(layer.dropout))
+        self.output_size = layer.output_size
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.layers(x)
+
+
+class FCStack(nn.Module):
+    """Fully connected layers (Ludwig's FCStack), each set by an FCLayer with every setting given.
+    ``input_norm`` and ``input_dropout`` (the combiners') apply to the stack's input first; with
+    ``residual``, a layer whose width equals its input's adds its input. A sequence's positions
+    are rows. With no layers, the identity."""
+
+    def __init__(self, input_size: int, layers: Sequence[FCLayer], input_norm: str | None = None,
+                 input_norm_params: dict | None = None, input_dropout: float = 0.0, residual: bool = False):
+        super().__init__()
+        self.input_norm = norm_layer(input_norm, input_size, input_norm_params) if layers else nn.Identity()
+        self.input_dropout = nn.Dropout(input_dropout) if layers and input_dropout else nn.Identity()
+        sizes = [input_size] + [layer.output_size for layer in layers]
+        self.stack = nn.ModuleList(DenseLayer(size, layer) for size, layer in zip(sizes, layers))
+        self.residual = residual
+        self.output_size = sizes[-1]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        shape = x.shape
+        x = x.reshape(-1, shape[-1])  # batch norm wants [rows, width]; a sequence's positions are rows
+        x = self.input_dropout(self.input_norm(x))
+        for layer in self.stack:
+            out = layer(x)
+            x = x + out if self.residual and out.shape[-1] == x.shape[-1] else out
+        return x.reshape(*shape[:-1], x.shape[-1])
+
+
+def fc_stack(input_size: int, section, input_norm: bool = False, residual: bool = False) -> FCStack:
+    """The fully connected stack of a config section (an FCStackSection; any other has none).
+    ``input_norm``: the section's norm and dropout also apply to the stack's input (combiners)."""
+    if not isinstance(section, FCStackSection):
+        return FCStack(input_size, [])
+    layers = section.fc_layer_settings()
+    if not input_norm:
+        return FCStack(input_size, layers, residual=residual)
+    names = section.FC_NAMES
+    return FCStack(input_size, layers, getattr(section, names["norm"]), getattr(section, names["norm_params"]),
+                   getattr(section, names["dropout"]), residual)

@@ -1,10 +1,12 @@
 """Reading models saved in an older layout: their config and weights, translated to today's.
 
-A saved model records ``format_version`` in its description. Format 1 covers every model saved
-before format 2 existed, including those saved in the days after issue #14 changed the modules
-(they wrote 1 as well), so a format-1 model is translated part by part: a part is in the old
-layout when its config or its weights say so (a key only the old layout has), and is left as it
-is otherwise. Format 2 and later are read as they are; a later change of layout adds a step here.
+A saved model records ``format_version`` in its description, and is translated one format at a
+time. Format 1 covers every model saved before format 2 existed, including those saved in the days
+after issue #14 changed the modules (they wrote 1 as well), so a format-1 model is translated part
+by part: a part is in the old layout when its config or its weights say so (a key only the old
+layout has), and is left as it is otherwise. Format 2 models had three fully connected modules
+(encoders', decoders', combiners'), which format 3 made one (issue #32). A later change of layout
+adds a step here.
 
 The translation keeps what the old model computed: its predictions after loading equal the old
 ones. Where today's modules cannot compute what an old one did (the old parallel_cnn text
@@ -17,10 +19,11 @@ from __future__ import annotations
 import copy
 import re
 
+from plait.config.fully_connected import VECTOR_INITIALIZERS
 from plait.models.ecd import module_key
 from plait.models.legacy import LEGACY_ENCODER
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 """The layout this plait writes."""
 
 
@@ -29,6 +32,14 @@ def upgrade(version: int, config: dict, metadata: dict, weights: dict) -> tuple[
     if version >= FORMAT_VERSION:
         return config, metadata, weights
     config, metadata, weights = copy.deepcopy(config), copy.deepcopy(metadata), dict(weights)
+    if version < 2:
+        _upgrade_to_2(config, metadata, weights)
+    _upgrade_to_3(config, weights)
+    return config, metadata, weights
+
+
+def _upgrade_to_2(config: dict, metadata: dict, weights: dict) -> None:
+    """The modules issue #14 changed: text and set encoders, concat and transformer combiners."""
     _upgrade_trainer(config.get("trainer") or {})
     for feature in config.get("input_features") or []:
         prefix = f"encoders.{module_key(feature['name'])}."
@@ -36,7 +47,40 @@ def upgrade(version: int, config: dict, metadata: dict, weights: dict) -> tuple[
     _upgrade_combiner(config.get("combiner") or {}, _Weights(weights, "combiner."))
     for feature in config.get("output_features") or []:
         _upgrade_loss(feature.get("loss") or {})
-    return config, metadata, weights
+
+
+def _upgrade_to_3(config: dict, weights: dict) -> None:
+    """One fully connected module: each layer is ``stack.<i>.layers.<0: linear, 1: norm,
+    2: activation, 3: dropout>``, as the combiners' were. The encoders' layers were four modules
+    each in one sequence; the decoders' had only the modules they used (linear, then a norm,
+    activation and dropout where set)."""
+    for feature in config.get("input_features") or []:
+        _Weights(weights, f"encoders.{module_key(feature['name'])}.").restack_fc("fc.")
+    for feature in config.get("output_features") or []:
+        head = _Weights(weights, f"heads.{module_key(feature['name'])}.")
+        for stack in ("fc.", "mlp."):
+            head.renumber_fc(f"{stack}layers.",
+                             lambda layer, part, stack=stack: f"{stack}stack.{layer}.layers.{part}")
+    _vector_bias_initializers(config)
+
+
+def _vector_bias_initializers(value) -> None:
+    """A bias initializer defined only for a matrix (xavier_uniform, orthogonal, ...): format 2
+    initialized a bias with it as if the bias were a one-row matrix (the combiners: with a
+    uniform), where Ludwig 0.17 fails, and plait now refuses it. A saved model's weights replace any
+    initialization, so it is read as zeros, Ludwig's default, for the config to validate."""
+    if isinstance(value, list):
+        for item in value:
+            _vector_bias_initializers(item)
+    if not isinstance(value, dict):
+        return
+    for key, item in value.items():
+        name = item.get("type") if isinstance(item, dict) else item
+        matrix_only = isinstance(name, str) and name not in VECTOR_INITIALIZERS
+        if key in ("bias_initializer", "fc_bias_initializer") and matrix_only:
+            value[key] = "zeros"
+        else:
+            _vector_bias_initializers(item)
 
 
 class _Weights:
@@ -54,19 +98,45 @@ class _Weights:
             self.weights[self.prefix + new + key[len(self.prefix + old):]] = self.weights.pop(key)
 
     def renumber_fc(self, old: str, new_index) -> int:
-        """An old FCStack's ``Sequential`` under ``old`` (linear, then its norm where it had one;
-        activations and dropouts hold no tensors) moved layer by layer to ``new_index(layer, part)``
-        (part 0: the linear, 1: the norm). Returns the number of layers."""
+        """An old FCStack's ``Sequential`` under ``old`` (a linear, then its norm and activation
+        where they held tensors; dropouts hold none) moved layer by layer to
+        ``new_index(layer, part)`` (part 0: the linear, 1: the norm, 2: the activation, a PReLU's
+        single weight). Returns the number of layers."""
         pattern = re.compile(re.escape(self.prefix + old) + r"(\d+)\.(.+)")
-        found = sorted({int(m.group(1)) for k in self.weights if (m := pattern.fullmatch(k))})
+        tensors: dict[int, dict[str, object]] = {}
+        for key in self.weights:
+            if m := pattern.fullmatch(key):
+                tensors.setdefault(int(m.group(1)), {})[m.group(2)] = self.weights[key]
         layer, moves = -1, {}
-        for index in found:
-            is_linear = self.weights[f"{self.prefix}{old}{index}.weight"].dim() == 2
-            layer += is_linear
-            moves[index] = new_index(layer, 0 if is_linear else 1)
+        for index in sorted(tensors):
+            part = _fc_part(tensors[index])
+            layer += part == 0
+            moves[index] = new_index(layer, part)
         for index in sorted(moves, reverse=True):  # from the back: new indices never overtake old ones
             self.rename(f"{old}{index}.", moves[index] + ".")
         return layer + 1
+
+    def restack_fc(self, old: str) -> None:
+        """The encoders' old fully connected ``Sequential`` under ``<old>layers.``, four modules a
+        layer (linear, norm, activation, dropout), moved to ``<old>stack.<layer>.layers.<part>``."""
+        pattern = re.compile(re.escape(self.prefix + old) + r"layers\.(\d+)\.(.+)")
+        for key in [k for k in self.weights if pattern.fullmatch(k)]:
+            index, rest = pattern.fullmatch(key).groups()
+            layer, part = divmod(int(index), 4)
+            self.weights[f"{self.prefix}{old}stack.{layer}.layers.{part}.{rest}"] = self.weights.pop(key)
+
+
+def _fc_part(tensors: dict) -> int:
+    """Which module of a fully connected layer holds ``tensors`` (by their names under it): 0 the
+    linear (a matrix), 2 a PReLU activation (one weight of one value), 1 the norm (batch norm's
+    statistics, or layer norm's weight and bias). A layer norm of width 1 without a bias would
+    look like a PReLU; it normalizes one value to a constant, so no model has one."""
+    weight = tensors.get("weight")
+    if weight is not None and weight.dim() == 2:
+        return 0
+    if set(tensors) == {"weight"} and weight.numel() == 1:
+        return 2
+    return 1
 
 
 def _upgrade_trainer(trainer: dict) -> None:

@@ -20,7 +20,8 @@ from torch import nn
 from torch.nn import functional as F
 
 from plait.errors import ConfigError
-from plait.models.layers import DenseLayer, FCStack, SequenceReducer, activation, linear
+from plait.config.fully_connected import FCLayer
+from plait.models.layers import FCStack, SequenceReducer, activation, fc_stack, linear
 
 PROBABILITY_FLOOR = 1e-10
 """Where an entropy takes a log of a probability, the probability is at least this (log 0 is -inf)."""
@@ -36,32 +37,11 @@ class RowLosses(NamedTuple):
     weights: torch.Tensor | None = None
 
 
-def decoder_layers(decoder) -> list[DenseLayer]:
-    """The decoder's fully connected stack, layer by layer: ``fc_layers`` entries, each falling back
-    on the ``fc_*`` settings, or ``num_fc_layers`` layers of those settings."""
-    entries = decoder.fc_layers if decoder.fc_layers is not None else [None] * decoder.num_fc_layers
-    return [DenseLayer(
-        output_size=_either(entry, "output_size", decoder.fc_output_size),
-        activation=_either(entry, "activation", decoder.fc_activation),
-        dropout=_either(entry, "dropout", decoder.fc_dropout),
-        norm=_either(entry, "norm", decoder.fc_norm),
-        norm_params=_either(entry, "norm_params", decoder.fc_norm_params) or {},
-        use_bias=_either(entry, "use_bias", decoder.fc_use_bias),
-        weights_initializer=_either(entry, "weights_initializer", decoder.fc_weights_initializer),
-        bias_initializer=_either(entry, "bias_initializer", decoder.fc_bias_initializer),
-    ) for entry in entries]
-
-
-def _either(entry, key: str, default):
-    value = getattr(entry, key) if entry is not None else None
-    return default if value is None else value
-
-
-def _mlp_hidden_layers(decoder) -> list[DenseLayer]:
+def _mlp_hidden_layers(decoder) -> list[FCLayer]:
     """mlp_classifier's own hidden layers, after the stack (Ludwig's num_fc_layers sets both)."""
-    return [DenseLayer(output_size=decoder.output_size, activation=decoder.activation, dropout=decoder.dropout,
-                       use_bias=decoder.use_bias, weights_initializer=decoder.weights_initializer,
-                       bias_initializer=decoder.bias_initializer)
+    return [FCLayer(output_size=decoder.output_size, use_bias=decoder.use_bias,
+                    weights_initializer=decoder.weights_initializer, bias_initializer=decoder.bias_initializer,
+                    norm=None, norm_params=None, activation=decoder.activation, dropout=decoder.dropout)
             for _ in range(decoder.num_fc_layers)]
 
 
@@ -75,11 +55,11 @@ class OutputHead(nn.Module):
         self.feature, self.metadata = feature, metadata
         self.reducer = SequenceReducer.build(feature.reduce_input, input_shape, f"output_features.{feature.name}.reduce_input")
         decoder = feature.decoder
-        self.fc = FCStack.from_layers(self.reducer.output_size + dependency_size, decoder_layers(decoder))
+        self.fc = fc_stack(self.reducer.output_size + dependency_size, decoder)
         size = self.fc.output_size
         if decoder.type == "mlp_classifier":
             # Only mlp_classifier has this module: other heads keep the state_dict keys they always had.
-            self.mlp = FCStack.from_layers(size, _mlp_hidden_layers(decoder))
+            self.mlp = FCStack(size, _mlp_hidden_layers(decoder))
             size = self.mlp.output_size
         self.projection = linear(size, self.logits_size, decoder.use_bias, decoder.weights_initializer,
                                  decoder.bias_initializer)

@@ -21,8 +21,8 @@ from torch.nn import functional as F
 
 from plait.errors import ConfigError
 from plait.utils.tokens import PAD_ID, START_ID, STOP_ID
-from plait.models.layers import FCStack, SequenceReducer, linear
-from plait.models.outputs import OutputHead, RowLosses, decoder_layers
+from plait.models.layers import SequenceReducer, fc_stack, linear
+from plait.models.outputs import OutputHead, RowLosses
 
 PAD, START, STOP = PAD_ID, START_ID, STOP_ID
 
@@ -90,7 +90,7 @@ class TaggerHead(SequenceHead):
             self.attention = nn.MultiheadAttention(decoder.attention_embedding_size, decoder.attention_num_heads,
                                                    batch_first=True)
             width = decoder.attention_embedding_size
-        self.fc = FCStack.from_layers(width + dependency_size, decoder_layers(decoder))
+        self.fc = fc_stack(width + dependency_size, decoder)
         vocabulary = len(metadata["vocabulary"])
         self.projection = linear(self.fc.output_size, vocabulary, decoder.use_bias, decoder.weights_initializer,
                                  decoder.bias_initializer)
@@ -124,7 +124,7 @@ class GeneratorHead(SequenceHead):
         decoder = feature.decoder
         self.reducer = SequenceReducer.build(feature.reduce_input, input_shape,
                                              f"output_features.{feature.name}.reduce_input")
-        self.fc = FCStack.from_layers(self.reducer.output_size + dependency_size, decoder_layers(decoder))
+        self.fc = fc_stack(self.reducer.output_size + dependency_size, decoder)
         width, vocabulary = self.fc.output_size, len(metadata["vocabulary"])
         self.steps, self.beam_width = metadata["sequence_length"], decoder.beam_width
         self.embedding = nn.Embedding(vocabulary, width)

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from plait.errors import ModelError
-from plait.models.layers import FCLayers, fc_layer_specs
+from plait.models.layers import fc_stack
 from plait.models.text_encoders import BODIES, FloatSteps, Reducer, float_encoder
 
 
@@ -50,7 +50,7 @@ class SeriesDense(nn.Module):
     def __init__(self, steps: int, padding_value: float, config):
         super().__init__()
         self.padding_value = padding_value
-        self.fc = FCLayers(steps, fc_layer_specs(config, config.num_layers, config.activation, config.dropout))
+        self.fc = fc_stack(steps, config)
         self.output_size = self.fc.output_size
         self.output_shape = (self.output_size,)
 

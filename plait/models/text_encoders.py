@@ -12,6 +12,7 @@ the sequence through strides and pooling, so that reductions leave padding out. 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 import math
 
 import torch
@@ -20,7 +21,7 @@ from torch import nn
 
 from plait.errors import ModelError
 from plait.models.embeddings import embedding_table
-from plait.models.layers import FCLayers, activation, fc_layer_specs, initialize, masked_mean, norm_layer
+from plait.models.layers import activation, fc_stack, initialize, masked_mean, norm_layer
 
 PARALLEL_WIDTHS = [2, 3, 4, 5]
 """Filter widths of Ludwig's default side-by-side convolutions."""
@@ -236,8 +237,7 @@ class TextEncoder(nn.Module):
     reduction and fully connected layers. The first stage is ``embedding`` either way, so that
     the weights of text models saved before float steps existed keep their names."""
 
-    def __init__(self, first_stage: nn.Embedding | FloatSteps, length: int, config, body_builder, fc_activation,
-                 fc_dropout, num_fc_layers):
+    def __init__(self, first_stage: nn.Embedding | FloatSteps, length: int, config, body_builder):
         super().__init__()
         self.embedding = first_stage
         self.embedding_dropout = nn.Dropout(config.dropout)
@@ -248,8 +248,7 @@ class TextEncoder(nn.Module):
             self.output_shape = (body_length, width)
         else:
             self.reducer = Reducer(config.reduce_output, width, body_length)
-            specs = fc_layer_specs(config, num_fc_layers, fc_activation, fc_dropout)
-            self.fc = FCLayers(self.reducer.output_size, specs)
+            self.fc = fc_stack(self.reducer.output_size, config)
             self.output_shape = (self.fc.output_size,)
         self.output_size = self.output_shape[-1]
 
@@ -307,31 +306,31 @@ def _token_embedding(config, metadata: dict) -> nn.Embedding:
                            config.pretrained_embeddings, config.weights_initializer)
 
 
-def _parallel_cnn(c, length: int) -> tuple:
+def _parallel_cnn(c, length: int) -> Callable[[int], nn.Module]:
     widths = c.filter_sizes or PARALLEL_WIDTHS
     specs = conv_specs(c, c.conv_layers, c.num_conv_layers, [{"filter_size": k} for k in widths])
-    return lambda width: ParallelConv(width, specs), c.activation, c.dropout, c.num_fc_layers
+    return lambda width: ParallelConv(width, specs)
 
 
-def _stacked_cnn(c, length: int) -> tuple:
+def _stacked_cnn(c, length: int) -> Callable[[int], nn.Module]:
     specs = conv_specs(c, c.conv_layers, c.num_conv_layers, STACKED_CNN_LAYERS)
-    return lambda width: ConvStack(width, specs), c.activation, c.dropout, c.num_fc_layers
+    return lambda width: ConvStack(width, specs)
 
 
-def _stacked_parallel_cnn(c, length: int) -> tuple:
+def _stacked_parallel_cnn(c, length: int) -> Callable[[int], nn.Module]:
     parallel = [{"filter_size": k} for k in PARALLEL_WIDTHS]
     if c.stacked_layers is not None:
         layers = [conv_specs(c, layer, None, []) for layer in c.stacked_layers]
     else:
         layers = [conv_specs(c, None, None, parallel) for _ in range(c.num_stacked_layers or 3)]
-    return lambda width: StackedParallelConv(width, layers), c.activation, c.dropout, c.num_fc_layers
+    return lambda width: StackedParallelConv(width, layers)
 
 
-def _rnn(c, length: int) -> tuple:
-    return lambda width: Recurrent(width, c, c.num_layers), c.fc_activation, c.fc_dropout, c.num_fc_layers
+def _rnn(c, length: int) -> Callable[[int], nn.Module]:
+    return lambda width: Recurrent(width, c, c.num_layers)
 
 
-def _cnnrnn(c, length: int) -> tuple:
+def _cnnrnn(c, length: int) -> Callable[[int], nn.Module]:
     specs = conv_specs(c, c.conv_layers, c.num_conv_layers, CNNRNN_LAYERS, activation=c.conv_activation,
                        dropout=c.conv_dropout)
 
@@ -339,11 +338,11 @@ def _cnnrnn(c, length: int) -> tuple:
         convolutions = ConvStack(width, specs)
         return Chain(convolutions, Recurrent(convolutions.output_size, c, c.num_rec_layers))
 
-    return body, c.fc_activation, c.fc_dropout, c.num_fc_layers
+    return body
 
 
-def _transformer(c, length: int) -> tuple:
-    return lambda width: Transformer(width, length, c), c.fc_activation, c.fc_dropout, c.num_fc_layers
+def _transformer(c, length: int) -> Callable[[int], nn.Module]:
+    return lambda width: Transformer(width, length, c)
 
 
 class Chain(nn.Module):
@@ -360,7 +359,7 @@ class Chain(nn.Module):
 
 
 BODIES = {
-    "embed": lambda c, length: (lambda width: Identity(), None, 0.0, 0),
+    "embed": lambda c, length: lambda width: Identity(),
     "parallel_cnn": _parallel_cnn,
     "stacked_cnn": _stacked_cnn,
     "stacked_parallel_cnn": _stacked_parallel_cnn,
@@ -368,20 +367,20 @@ BODIES = {
     "cnnrnn": _cnnrnn,
     "transformer": _transformer,
 }
-"""Sequence encoder type -> (config, sequence length) -> (body builder, given the first stage's
-width; fc activation; fc dropout; fc layers)."""
+"""Sequence encoder type -> (config, sequence length) -> body builder, given the first stage's
+width."""
 
 
 def token_encoder(name: str, c, m: dict) -> TextEncoder:
     """The ``name`` encoder over token ids (text, sequence)."""
-    return TextEncoder(_token_embedding(c, m), m["sequence_length"], c, *BODIES[name](c, m["sequence_length"]))
+    return TextEncoder(_token_embedding(c, m), m["sequence_length"], c, BODIES[name](c, m["sequence_length"]))
 
 
 def float_encoder(name: str, c, steps: int, channels: int, padding_value: float) -> TextEncoder:
     """The ``name`` encoder over steps of floats (timeseries, audio). The transformer projects each
     step to its width (hidden_size, unset: embedding_size), as Ludwig's does for these types."""
     width = (c.hidden_size or c.embedding_size) if name == "transformer" else None
-    return TextEncoder(FloatSteps(channels, padding_value, width), steps, c, *BODIES[name](c, steps))
+    return TextEncoder(FloatSteps(channels, padding_value, width), steps, c, BODIES[name](c, steps))
 
 
 TEXT_BUILDERS = {name: functools.partial(token_encoder, name) for name in BODIES}

@@ -130,7 +130,7 @@ def test_reduce_output_last_takes_the_last_real_token_wherever_padding_sits():
 def test_ludwig_default_layers_of_sequence_encoders():
     stacked = encoder_for("text", {"type": "stacked_cnn", "embedding_size": 4, "num_filters": 2})
     assert [layer.conv.kernel_size[0] for layer in stacked.body.layers] == [7, 7, 3, 3, 3, 3]
-    assert [m.out_features for m in stacked.fc.layers if isinstance(m, torch.nn.Linear)] == [512, 256]
+    assert [layer.output_size for layer in stacked.fc.stack] == [512, 256]
     parallel = encoder_for("text", {"type": "parallel_cnn", "num_filters": 2})
     assert [layer.conv.kernel_size[0] for layer in parallel.body.layers] == [2, 3, 4, 5]
     assert parallel.output_size == 8  # plait: no fully connected layers unless asked

@@ -168,19 +168,19 @@ def test_fc_keys_shape_the_decoder_stack(make_head):
         "fc_weights_initializer": {"type": "constant", "val": 0.5}, "use_bias": False,
         "weights_initializer": "zeros",
     })
-    layers = list(head.fc.layers)
-    kinds = [type(m) for m in layers]
-    assert kinds == [nn.Linear, nn.LayerNorm, nn.Tanh, nn.Dropout, nn.Linear, nn.Tanh, nn.Dropout]
-    assert (layers[0].in_features, layers[0].out_features, layers[4].out_features) == (HIDDEN, 8, 5)
-    assert layers[1].eps == 0.01 and layers[4].bias is None
-    assert torch.all(layers[0].weight == 0.5) and torch.all(layers[0].bias == 1.0)
+    first, second = (list(layer.layers) for layer in head.fc.stack)
+    assert [type(m) for m in first + second] == [nn.Linear, nn.LayerNorm, nn.Tanh, nn.Dropout,
+                                                 nn.Linear, nn.Identity, nn.Tanh, nn.Dropout]
+    assert (first[0].in_features, first[0].out_features, second[0].out_features) == (HIDDEN, 8, 5)
+    assert first[1].eps == 0.01 and second[0].bias is None and first[3].p == second[3].p == 0.1
+    assert torch.all(first[0].weight == 0.5) and torch.all(first[0].bias == 1.0)
     assert head.projection.bias is None and torch.all(head.projection.weight == 0)
     assert head(torch.randn(3, HIDDEN)).shape == (3, 3)
 
 
 def test_plaits_earlier_decoder_names_still_build_the_same_stack(make_head):
     head = make_head("number", decoder={"num_fc_layers": 1, "output_size": 7, "activation": "gelu", "norm": "batch"})
-    assert [type(m) for m in head.fc.layers] == [nn.Linear, nn.BatchNorm1d, nn.GELU]
+    assert [type(m) for m in head.fc.stack[0].layers] == [nn.Linear, nn.BatchNorm1d, nn.GELU, nn.Dropout]
     assert head.fc.output_size == 7 and head.feature.decoder.fc_output_size == 7
 
 
@@ -217,12 +217,12 @@ def test_a_dependent_head_reads_the_hidden_state_of_the_head_it_depends_on(plait
     model = ECD(config, {"features": {"x": {}, "total": METADATA["number"], "kind": METADATA["category"]}})
     assert model.head_order == ["kind", "total"]
     width = model.combiner.output_size
-    assert model.head("total").fc.layers[0].in_features == width + 5
+    assert model.head("total").fc.stack[0].layers[0].in_features == width + 5
     logits = model({"x": torch.randn(6)})
     assert logits["total"].shape == (6,) and logits["kind"].shape == (6, 3)
     model.loss(logits, {"total": torch.randn(6), "kind": torch.arange(6) % 3})[1]["total"].backward()
     # total's loss trains kind's layers too, through the hidden state it reads
-    assert torch.count_nonzero(model.head("kind").fc.layers[0].weight.grad) > 0
+    assert torch.count_nonzero(model.head("kind").fc.stack[0].layers[0].weight.grad) > 0
 
 
 def test_model_trains_and_predicts_with_dependent_outputs(tmp_path):

@@ -9,7 +9,6 @@ combiners, binary, category, number and set outputs with decoder FC layers.
 from __future__ import annotations
 
 import json
-import math
 import shutil
 from pathlib import Path
 
@@ -18,43 +17,19 @@ import pytest
 
 from plait.api import Model
 from plait.models.saved import DESCRIPTION, MODEL_FORMAT_VERSION
+from saved_models import assert_predictions, assert_predicts_as_saved, read_data  # beside this file
 
 HERE = Path(__file__).parent / "saved_before_14"
 MODELS = ["concat", "concat_layer_norm", "transformer"]
 
 
 def _data() -> pd.DataFrame:
-    return pd.read_csv(HERE / "data.csv", keep_default_na=False)
-
-
-def _assert_same(got, expected, where: str) -> None:
-    """Numbers equal to float32 precision, everything else equal, in nested lists."""
-    if isinstance(expected, list):
-        got = list(got)
-        assert len(got) == len(expected), where
-        for i, (g, e) in enumerate(zip(got, expected)):
-            _assert_same(g, e, f"{where}[{i}]")
-    elif isinstance(expected, float):
-        assert math.isclose(float(got), expected, rel_tol=1e-5, abs_tol=1e-6), f"{where}: {got} != {expected}"
-    else:
-        got = got.item() if hasattr(got, "item") else got
-        assert got == expected, f"{where}: {got!r} != {expected!r}"
-
-
-def _assert_predictions(predictions: pd.DataFrame, folder: Path) -> None:
-    expected = json.loads((folder / "predictions.json").read_text())
-    assert sorted(predictions.columns) == sorted(expected)
-    for column, values in expected.items():
-        _assert_same(predictions[column].tolist(), values, column)
+    return read_data(HERE)
 
 
 @pytest.mark.parametrize("name", MODELS)
 def test_old_model_predicts_as_before(name):
-    model = Model.load(HERE / name)
-    try:
-        _assert_predictions(model.predict(_data()), HERE / name)
-    finally:
-        model.close()
+    assert_predicts_as_saved(HERE / name, HERE / name)
 
 
 def test_old_model_saved_again_is_in_todays_format_and_predicts_the_same(tmp_path):
@@ -62,12 +37,8 @@ def test_old_model_saved_again_is_in_todays_format_and_predicts_the_same(tmp_pat
     model.save(tmp_path / "again")
     model.close()
     description = json.loads((tmp_path / "again" / DESCRIPTION).read_text())
-    assert description["format_version"] == MODEL_FORMAT_VERSION == 2
-    again = Model.load(tmp_path / "again")
-    try:
-        _assert_predictions(again.predict(_data()), HERE / "concat")
-    finally:
-        again.close()
+    assert description["format_version"] == MODEL_FORMAT_VERSION == 3
+    assert_predicts_as_saved(tmp_path / "again", HERE / "concat")
 
 
 def test_old_model_predicts_through_the_cli(tmp_path):
@@ -77,7 +48,7 @@ def test_old_model_predicts_through_the_cli(tmp_path):
     _data().to_csv(tmp_path / "data.csv", index=False)
     main(["predict", "--model_path", str(tmp_path / "model"), "--dataset", str(tmp_path / "data.csv"),
           "--output_directory", str(tmp_path / "out")])
-    _assert_predictions(pd.read_parquet(tmp_path / "out" / "predictions.parquet"), HERE / "transformer")
+    assert_predictions(pd.read_parquet(tmp_path / "out" / "predictions.parquet"), HERE / "transformer")
 
 
 def test_model_of_todays_layout_marked_format_1_is_read_as_it_is(tmp_path):

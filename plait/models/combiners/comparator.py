@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from plait.models.combiners.base import Combined, flat_size
-from plait.models.combiners.fc import combiner_fc_stack
+from plait.models.layers import fc_stack
 
 
 class ComparatorCombiner(nn.Module):
@@ -16,7 +16,7 @@ class ComparatorCombiner(nn.Module):
     def __init__(self, input_shapes: dict[str, tuple], config, feature_types: dict[str, str] | None = None):
         super().__init__()
         self.entities = (list(config.entity_1), list(config.entity_2))
-        self.fc = nn.ModuleList(combiner_fc_stack(sum(flat_size(input_shapes[n]) for n in names), config)
+        self.fc = nn.ModuleList(fc_stack(sum(flat_size(input_shapes[n]) for n in names), config, input_norm=True)
                                 for names in self.entities)
         width = self.fc[0].output_size  # both stacks have the same layers
         # Ludwig keeps this matrix random and fixed (a buffer); here it is learned, from the same start.

@@ -7,7 +7,7 @@ from torch import nn
 
 from plait.errors import ConfigError
 from plait.models.combiners.base import Combined, flat_size
-from plait.models.combiners.fc import combiner_fc_stack
+from plait.models.layers import fc_stack
 
 
 class ConcatCombiner(nn.Module):
@@ -18,7 +18,8 @@ class ConcatCombiner(nn.Module):
             raise ConfigError(f"combiner.flatten_inputs: false, but the encoders of {', '.join(sequences)} output "
                               "sequences; set combiner.flatten_inputs: true, or a reduce_output in those encoders")
         self.flatten = config.flatten_inputs
-        self.fc = combiner_fc_stack(sum(flat_size(s) for s in input_shapes.values()), config, residual=config.residual)
+        self.fc = fc_stack(sum(flat_size(s) for s in input_shapes.values()), config, input_norm=True,
+                           residual=config.residual)
         self.output_size = self.fc.output_size
         self.output_shape = (self.output_size,)
 

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from plait.models.combiners.base import Combined, flat_inputs, flat_size
-from plait.models.combiners.fc import combiner_fc_stack, initialize
+from plait.models.layers import fc_stack, initialize
 
 
 class ProjectAggregateCombiner(nn.Module):
@@ -19,7 +19,7 @@ class ProjectAggregateCombiner(nn.Module):
             initialize(projection.weight, config.weights_initializer)
             if config.use_bias:
                 initialize(projection.bias, config.bias_initializer)
-        self.fc = combiner_fc_stack(config.projection_size, config, residual=config.residual)
+        self.fc = fc_stack(config.projection_size, config, input_norm=True, residual=config.residual)
         self.output_size = self.fc.output_size
         self.output_shape = (self.output_size,)
 

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from plait.models.combiners.base import Combined, flat_size
-from plait.models.combiners.fc import combiner_fc_stack
+from plait.models.layers import fc_stack
 from plait.models.combiners.transformer import TokensHead, projections, transformer_stack
 
 SKIPS_TRANSFORMER = {"number", "binary"}
@@ -33,8 +33,7 @@ class TabTransformerCombiner(nn.Module):
         self.skipped_norm = nn.LayerNorm(skipped_size) if skipped_size > 1 else nn.Identity()
         self.head = TokensHead(len(self.tokens), skipped_size, config) if self.tokens else None
         if self.head is None:  # only numbers and binaries: no tokens
-            self.fc = combiner_fc_stack(skipped_size, config, activation=config.fc_activation,
-                                        dropout=config.fc_dropout, residual=config.fc_residual)
+            self.fc = fc_stack(skipped_size, config, input_norm=True, residual=config.fc_residual)
         self.output_shape = self.head.output_shape if self.head else (self.fc.output_size,)
         self.output_size = self.output_shape[-1]
 

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from plait.models.combiners.base import Combined, flat_inputs, flat_size
-from plait.models.combiners.fc import combiner_fc_stack, initialize
+from plait.models.layers import fc_stack, initialize
 from plait.models.combiners.reduce import Reduce
 
 
@@ -35,8 +35,7 @@ class TokensHead(nn.Module):
         super().__init__()
         self.reduce = Reduce(config.reduce_output, tokens, config.hidden_size)
         reduced = self.reduce.output_shape
-        self.fc = (combiner_fc_stack(reduced[-1] + extra_size, config, activation=config.fc_activation,
-                                     dropout=config.fc_dropout, residual=config.fc_residual)
+        self.fc = (fc_stack(reduced[-1] + extra_size, config, input_norm=True, residual=config.fc_residual)
                    if len(reduced) == 1 or extra_size else None)
         self.output_shape = (*reduced[:-1], self.fc.output_size) if self.fc else reduced
 
@@ -75,8 +74,7 @@ class FTTransformerCombiner(nn.Module):
         self.projections = projections([flat_size(s) for s in input_shapes.values()], config.hidden_size, config)
         self.cls_token = nn.Parameter(torch.randn(1, 1, config.hidden_size))
         self.transformer = transformer_stack(config)
-        self.fc = combiner_fc_stack(config.hidden_size, config, activation=config.fc_activation,
-                                    dropout=config.fc_dropout, residual=config.fc_residual)
+        self.fc = fc_stack(config.hidden_size, config, input_norm=True, residual=config.fc_residual)
         self.output_size = self.fc.output_size
         self.output_shape = (self.output_size,)
 

@@ -13,8 +13,7 @@ matters is the layout of the saved config and weights, not the model's accuracy.
 
 from __future__ import annotations
 
-import json
-import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -95,35 +94,11 @@ def make_data() -> pd.DataFrame:
     })
 
 
-def as_json(predictions: pd.DataFrame) -> dict:
-    """Predictions as JSON lists (numpy arrays and scalars to plain lists and numbers)."""
-    def plain(value):
-        if isinstance(value, np.ndarray):
-            return [plain(v) for v in value.tolist()]
-        if isinstance(value, (list, tuple)):
-            return [plain(v) for v in value]
-        return value.item() if isinstance(value, np.generic) else value
-    return {column: [plain(v) for v in predictions[column]] for column in predictions.columns}
-
-
 def main() -> None:
-    import torch
+    sys.path.insert(0, str(HERE.parent))
+    from saved_models import write_fixtures  # beside this folder
 
-    from plait.api import Model
-
-    data = make_data()
-    data.to_csv(HERE / "data.csv", index=False)
-    data = pd.read_csv(HERE / "data.csv", keep_default_na=False)  # exactly what the test reads
-    for name, config in MODELS.items():
-        torch.manual_seed(0)
-        model = Model({**config, "trainer": TRAINER, "backend": {"type": "local"}})
-        model.train(data, progress_bar=False)
-        folder = HERE / name
-        shutil.rmtree(folder, ignore_errors=True)
-        model.save(folder)
-        predictions = Model.load(folder).predict(data)
-        (folder / "predictions.json").write_text(json.dumps(as_json(predictions)))
-        print(name, sorted(p.name for p in folder.iterdir()), list(predictions.columns))
+    write_fixtures(HERE, make_data(), MODELS, TRAINER)
 
 
 if __name__ == "__main__":
