@@ -17,7 +17,9 @@ explicitly, and ``DATA_CPUS`` of the cluster is always left free for the read ta
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
+from typing import Callable
 
 from plait.backends.ray.cluster import describe_nodes, room_for
 from plait.errors import ConfigError
@@ -59,6 +61,31 @@ def plan_trials(config, nodes: list[dict[str, float]]) -> TrialPlan:
     if config.backend.type == "ray":
         return _worker_group_plan(config, nodes, total)
     return _one_process_plan(executor, nodes)
+
+
+FREE_WAIT_S = 15.0
+"""How long a search waits for resources that other work holds to come free before refusing."""
+
+
+def plan_trials_now(config, totals: Callable[[], list[dict]], free: Callable[[], list[dict]]) -> TrialPlan:
+    """The plan on what the cluster has free now (``free()``, each node's): a search sized by the
+    totals would queue trials behind work that holds resources (another job, a Serve deployment,
+    a placement group), and its data loading could wait forever. Refused as ``plan_trials`` does
+    when even the whole cluster could not hold a trial; when only other work is in the way, after
+    waiting ``FREE_WAIT_S`` for it to end."""
+    nodes = totals()
+    plan_trials(config, nodes)  # what the cluster could never hold, refused as such
+    deadline = time.monotonic() + FREE_WAIT_S
+    while True:
+        now = free()
+        try:
+            return plan_trials(config, now)
+        except ConfigError as error:
+            if time.monotonic() > deadline:
+                held = {name: sum(n.get(name, 0) for n in nodes) - sum(n.get(name, 0) for n in now) for name in ("CPU", "GPU")}
+                raise ConfigError(f"{error} (other work on this Ray cluster holds {_shown(held)} of it now: "
+                                  "`ray status` shows what; wait for it to end, or size the search to what is free)") from None
+            time.sleep(1.0)
 
 
 def _one_process_plan(executor, nodes: list[dict]) -> TrialPlan:

@@ -82,11 +82,11 @@ def search(source: dict, data: dict, *, seed: int = 42, output_directory: str = 
                           "credentials included, so a search on object storage takes them from the environment "
                           "(AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL); remove them here")
     data = {key: _absolute(value) for key, value in data.items()}
-    from plait.backends.ray.cluster import connect, node_resources
+    from plait.backends.ray.cluster import connect, free_node_resources, node_resources
 
     started = connect()
     try:
-        plan = trial_plan.plan_trials(config, node_resources())
+        plan = trial_plan.plan_trials_now(config, node_resources, free_node_resources)
         log.info("Search plan: %s.", plan.describe())
         run = _run_directory(source, data, seed, output_directory, experiment_name, resume)
         log.info("Search directory: %s", run)

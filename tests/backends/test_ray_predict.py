@@ -17,7 +17,7 @@ import pytest
 from plait import Model
 from plait.backends.ray import batches as ray_predict
 from plait.cli import main
-from plait.errors import DataError
+from plait.errors import BackendError, DataError
 from ray_processes import session_processes  # a module beside this file
 
 pytestmark = pytest.mark.usefixtures("ray_cluster")
@@ -237,11 +237,25 @@ def test_the_actor_pool_needs_room_for_one_actor_only():
     from plait.config.backend import DistributedTrainerConfig
 
     many = DistributedTrainerConfig(num_workers=8, resources_per_worker={"CPU": 1})
-    assert actor_plan(many, {"CPU": 2}, nodes=[{"CPU": 2.0}])["num_workers"] == 2  # the pool takes the room there is
+    assert actor_plan(many, {"CPU": 4}, nodes=[{"CPU": 4.0}])["num_workers"] == 3  # the room there is, beside a read
     too_big = DistributedTrainerConfig(num_workers=2, resources_per_worker={"CPU": 4})
     with pytest.raises(Unschedulable, match=r"the Ray Data actor pool needs 1 x \(4 CPU\), but this Ray cluster "
                                             r"has room for 0: .* 2 nodes with 2 CPU"):
         actor_plan(too_big, {"CPU": 4}, nodes=[{"CPU": 2.0}, {"CPU": 2.0}])
+
+
+def test_actors_that_would_take_every_cpu_leave_room_for_the_reads_or_are_refused():
+    """A model trained with two workers of one CPU each, predicted on a 2-CPU cluster: two such
+    actors would hold both CPUs and the 0.5-CPU read task would wait for one forever."""
+    from plait.backends.ray.batches import actor_plan
+    from plait.config.backend import DistributedTrainerConfig
+
+    trained_with = DistributedTrainerConfig(num_workers=2, resources_per_worker={"CPU": 1})
+    assert actor_plan(trained_with, {"CPU": 2}, nodes=[{"CPU": 2.0}])["num_workers"] == 1
+    whole_node = DistributedTrainerConfig(num_workers=1, resources_per_worker={"CPU": 2})
+    with pytest.raises(BackendError, match=r"resources_per_worker: a Ray Data actor of 2 CPU leaves no room for the "
+                                           r"0.5-CPU tasks that read its data, on a cluster with 1 node with 2 CPU"):
+        actor_plan(whole_node, {"CPU": 2}, nodes=[{"CPU": 2.0}])
 
 
 def test_experiment_on_ray_tests_the_cached_test_split_as_ray_data_jobs(tmp_path, monkeypatch, capsys):

@@ -24,7 +24,7 @@ import pyarrow as pa
 from ray.data import Datasink, Datasource, ReadTask
 from ray.data.block import BlockAccessor, BlockMetadata
 
-from plait.backends.ray.cluster import check_room, plan_with_room, room_for
+from plait.backends.ray.cluster import check_room, describe_nodes, plan_with_room, room_for
 from plait.backends.ray.errors import plait_error_of, worker_message
 from plait.backends.ray.train import plan
 from plait.errors import BackendError
@@ -102,7 +102,8 @@ def actor_plan(settings, resources: dict, nodes: list[dict] | None = None) -> di
     per CPU, each reserving a share of one ((C - 1) / C of C CPUs, at least half) so that the read
     and write tasks always find room beside them. The model is most of prediction's work, and
     an actor's torch runs one thread: this way it runs on every core. Given the ``nodes``'
-    resources, it is refused only when no actor fits (the pool takes the room there is)."""
+    resources, the pool takes the room there is beside one read task (``READ_TASK_CPUS``): actors
+    that took every CPU would wait for data forever. It is refused only when no actor fits."""
     use_gpu = settings.use_gpu if settings.use_gpu is not None else resources.get("GPU", 0) > 0
     if settings.num_workers is None and not use_gpu:
         cpus = max(1, int(resources.get("CPU", 1)))
@@ -112,9 +113,33 @@ def actor_plan(settings, resources: dict, nodes: list[dict] | None = None) -> di
         settings = settings.model_copy(update=update)
     scaling = plan(settings, resources)
     if nodes is not None:
-        check_room(scaling["resources_per_worker"], nodes, 1, "backend.trainer: the Ray Data actor pool")
-        scaling["num_workers"] = int(min(scaling["num_workers"], room_for(scaling["resources_per_worker"], nodes)))
+        per_actor = scaling["resources_per_worker"]
+        check_room(per_actor, nodes, 1, "backend.trainer: the Ray Data actor pool")
+        fits = int(min(scaling["num_workers"], room_for(per_actor, with_room_for_reads(nodes))))
+        if fits < 1:
+            raise BackendError(
+                f"backend.trainer.resources_per_worker: a Ray Data actor of {_shown(per_actor)} leaves no room for the "
+                f"{READ_TASK_CPUS:g}-CPU tasks that read its data, on a cluster with {describe_nodes(nodes, per_actor)}; "
+                "give each actor less (for prediction, a fraction of a CPU per actor is enough), or add nodes")
+        if fits < scaling["num_workers"]:
+            log.info("Ray Data: %d actor(s), not %d, leave room for the tasks that read their data.", fits,
+                     scaling["num_workers"])
+        scaling["num_workers"] = fits
     return scaling
+
+
+def with_room_for_reads(nodes: list[dict]) -> list[dict]:
+    """The nodes, the one with the most CPUs short of one read task's: where reads still run
+    when the actors have taken all they can."""
+    if not nodes:
+        return nodes
+    largest = max(range(len(nodes)), key=lambda i: nodes[i].get("CPU", 0))
+    return [{**node, "CPU": node.get("CPU", 0) - READ_TASK_CPUS} if i == largest else node
+            for i, node in enumerate(nodes)]
+
+
+def _shown(resources: dict) -> str:
+    return ", ".join(f"{v:g} {k}" for k, v in resources.items())
 
 
 def _mapped(source, make_function, settings, ordered: bool, what: str):

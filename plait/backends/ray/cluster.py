@@ -176,6 +176,17 @@ def node_resources() -> list[dict[str, float]]:
     return [dict(node["Resources"]) for node in ray.nodes() if node.get("Alive")]
 
 
+def free_node_resources() -> list[dict[str, float]]:
+    """What each live node has free now (other jobs, deployments and placement groups hold the
+    rest). Read through Ray's developer API; where that moves, the totals."""
+    try:
+        from ray._private.state import available_resources_per_node
+
+        return [dict(free) for free in available_resources_per_node().values()]
+    except Exception:  # noqa: BLE001 (an API Ray may change)
+        return node_resources()
+
+
 def is_autoscaling() -> bool:
     """Whether an autoscaler may add nodes: Ray's autoscaler publishes the cluster's node types
     to the GCS (``ray up``, KubeRay). Read through Ray's private state API: when that moves,
