@@ -63,8 +63,9 @@ def plan_trials(config, nodes: list[dict[str, float]]) -> TrialPlan:
     return _one_process_plan(executor, nodes)
 
 
-FREE_WAIT_S = 15.0
-"""How long a search waits for resources that other work holds to come free before refusing."""
+FREE_WAIT_S, FREE_POLL_S = 15.0, 1.0
+"""How long a search waits for resources that other work holds to come free before refusing, and
+how often it looks."""
 
 
 def plan_trials_now(config, totals: Callable[[], list[dict]], free: Callable[[], list[dict]]) -> TrialPlan:
@@ -83,9 +84,10 @@ def plan_trials_now(config, totals: Callable[[], list[dict]], free: Callable[[],
         except ConfigError as error:
             if time.monotonic() > deadline:
                 held = {name: sum(n.get(name, 0) for n in nodes) - sum(n.get(name, 0) for n in now) for name in ("CPU", "GPU")}
-                raise ConfigError(f"{error} (other work on this Ray cluster holds {_shown(held)} of it now: "
-                                  "`ray status` shows what; wait for it to end, or size the search to what is free)") from None
-            time.sleep(1.0)
+                why = (f" (other work on this Ray cluster holds {_shown(held)} of it now: `ray status` shows what; "
+                       "wait for it to end, or size the search to what is free)")
+                raise ConfigError([problem + why for problem in error.problems]) from None
+            time.sleep(FREE_POLL_S)
 
 
 def _one_process_plan(executor, nodes: list[dict]) -> TrialPlan:

@@ -4,7 +4,7 @@ import pytest
 
 from plait.config import load_config
 from plait.errors import ConfigError
-from plait.search.plan import DATA_CPUS, plan_trials
+from plait.search.plan import DATA_CPUS, plan_trials, plan_trials_now
 
 LR = {"trainer.learning_rate": {"space": "uniform", "lower": 0.01, "upper": 0.1}}
 
@@ -50,3 +50,17 @@ def test_a_trial_no_node_can_hold_is_refused():
 def test_gpus_on_a_cluster_without_any_are_refused():
     with pytest.raises(ConfigError, match="gpu_resources_per_trial: got 1, but this Ray cluster has no GPU"):
         plan_trials(config(gpu_resources_per_trial=1), [{"CPU": 4}])
+
+
+def test_trials_are_sized_by_what_is_free_now_and_wait_for_other_work(monkeypatch):
+    import plait.search.plan as plan_module
+
+    monkeypatch.setattr(plan_module, "FREE_WAIT_S", 0.5)
+    monkeypatch.setattr(plan_module, "FREE_POLL_S", 0.01)
+    total = [{"CPU": 8}]
+    busy = config(cpu_resources_per_trial=2)
+    assert plan_trials_now(busy, lambda: total, lambda: [{"CPU": 4}]).max_concurrent == 2  # 4 CPUs held elsewhere
+    frees = iter([[{"CPU": 1}], [{"CPU": 1}], [{"CPU": 8}]])  # the other work ends while the search waits
+    assert plan_trials_now(busy, lambda: total, lambda: next(frees)).max_concurrent == 4
+    with pytest.raises(ConfigError, match=r"other work on this Ray cluster holds 7 CPU of it now: `ray status`"):
+        plan_trials_now(busy, lambda: total, lambda: [{"CPU": 1}])
