@@ -23,7 +23,7 @@ from plait.config import load_config, with_backend_type
 from plait.config.hyperopt import FifoScheduler
 from plait.errors import ConfigError, UsageError
 from plait.search import plan as trial_plan
-from plait.search import results, space, tune_parts
+from plait.search import results, seal, space, tune_parts
 from plait.search.trial import SearchSpec, run_trial
 from plait.run_directory import RunDirectory
 from plait.utils.folder import is_url
@@ -82,13 +82,14 @@ def search(source: dict, data: dict, *, seed: int = 42, output_directory: str = 
                           "credentials included, so a search on object storage takes them from the environment "
                           "(AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL); remove them here")
     data = {key: _absolute(value) for key, value in data.items()}
+    resumed = _resumed_directory(resume) if resume is not None else None
     from plait.backends.ray.cluster import connect, free_node_resources, node_resources
 
     started = connect()
     try:
         plan = trial_plan.plan_trials_now(config, node_resources, free_node_resources)
         log.info("Search plan: %s.", plan.describe())
-        run = _run_directory(source, data, seed, output_directory, experiment_name, resume)
+        run = resumed or _new_directory(source, data, seed, output_directory, experiment_name)
         log.info("Search directory: %s", run)
         _preprocess_once(config, data, seed)
         return _tune(config, source, data, seed, plan, run, resume is not None, tune_verbosity)
@@ -112,14 +113,18 @@ def _absolute_paths(source: dict) -> dict:
     return source
 
 
-def _run_directory(source: dict, data: dict, seed: int, output_directory: str, experiment_name: str,
-                   resume: str | None) -> RunDirectory:
+def _resumed_directory(resume: str) -> RunDirectory:
+    run = RunDirectory.existing(resume).resolved()
+    seal.check(run, resume)  # before Ray Tune unpickles anything of it
+    return run
+
+
+def _new_directory(source: dict, data: dict, seed: int, output_directory: str, experiment_name: str) -> RunDirectory:
     import yaml
 
-    if resume is not None:
-        return RunDirectory.existing(resume).resolved()
     run = RunDirectory.create(output_directory, experiment_name).resolved()  # trials run in folders of their own
     run.write_start(yaml.safe_dump(_without_secrets(source), sort_keys=False), data, seed, "hyperopt")
+    seal.start(run)
     return run
 
 
@@ -167,7 +172,10 @@ def _tune(config, source: dict, data: dict, seed: int, plan, run: RunDirectory, 
     try:
         with _tune_checkpoint_period():
             tuner = _tuner(trainable, config, domains, seed, plan, run, resuming, verbosity)
-            tuner.fit()
+            try:
+                tuner.fit()
+            finally:
+                seal.close(run)
         analysis = _analysis(run)
     finally:
         import ray
