@@ -8,11 +8,12 @@ import os
 import pytest
 
 from plait.backends.ray.cluster import Unschedulable, room_for
-from plait.backends.ray.train import _epochs_to_run, plan
+from plait.backends.ray.train import plan
 from plait.config.backend import DeepSpeedConfig, DistributedTrainerConfig
 from plait.config.trainer import TrainerConfig
 from plait.errors import BackendError, ConfigError
-from plait.training.strategies import check_strategy
+from plait.training.sizes import TrainingSizes
+from plait.training.strategies import StepPlan, check_strategy
 
 
 def test_a_cpu_cluster_gets_one_worker_that_leaves_a_cpu_for_reads():
@@ -43,8 +44,8 @@ def test_a_fraction_of_a_gpu_is_for_one_worker_only():
 def test_deepspeed_settings_are_refused_on_the_driver():
     both = DeepSpeedConfig(fp16={"enabled": True}, bf16={"enabled": True})
     with pytest.raises(ConfigError, match="fp16 and bf16 are both enabled"):
-        check_strategy(both, TrainerConfig())
-    check_strategy(DeepSpeedConfig(), TrainerConfig())  # the defaults pass
+        check_strategy(both, StepPlan(batch_size=4))
+    check_strategy(DeepSpeedConfig(), StepPlan(batch_size=4))  # the defaults pass
 
 
 @pytest.mark.parametrize(("trainer", "batches", "epochs"), [
@@ -53,7 +54,8 @@ def test_deepspeed_settings_are_refused_on_the_driver():
     ({"train_steps": 25, "gradient_accumulation_steps": 4}, 10, 9),  # 3 steps per epoch
 ])
 def test_epochs_the_loader_reads_ahead_for(trainer, batches, epochs):
-    assert _epochs_to_run(TrainerConfig(**trainer), batches) == epochs
+    sizes = TrainingSizes.of(TrainerConfig(batch_size=10, **trainer), training_rows=10 * batches)
+    assert sizes.epochs_to_run(workers=1) == epochs
 
 
 # ---- room on the cluster: a group Ray could never place is refused before Ray Train waits on it ----
