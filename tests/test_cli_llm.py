@@ -48,10 +48,25 @@ def without_tokenizer(folder):
     return folder
 
 
+def damaged_weights(folder):
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])  # a copy cut short
+    return folder
+
+
+def unknown_architecture(folder):
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "model_type": "llama9000"}))
+    return folder
+
+
 BAD_FOLDERS = {
     "no weights": (without_weights, "base_model: {folder} has no model.safetensors; it has no weights"),
     "no tokenizer": (without_tokenizer, "base_model: {folder} has no tokenizer (tokenizer.json, or the vocabulary "
                                         "files of one"),
+    "damaged weights": (damaged_weights, "base_model: {folder}/model.safetensors is damaged ("),
+    "unknown architecture": (unknown_architecture, "base_model: its config.json names model_type 'llama9000', which "
+                                                   "transformers"),
 }
 
 

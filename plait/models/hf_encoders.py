@@ -25,7 +25,7 @@ from torch import nn
 from plait.errors import BackendError, ModelError
 from plait.models.text_encoders import Reducer
 from plait.models.torchvision_encoders import import_torchvision
-from plait.utils.hf_models import MODEL_CONFIG, check_weights, model_folder
+from plait.utils.hf_models import MODEL_CONFIG, check_weights, model_folder, transformers_config
 from plait.utils.ragged import pad
 from plait.utils.tokens import ID_OFFSET
 
@@ -104,7 +104,7 @@ def build_hf_encoder(config, metadata: dict, load_pretrained: bool = True, name:
     if MODEL_CONFIG not in metadata:
         raise ModelError(f"input feature {name!r}: the {config.type} encoder's metadata has no model config; the text was "
                          f"preprocessed for another encoder. Preprocess it again (a new cache_dir, or skip_cache)")
-    hf_config = transformers.AutoConfig.for_model(**metadata[MODEL_CONFIG])
+    hf_config = transformers_config(transformers, metadata[MODEL_CONFIG], "encoder")
     model_class = _model_class(transformers, config, hf_config)
     if config.use_pretrained and load_pretrained:
         setting = f"input feature {name!r} encoder.pretrained_model_name_or_path"
@@ -128,7 +128,7 @@ EMBEDDING_BATCH_ROWS = 64
 
 def output_width(config, metadata: dict) -> int:
     """The width of the encoder's output (not a sequence), from its model config."""
-    hidden = import_transformers().AutoConfig.for_model(**metadata[MODEL_CONFIG]).hidden_size
+    hidden = transformers_config(import_transformers(), metadata[MODEL_CONFIG], "encoder").hidden_size
     return hidden * metadata["sequence_length"] if config.reduce_output == "concat" else hidden
 
 

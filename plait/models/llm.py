@@ -33,7 +33,7 @@ from plait.models.ecd import module_key
 from plait.models.hf_encoders import import_transformers
 from plait.models.sequence_heads import PAD, SequenceHead
 from plait.models.outputs import RowLosses
-from plait.utils.hf_models import MODEL_CONFIG, check_weights, model_folder
+from plait.utils.hf_models import MODEL_CONFIG, check_weights, model_folder, transformers_config
 
 ADAPTER_MERGED = "adapter_merged"
 """The metadata key saying the adapter was merged into the saved weights (a plain model)."""
@@ -202,14 +202,15 @@ def build_causal_lm(config, model_config: dict, load_pretrained: bool, adapter) 
                          f"and bitsandbytes, and plait does not quantize yet; remove quantization (LoRA alone "
                          f"works on CPU and GPU)")
     transformers = import_transformers()
-    hf_config = transformers.AutoConfig.for_model(**model_config)
+    config_of_model = transformers_config(transformers, model_config, "base_model")
     if load_pretrained:
         folder = model_folder(config.base_model, "base_model")
         check_weights(folder, "base_model")
-        model = transformers.AutoModelForCausalLM.from_pretrained(str(folder), config=hf_config, local_files_only=True,
-                                                                  use_safetensors=True, dtype=torch.float32)
+        model = transformers.AutoModelForCausalLM.from_pretrained(str(folder), config=config_of_model,
+                                                                  local_files_only=True, use_safetensors=True,
+                                                                  dtype=torch.float32)
     else:
-        model = transformers.AutoModelForCausalLM.from_config(hf_config, dtype=torch.float32)
+        model = transformers.AutoModelForCausalLM.from_config(config_of_model, dtype=torch.float32)
     return with_adapter(model, adapter) if adapter is not None else model
 
 

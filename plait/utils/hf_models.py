@@ -72,8 +72,11 @@ def _cached_snapshot(name: str, setting: str) -> Path:
 
 
 def check_weights(folder: Path, setting: str) -> None:
-    """The folder holds safetensors weights (plait loads no pickled .bin weights)."""
+    """The folder holds safetensors weights (plait loads no pickled .bin weights) whose headers
+    read: a damaged file is named here, not in a safetensors traceback."""
     if any((folder / name).is_file() for name in WEIGHT_FILES):
+        for file in sorted(folder.glob("*.safetensors")):
+            _check_safetensors(file, setting)
         return
     pickled = sorted(p.name for p in folder.glob("*.bin"))
     advice = (f"it has only pickled weights ({', '.join(pickled)}), which plait does not load (unpickling runs "
@@ -81,6 +84,33 @@ def check_weights(folder: Path, setting: str) -> None:
               "it has no weights: save the model there with save_pretrained(), or set use_pretrained: false to "
               "start from random weights")
     raise ModelError(f"{setting}: {folder} has no model.safetensors; {advice}")
+
+
+def _check_safetensors(file: Path, setting: str) -> None:
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(file), framework="numpy") as weights:
+            weights.keys()
+    except Exception as error:  # noqa: BLE001 (safetensors raises its own error type, or OSError)
+        reason = (str(error).splitlines() or [type(error).__name__])[0][:200]
+        raise ModelError(f"{setting}: {file} is damaged ({reason}); save the model there again with "
+                         "save_pretrained()") from None
+
+
+def transformers_config(transformers, model_config: dict, setting: str):
+    """The transformers config of a model's config.json; an architecture the installed
+    transformers does not know is one line saying so (transformers lists every type it knows)."""
+    try:
+        return transformers.AutoConfig.for_model(**model_config)
+    except (ValueError, KeyError, TypeError) as error:
+        kind = model_config.get("model_type")
+        if kind is None or f"{kind}" in str(error):
+            raise ModelError(f"{setting}: its config.json names model_type {kind!r}, which transformers "
+                             f"{transformers.__version__} does not know; use a model of an architecture it has "
+                             "(llama, mistral, qwen2, gpt2, bert, ...) or a transformers that knows it") from None
+        raise ModelError(f"{setting}: its config.json cannot be read by transformers: "
+                         f"{str(error).splitlines()[0][:200]}") from None
 
 
 def read_model_config(folder: Path, setting: str) -> dict:
