@@ -132,3 +132,37 @@ def test_an_experiment_on_ray_writes_its_run_directory_to_the_bucket(ray_cluster
         assert expected in files, sorted(files)
     assert any(f.startswith("ray/") for f in files), sorted(files)  # Ray Train's own storage
     assert b"worker rank 1 of 2 on node" in fs.cat(f"{run}/logs/rank-1.log")
+
+
+def test_a_bucket_that_does_not_exist_is_one_line(bucket_fs, tmp_path, cli_error):
+    _, credentials, _ = bucket_fs
+    line = cli_error("train", "--config", _config(tmp_path, credentials), "--dataset", _data(tmp_path),
+                     "--output-directory", "s3://no-such-bucket/runs")
+    assert line.startswith("plait: error: the bucket 'no-such-bucket' does not exist on the storage endpoint "
+                           f"{credentials['endpoint_url']}; create it")
+
+
+@pytest.mark.parametrize("setting", ["artifacts_credentials", "cache_credentials"])
+def test_credentials_the_storage_refuses_are_one_line_naming_the_setting_never_the_secret(
+        bucket_fs, tmp_path, cli_error, setting):
+    from moto.core import set_initial_no_auth_action_count
+
+    name, credentials, _ = bucket_fs
+    wrong = {**credentials, "key": "nobody", "secret": "not-the-secret-at-all"}
+    config = yaml.safe_load(open(_config(tmp_path, credentials)))
+    caching = setting == "cache_credentials"  # then the run directory is local, and only the cache is in the bucket
+    config["backend"].update({setting: wrong, "cache_dir": f"s3://{name}/cache", "artifacts_credentials": None}
+                             if caching else {setting: wrong})
+    path = tmp_path / "wrong.yaml"
+    path.write_text(yaml.safe_dump(config))
+    data, runs = _data(tmp_path), tmp_path / "runs" if caching else f"s3://{name}/runs"
+
+    @set_initial_no_auth_action_count(0)  # the server checks credentials while this runs
+    def train() -> str:
+        return cli_error("train", "--config", path, "--dataset", data, "--output-directory", runs)
+
+    line = train()
+    assert (f"cannot read the cache at 's3://{name}/cache': access denied (Forbidden). Check backend.cache_credentials"
+            in line) if caching else ("refused the credentials of backend.artifacts_credentials (InvalidAccessKeyId"
+                                      in line)
+    assert wrong["secret"] not in line and wrong["key"] not in line

@@ -98,16 +98,49 @@ def endpoint_errors(options: dict, setting: str):
         raise
     except Exception as exc:
         failure = unreachable_endpoint(exc)
-        if failure is None:
+        if failure is not None:
+            endpoint, reason = failure
+            raise CacheError(f"cannot connect to the storage endpoint {endpoint} (set by "
+                             f"{_endpoint_source(options, setting, endpoint)}): {reason}. Check that it is running "
+                             "and that the URL is right") from None
+        refusal = storage_refusal(exc)
+        if refusal is None:
             raise
-        endpoint, reason = failure
-        configured = (options.get("client_kwargs") or {}).get("endpoint_url")
-        source = (f"{setting}.endpoint_url" if configured and _origin(configured) == endpoint
-                  else "the default endpoint, or AWS_ENDPOINT_URL in the environment")
-        raise CacheError(
-            f"cannot connect to the storage endpoint {endpoint} (set by {source}): {reason}. "
-            f"Check that it is running and that the URL is right"
-        ) from None
+        code, bucket = refusal
+        endpoint = _origin((options.get("client_kwargs") or {}).get("endpoint_url") or "") or "the default endpoint"
+        if code == "NoSuchBucket":
+            raise CacheError(f"the bucket {bucket!r} does not exist on the storage endpoint {endpoint}; create it, or "
+                             "name one that exists in the URL") from None
+        credentials = setting if options.get("key") or options.get("secret") else (
+            "the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, or an AWS profile)")
+        raise CacheError(f"the storage endpoint {endpoint} refused the credentials of {credentials} ({code}"
+                         f"{f' for the bucket {bucket!r}' if bucket else ''}); check the key and the secret") from None
+
+
+def _endpoint_source(options: dict, setting: str, endpoint: str) -> str:
+    configured = (options.get("client_kwargs") or {}).get("endpoint_url")
+    if configured and _origin(configured) == endpoint:
+        return f"{setting}.endpoint_url"
+    return "the default endpoint, or AWS_ENDPOINT_URL in the environment"
+
+
+REFUSALS = frozenset({"NoSuchBucket", "InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "InvalidToken",
+                      "ExpiredToken", "AllAccessDisabled", "InvalidClientTokenId"})
+"""Object storage's answers that a user's settings, not plait, must fix."""
+
+
+def storage_refusal(exc: BaseException) -> tuple[str, str | None] | None:
+    """(the storage's error code, the bucket) where ``exc`` (or what caused it) is object storage
+    refusing the request for a reason in ``REFUSALS``; None otherwise. Its message is not used:
+    only the code and the bucket, never a credential."""
+    seen = 0
+    while exc is not None and seen < 8:
+        error = (getattr(exc, "response", None) or {}).get("Error") if isinstance(getattr(exc, "response", None), dict) else None
+        if error and error.get("Code") in REFUSALS:
+            return error["Code"], error.get("BucketName")
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return None
 
 
 def unreachable_endpoint(exc: BaseException) -> tuple[str, str] | None:
