@@ -8,15 +8,14 @@ plait does not resample (a resampled clip's features would quietly differ from a
 so a file at another rate is a DataError naming both rates. As for timeseries inputs, padded
 steps are stored as NaN, which the encoder reads as ``padding_value`` and masks out.
 
-A path is read as given: relative to the working directory (on a Ray cluster, each worker's:
-give absolute paths or URLs there), or an fsspec URL (s3://...). The cache key holds the paths,
-not the files: a file changed in place is not noticed until the cache is cleared.
+A path is read as every file-valued feature's is (``plait.features.files``): a relative one from
+the dataset's folder, locally and on Ray alike; an fsspec URL (s3://...) as given. The cache key
+holds the paths, not the files: a file changed in place is not noticed until the cache is cleared.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 
 import numpy as np
 import pyarrow as pa
@@ -24,7 +23,7 @@ import pyarrow.compute as pc
 
 from plait.errors import DataError
 from plait.features.audio_ops import Framing, UnreadableAudio, header, read_mono
-from plait.features.base import FeatureProcessor
+from plait.features.files import FileFeature
 from plait.features.text_ops import fixed_size_list, row_lists
 from plait.utils.ragged import pad
 
@@ -34,18 +33,16 @@ LUDWIG_RATE = 16_000
 """The sample rate Ludwig assumes when it has no file to read one from."""
 
 
-class AudioProcessor(FeatureProcessor):
+class AudioProcessor(FileFeature):
     type = "audio"
-    decodes_files = True
 
     def prepare(self, column: pa.Array) -> pa.Array:
-        if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
-            column = column.cast(pa.string())
-            return pc.if_else(pc.equal(pc.utf8_trim_whitespace(column), ""), pa.scalar(None, pa.string()), column)
-        if pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type):
-            return column.cast(pa.binary())
         if pa.types.is_null(column.type):
-            return column.cast(pa.string())
+            column = column.cast(pa.string())
+        if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+            return self.file_paths(column)
+        if pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type):
+            return self.file_contents(column)
         raise DataError(f"audio feature {self.name!r}: column {self.column!r} has type {column.type}; give the "
                         f"paths of WAV or FLAC files (strings), or the files' bytes (a binary column)")
 
@@ -131,11 +128,8 @@ class AudioProcessor(FeatureProcessor):
             raise self._unreadable(source, exc) from None
 
     def _unreadable(self, source: str | bytes, exc: UnreadableAudio) -> DataError:
-        where = ""
-        if isinstance(source, str) and "://" not in source and not os.path.isabs(source):
-            where = f" (a relative path is read from the working directory, {os.getcwd()})"
-        return DataError(f"audio feature {self.name!r}: cannot read {_described(source)}{where}: {exc}. Give WAV or "
-                         f"FLAC files, as paths or as the files' bytes")
+        return DataError(f"audio feature {self.name!r}: cannot read {_described(source)}: {exc}. Give WAV or FLAC "
+                         f"files, as paths or as the files' bytes")
 
 
 def _described(source: str | bytes) -> str:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from plait.errors import BackendError
+from plait.features.files import is_url
 
 PRE_EMPHASIS = 0.97
 """Ludwig's filter y[t] = x[t] - 0.97 x[t-1] before the Fourier transforms."""
@@ -36,8 +37,7 @@ def _soundfile():
 
 
 def _opened(source: str | bytes):
-    """A file object for a path (local, relative to the working directory, or an fsspec URL) or
-    for a file's bytes."""
+    """A file object for a path (local, or an fsspec URL) or for a file's bytes."""
     if isinstance(source, bytes):
         return io.BytesIO(source)
     import fsspec
@@ -54,7 +54,7 @@ def _readable(source: str | bytes):
     """What soundfile reads a file from: a local file's path, which libsndfile opens and reads in
     C (two to three times faster than through a Python file object, which it calls back for every
     block), else a file object (bytes, fsspec URLs)."""
-    if isinstance(source, bytes) or "://" in source or "::" in source:
+    if isinstance(source, bytes) or is_url(source):
         return _opened(source)
     path = os.path.expanduser(source)  # as fsspec reads ~
     try:

@@ -36,7 +36,8 @@ class FeatureProcessor(ABC):
     """Each row is a file to decode (images, audio): costly rows, worth many partitions."""
     data_directory: str | None = None
     """Where relative file paths in the data are read from: the dataset's folder, set by whoever
-    reads the dataset (None: the working directory)."""
+    reads the dataset (None: the working directory). File-valued features read it through
+    ``plait.features.files``, the one place the rule is written."""
 
     def __init__(self, config, is_output: bool = False):
         self.config = config

@@ -3,10 +3,10 @@ decoded with Pillow, converted to one number of channels, brought to one size, a
 fixed-size uint8 tensor (height x width x channels bytes) per row.
 
 The size and channels come from the config, or from the first ``infer_image_sample_size``
-training images in row order (so every partitioning finds the same ones). A relative path is read
-from the dataset's folder (for a DataFrame, from the working directory). An image output is a
-segmentation mask: each distinct pixel value of the training masks is a class, and a mask is
-stored as one class id per pixel.
+training images in row order (so every partitioning finds the same ones). A path is read as every
+file-valued feature's is (``plait.features.files``): a relative one from the dataset's folder. An
+image output is a segmentation mask: each distinct pixel value of the training masks is a class,
+and a mask is stored as one class id per pixel.
 
 The cache key holds the paths, not the files: a file changed in place is not noticed until the
 cache is cleared.
@@ -15,7 +15,6 @@ cache is cleared.
 from __future__ import annotations
 
 import logging
-import os
 from collections import Counter
 
 import numpy as np
@@ -24,66 +23,28 @@ import pyarrow.compute as pc
 
 from plait.errors import DataError
 from plait.features import image_ops as ops
-from plait.features.base import FeatureProcessor
+from plait.features.files import FileFeature
 from plait.features.image_decoding import RowUnreadable, decode_rows
 
 log = logging.getLogger("plait")
 
-EXAMPLES = 3
-"""How many unreadable files an error names."""
 
-
-class ImageProcessor(FeatureProcessor):
+class ImageProcessor(FileFeature):
     type = "image"
     reads_nested = True  # an array per row is one of the forms an image takes
     stats_read_row_numbers = True  # the inferred size comes from the first training images in row order
-    decodes_files = True
 
     def prepare(self, column: pa.Array) -> pa.Array:
         if pa.types.is_null(column.type):
             column = column.cast(pa.string())
         if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
-            return self._checked_paths(self._resolved(column.cast(pa.string())))
+            return self.file_paths(column)
         if pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type):
-            column = column.cast(pa.binary())
-            empty = pc.equal(pc.binary_length(column), 0)
-            return self._missing_files(column, empty.to_numpy(zero_copy_only=False), lambda i: "an empty file")
+            return self.file_contents(column)
         if pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
             return column
         raise DataError(f"image feature {self.name!r}: column {self.column!r} has type {column.type}; give the "
                         f"paths of image files (strings), the files' bytes (a binary column), or arrays")
-
-    def _resolved(self, paths: pa.Array) -> pa.Array:
-        """Paths with empty cells as nulls, and relative ones joined to the dataset's folder."""
-        paths = pc.utf8_trim_whitespace(paths)
-        paths = pc.if_else(pc.equal(paths, ""), pa.scalar(None, pa.string()), paths)
-        base = self.data_directory
-        if not base:
-            return paths
-        joined = [p if p is None or os.path.isabs(p) or ops.is_url(p) else _joined(base, p) for p in paths.to_pylist()]
-        return pa.array(joined, pa.string())
-
-    def _checked_paths(self, paths: pa.Array) -> pa.Array:
-        """Local files that are missing or empty are found here, before any decoding: dropped with
-        drop_row, an error otherwise. (A URL is read, and its errors found, when it is decoded.)"""
-        values = paths.to_pylist()
-        bad = np.array([p is not None and not ops.is_url(p) and not _nonempty_file(p) for p in values])
-        return self._missing_files(paths, bad, lambda i: repr(values[i]))
-
-    def _missing_files(self, column: pa.Array, bad: np.ndarray, describe) -> pa.Array:
-        if not bad.any():
-            return column
-        where = np.flatnonzero(bad)
-        examples = ", ".join(describe(i) for i in where[:EXAMPLES])
-        what = (f"image feature {self.name!r}: {len(where)} of {len(column)} rows of column {self.column!r} name an "
-                f"image file that is missing or empty ({examples})")
-        if not self.drops_missing_rows:
-            base = (f"; relative paths are read from {self.data_directory or os.getcwd()}"
-                    if pa.types.is_string(column.type) else "")
-            raise DataError(f"{what}{base}. Fix the paths or the files, or set preprocessing.missing_value_strategy: "
-                            f"drop_row to leave those rows out")
-        log.warning("%s; those rows are left out (missing_value_strategy: drop_row).", what)
-        return pc.if_else(pa.array(bad), pa.scalar(None, column.type), column)
 
     # Statistics: the first training images' sizes and channels; an output's mask values ----------
 
@@ -248,17 +209,6 @@ class ImageProcessor(FeatureProcessor):
     def _unreadable(self, source, exc: Exception | str) -> DataError:
         return DataError(f"image feature {self.name!r}: cannot read {_described(source)}: {exc}. Give PNG, JPEG or "
                          f"another format Pillow reads, as paths, the files' bytes or arrays; or leave the row out")
-
-
-def _joined(base: str, path: str) -> str:
-    return f"{base.rstrip('/')}/{path}" if ops.is_url(base) else os.path.join(base, path)
-
-
-def _nonempty_file(path: str) -> bool:
-    try:
-        return os.stat(os.path.expanduser(path)).st_size > 0
-    except OSError:
-        return False
 
 
 def _described(source) -> str:

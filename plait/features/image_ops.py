@@ -15,6 +15,8 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
+from plait.features.files import is_url
+
 MODE_OF_CHANNELS = {1: "L", 2: "LA", 3: "RGB", 4: "RGBA"}
 """Pillow's mode for each number of channels plait stores."""
 
@@ -33,10 +35,6 @@ def channels_of_mode(mode: str, has_transparency: bool = False) -> int:
     if mode in ("RGBA", "RGBa") or (mode == "P" and has_transparency):
         return 4
     return 3
-
-
-def is_url(path: str) -> bool:
-    return "://" in path or "::" in path
 
 
 def open_image(source: str | bytes):

@@ -178,10 +178,12 @@ def bad_dataset(tmp_path, drawn, write_config, make_config):
     return make
 
 
-def test_a_missing_file_is_named_with_how_many_are_missing(bad_dataset, cli_error):
+def test_a_missing_file_is_named_with_how_many_are_missing_and_where_paths_are_read(bad_dataset, cli_error, tmp_path):
     config, data = bad_dataset("images/nowhere.png")
     error = cli_error("preprocess", "--config", config, "--dataset", data)
-    assert "1 of 30 rows" in error and "nowhere.png" in error and "missing_value_strategy: drop_row" in error
+    assert f"1 of 30 rows of column 'image' name a file that is missing, empty or not a regular file " \
+           f"('{tmp_path / 'images' / 'nowhere.png'}'); relative paths are read from the dataset's folder, " \
+           f"{tmp_path}." in error and "missing_value_strategy: drop_row" in error
 
 
 def test_missing_files_are_left_out_with_drop_row(bad_dataset, tmp_path, caplog):
@@ -194,7 +196,7 @@ def test_missing_files_are_left_out_with_drop_row(bad_dataset, tmp_path, caplog)
 def test_a_zero_byte_file_is_refused(bad_dataset, tmp_path, cli_error):
     (tmp_path / "empty.png").write_bytes(b"")
     config, data = bad_dataset(str(tmp_path / "empty.png"))
-    assert "missing or empty" in cli_error("preprocess", "--config", config, "--dataset", data)
+    assert "missing, empty or not a regular file" in cli_error("preprocess", "--config", config, "--dataset", data)
 
 
 def test_an_undecodable_file_is_named(bad_dataset, tmp_path, cli_error):
