@@ -3,6 +3,7 @@ files, and squares with their masks (a tiny segmentation task)."""
 
 from __future__ import annotations
 
+import functools
 import io
 from pathlib import Path
 
@@ -65,3 +66,20 @@ def squares_and_masks(rows: int, size: int = 16, seed: int = 0) -> pd.DataFrame:
         images.append(png_bytes(pixels))
         masks.append(png_bytes(mask))
     return pd.DataFrame({"image": images, "mask": masks})
+
+
+@functools.lru_cache(maxsize=1)
+def bomb_png(side: int = 20_000) -> bytes:
+    """A decompression bomb: a black 1-bit PNG of side x side pixels (400 million by default,
+    over Pillow's limit of twice MAX_IMAGE_PIXELS) that compresses to about 50 KB."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    packer = zlib.compressobj(1)
+    row = bytes(1 + (side + 7) // 8)  # filter byte 0, then the row's bits
+    pixels = b"".join(packer.compress(row * 1000) for _ in range(side // 1000)) + packer.flush()
+    header = struct.pack(">IIBBBBB", side, side, 1, 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", pixels) + chunk(b"IEND", b"")

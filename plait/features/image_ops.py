@@ -28,7 +28,7 @@ class UnreadableImage(Exception):
 def channels_of_mode(mode: str, has_transparency: bool = False) -> int:
     """Channels an image of a Pillow mode has once converted to one plait stores: palettes and
     other colour modes are RGB (RGBA with transparency), 16- and 32-bit greys are grey."""
-    if mode in ("1", "L", "I", "I;16", "I;16B", "I;16L", "F"):
+    if mode in ("1", "L", "I", "I;16", "I;16B", "I;16L", "I;16N", "F"):
         return 1
     if mode in ("LA", "La"):
         return 2
@@ -38,7 +38,9 @@ def channels_of_mode(mode: str, has_transparency: bool = False) -> int:
 
 
 def open_image(source: str | bytes):
-    """A lazily decoded Pillow image of a path (local or fsspec URL) or of a file's bytes."""
+    """A lazily decoded Pillow image of a path (local or fsspec URL) or of a file's bytes. An
+    image of more pixels than Pillow decodes safely (its decompression-bomb limit, twice
+    ``PIL.Image.MAX_IMAGE_PIXELS``) is refused here, from its header, before any is decoded."""
     from PIL import Image, UnidentifiedImageError
 
     try:
@@ -53,8 +55,18 @@ def open_image(source: str | bytes):
         raise UnreadableImage("no such file") from None
     except UnidentifiedImageError:
         raise UnreadableImage("not an image Pillow can read (PNG, JPEG, BMP, GIF, TIFF, WebP, ...)") from None
+    except Image.DecompressionBombError as exc:
+        raise UnreadableImage(_bomb(exc)) from None
     except (OSError, ValueError) as exc:
         raise UnreadableImage(str(exc) or type(exc).__name__) from None
+
+
+def _bomb(exc: Exception) -> str:
+    """What to say of Pillow's DecompressionBombError ("Image size (N pixels) exceeds limit of M
+    pixels, could be decompression bomb DOS attack.")."""
+    detail = str(exc).split(", could be", 1)[0]
+    return (f"a possible decompression bomb ({detail[:1].lower()}{detail[1:]}); if it is a real image, shrink it "
+            f"first (such as: convert big.png -resize 4096x4096 smaller.png)")
 
 
 def _fetched(url: str) -> bytes:
@@ -140,6 +152,8 @@ class Target:
 
     def decode(self, source: Any) -> np.ndarray:
         """The stored pixels of a path, a file's bytes, or an array (nested lists)."""
+        from PIL import Image
+
         image = array_image(source) if isinstance(source, list) else open_image(source)
         try:
             return self.pixels(image)
@@ -147,20 +161,38 @@ class Target:
             raise
         except (OSError, ValueError, SyntaxError) as exc:  # Pillow's words for a truncated or corrupt file
             raise UnreadableImage(str(exc) or type(exc).__name__) from None
+        except Image.DecompressionBombError as exc:  # a frame larger than the header said (GIF, say)
+            raise UnreadableImage(_bomb(exc)) from None
         finally:
             image.close()
+
+
+SIXTEEN_BIT_GREYS = ("I;16", "I;16B", "I;16L", "I;16N", "I")
+"""Pillow's modes of a 16-bit grey image (a 16-bit PNG or TIFF opens as I;16, or as I in older
+Pillows)."""
 
 
 def converted(image, channels: int):
     """A Pillow image in the mode of ``channels`` channels."""
     mode = MODE_OF_CHANNELS[channels]
+    if image.mode in SIXTEEN_BIT_GREYS:
+        image = eight_bit_grey(image)
     if image.mode == mode:
         return image
     if image.mode == "P" and channels in (1, 3):  # a palette with transparency goes through RGBA
         image = image.convert("RGBA")
-    if image.mode in ("I", "I;16", "I;16B", "I;16L", "F") and channels != 1:
+    if image.mode == "F" and channels != 1:
         image = image.convert("L")
     return image.convert(mode)
+
+
+def eight_bit_grey(image):
+    """A 16-bit grey image as 8 bits, each value's top byte (65535 -> 255, 32768 -> 128). Pillow's
+    own conversion to L clips every value above 255 instead, which turns most 16-bit images white."""
+    from PIL import Image
+
+    values = np.asarray(image)
+    return Image.fromarray((np.clip(values, 0, 65535).astype(np.uint32) >> 8).astype(np.uint8))
 
 
 def crop_or_pad(array: np.ndarray, height: int, width: int) -> np.ndarray:

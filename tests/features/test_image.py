@@ -18,7 +18,7 @@ from plait.api import Model
 from plait.config import load_config
 from plait.data.engines.local import LocalEngine
 from plait.data.preprocess import preprocess
-from image_data import png_bytes, shapes
+from image_data import bomb_png, png_bytes, shapes
 
 TARGET = {"name": "shape", "type": "category"}
 
@@ -146,21 +146,59 @@ def test_a_model_tells_drawn_shapes_apart_with_the_default_encoder(tmp_path, mak
     assert model.evaluate(str(tmp_path / "shapes.csv"), split="test")["shape"]["accuracy"] >= 0.9
 
 
-def test_predict_on_a_folder_of_images_gives_predictions_keyed_by_path(tmp_path, make_config, drawn, cli, write_config):
-    drawn.to_csv(tmp_path / "data.csv", index=False)
-    config = config_with(make_config)
-    config["trainer"] = {"epochs": 1}
-    code, _, err = cli("train", "--config", write_config(config), "--dataset", tmp_path / "data.csv",
-                       "--output-directory", tmp_path / "results")
-    assert code == 0, err
-    model = next((tmp_path / "results").glob("*/model"))
+@pytest.fixture(scope="module")
+def shapes_model(tmp_path_factory) -> str:
+    """The folder of a model of 20 x 20 drawn shapes, trained for one epoch, once."""
+    root = tmp_path_factory.mktemp("shapes_model")
+    shapes(root / "images", rows=30, size=20).to_csv(root / "data.csv", index=False)
+    model = Model({"input_features": [{"name": "image", "type": "image"}], "output_features": [TARGET],
+                   "trainer": {"epochs": 1}, "backend": {"type": "local", "cache_dir": str(root / "cache")}})
+    model.train(dataset=str(root / "data.csv"), progress_bar=False)
+    return str(model.save(root / "model"))
+
+
+def test_predict_on_a_folder_of_images_gives_predictions_keyed_by_path(tmp_path, shapes_model, cli):
     new = tmp_path / "new"
     shapes(new, rows=4, size=20, seed=9)
-    code, _, err = cli("predict", "--model-path", model, "--dataset", new, "--output-directory", tmp_path / "out")
+    code, _, err = cli("predict", "--model-path", shapes_model, "--dataset", new, "--output-directory", tmp_path / "out")
     assert code == 0, err
     predictions = pd.read_parquet(next((tmp_path / "out").rglob("predictions.parquet")))
     assert predictions["image"].tolist() == sorted(str(p) for p in new.iterdir())
     assert set(predictions["shape_predictions"]) <= {"circle", "square", "triangle"}
+
+
+def test_a_decompression_bomb_at_predict_is_one_clean_error(tmp_path, shapes_model, cli_error):
+    new = tmp_path / "new"
+    shapes(new, rows=3, size=20, seed=9)
+    (new / "bomb.png").write_bytes(bomb_png())
+    error = cli_error("predict", "--model-path", shapes_model, "--dataset", new, "--output-directory", tmp_path / "out")
+    assert error == (f"plait: error: image feature 'image': cannot read '{new / 'bomb.png'}': a possible decompression "
+                     f"bomb (image size (400000000 pixels) exceeds limit of 178956970 pixels); if it is a real image, "
+                     f"shrink it first (such as: convert big.png -resize 4096x4096 smaller.png). Give PNG, JPEG or "
+                     f"another format Pillow reads, as paths, the files' bytes or arrays; or leave the row out")
+
+
+def test_16_bit_greys_are_stored_as_their_top_bytes_beside_other_modes(tmp_path, make_config):
+    """Pillow's own I;16 -> L conversion clips at 255, which would make the 16-bit image white."""
+    grey = np.random.default_rng(2).integers(0, 256, (10, 10), dtype=np.uint8)
+    (tmp_path / "img").mkdir()
+    Image.fromarray(grey.astype(np.uint16) * 256 + 200).save(tmp_path / "img" / "deep.png")
+    Image.fromarray(grey).save(tmp_path / "img" / "grey.png")
+    Image.fromarray(np.stack([grey] * 3, axis=2)).save(tmp_path / "img" / "rgb.png")
+    Image.fromarray(np.stack([grey] * 3 + [np.full_like(grey, 255)], axis=2)).save(tmp_path / "img" / "rgba.png")
+    Image.fromarray(np.stack([grey] * 3, axis=2)).save(tmp_path / "img" / "misnamed.png", format="JPEG", quality=100)
+    assert Image.open(tmp_path / "img" / "deep.png").mode == "I;16"
+    names = ["deep", "grey", "rgb", "rgba"]
+    pd.DataFrame({"image": [f"img/{n}.png" for n in names + ["misnamed"]], "shape": ["a", "b", "a", "b", "a"],
+                  "split": 0}).to_csv(tmp_path / "d.csv", index=False)
+    config = config_with(make_config, num_channels=1)
+    config["preprocessing"] = {"split": {"type": "fixed", "column": "split"}}
+    pixels, meta = stored(preprocess(load_config(config), str(tmp_path / "d.csv"), use_cache=False))
+    assert (meta["height"], meta["width"], meta["num_channels"]) == (10, 10, 1)
+    for row, name in enumerate(names):
+        assert np.array_equal(pixels[row, :, :, 0], grey), name
+    # A JPEG named .png is read as the JPEG it is (lossy: near the grey, not equal to it).
+    assert np.abs(pixels[4, :, :, 0].astype(int) - grey).max() <= 8
 
 
 # ---- bad input, through the CLI ----------------------------------------------------------------------
@@ -225,6 +263,20 @@ def test_images_of_another_size_than_the_first_without_resizing(tmp_path, bad_da
     config, data = bad_dataset(str(tmp_path / "odd.png"), infer_image_dimensions=False)
     error = cli_error("preprocess", "--config", config, "--dataset", data)
     assert "odd.png" in error and "21x33" in error and "20x20" in error
+
+
+def test_a_decompression_bomb_at_preprocessing_is_named_with_what_to_do(bad_dataset, tmp_path, cli_error):
+    (tmp_path / "bomb.png").write_bytes(bomb_png())
+    config, data = bad_dataset(str(tmp_path / "bomb.png"))
+    error = cli_error("preprocess", "--config", config, "--dataset", data)
+    assert f"cannot read '{tmp_path / 'bomb.png'}': a possible decompression bomb" in error and "shrink it first" in error
+
+
+def test_an_all_empty_image_column_asks_for_the_size(tmp_path, make_config, write_config, cli_error):
+    pd.DataFrame({"image": [None] * 4, "shape": ["a", "b"] * 2}).to_csv(tmp_path / "e.csv", index=False)
+    error = cli_error("preprocess", "--config", write_config(config_with(make_config)), "--dataset", tmp_path / "e.csv")
+    assert error == ("plait: error: image feature 'image': no training image to take the size from; set "
+                     "preprocessing.height, width and num_channels")
 
 
 def test_a_column_of_numbers_is_refused(tmp_path, make_config, write_config, cli_error):
