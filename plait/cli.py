@@ -233,6 +233,12 @@ def _add_serve(sub) -> None:
                         "running Ray cluster when one is found)")
     p.add_argument("--allowed-origins", "--allowed_origins", "-ao", nargs="*",
                    help="origins a browser may call the server from (CORS), e.g. https://app.example.com or *")
+    p.add_argument("--allowed-file-root", "--allowed_file_root", metavar="FOLDER",
+                   help="a folder whose files requests may name by path instead of sending them (image and audio "
+                        "values; serve.allowed_file_root). Default: files are sent as bytes, and paths are refused")
+    p.add_argument("--allowed-url-hosts", "--allowed_url_hosts", nargs="*", metavar="HOST",
+                   help="hosts (or buckets) whose http, https, s3 and gs URLs requests may name instead of sending a "
+                        "file (serve.allowed_url_hosts). Default: no URL is fetched for a client")
     g = p.add_argument_group("Ray Serve replicas (override the model's serve section)")
     g.add_argument("--num-replicas", type=int, help="replicas holding the model (serve.num_replicas)")
     g.add_argument("--min-replicas", type=int, help="autoscale between --min-replicas and --max-replicas")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import posixpath
 import sys
 
@@ -412,7 +413,10 @@ def serve(args) -> int:
     settings = {key: value for key, value in (("num_replicas", args.num_replicas),
                                               ("cpus_per_replica", args.cpus_per_replica),
                                               ("gpus_per_replica", args.gpus_per_replica),
-                                              ("allowed_origins", args.allowed_origins)) if value is not None}
+                                              ("allowed_origins", args.allowed_origins),
+                                              ("allowed_url_hosts", args.allowed_url_hosts)) if value is not None}
+    if args.allowed_file_root is not None:  # a relative folder is the working directory's (replicas run elsewhere)
+        settings["allowed_file_root"] = os.path.abspath(os.path.expanduser(args.allowed_file_root))
     scaling = {key: value for key, value in (("min_replicas", args.min_replicas), ("max_replicas", args.max_replicas))
                if value is not None}
     if scaling:

@@ -7,9 +7,11 @@ Plain data: the server itself is ``plait.serving``.
 
 from __future__ import annotations
 
+import ipaddress
+import os
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from plait.config.base import StrictModel
 
@@ -71,9 +73,41 @@ class ServeConfig(StrictModel):
     ``["*"]`` for any. Empty: no CORS headers."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """Where the local server predicts: ``auto`` uses a GPU when one is visible."""
+    allowed_file_root: str | None = None
+    """An absolute folder of the server whose files requests may name by path instead of sending
+    them (image and audio values): a relative path is read from it, an absolute one must lie in
+    it. Paths that lead out of it (``..``, symlinks) or name no regular file are refused alike.
+    Unset: requests send files' bytes (a file part, or a ``data:...;base64,...`` URL in JSON), and
+    every path is refused with the same answer, whatever it names. On Ray Serve every replica's
+    node must have the folder."""
+    allowed_url_hosts: list[str] = Field(default_factory=list)
+    """Hosts (or buckets) whose http, https, s3 and gs URLs requests may name instead of sending a
+    file: the server fetches them (redirects not followed). Empty: the server fetches no URL for a
+    client."""
 
     @model_validator(mode="after")
     def _prefix(self):
         if not self.route_prefix.startswith("/"):
             raise ValueError(f"route_prefix must start with '/', got {self.route_prefix!r}")
         return self
+
+    @field_validator("allowed_file_root")
+    @classmethod
+    def _absolute_root(cls, root: str | None) -> str | None:
+        if root is not None and ("://" in root or not os.path.isabs(root)):
+            raise ValueError(f"give a folder of the server as an absolute path, such as /srv/images; got {root!r}")
+        return root
+
+    @field_validator("allowed_url_hosts")
+    @classmethod
+    def _hosts(cls, hosts: list[str]) -> list[str]:
+        for host in hosts:
+            try:
+                ipaddress.ip_address(host)
+                continue
+            except ValueError:
+                pass
+            if not host or any(c in host for c in "/:?#@[] \t") or host != host.strip("."):
+                raise ValueError(f"{host!r} is not a host name; give each host alone, such as images.example.com "
+                                 f"(no scheme, port or path)")
+        return hosts

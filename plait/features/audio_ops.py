@@ -66,11 +66,6 @@ def _readable(source: str | bytes):
     return contextlib.nullcontext(path)
 
 
-def read_file(path: str) -> bytes:
-    """A file's bytes (a local path or an fsspec URL)."""
-    with _opened(path) as handle:
-        return handle.read()
-
 def header(source: str | bytes) -> tuple[int, int]:
     """(sample rate, samples per channel) of a file, from its header alone."""
     sf = _soundfile()

@@ -84,7 +84,10 @@ def build_app(model: ServedModel, runner: Runner, metrics: ServerMetrics | None 
         return response
 
     async def one_row(request: Request, body: bytes) -> dict:
-        row = model.check_row(await parse_row(request.headers.get("content-type"), request.headers, body))
+        row = await parse_row(request.headers.get("content-type"), request.headers, body)
+        # Files (base64 to decode, a path or URL to read where allowed) are checked off the loop:
+        # one request may only ever slow itself.
+        row = await asyncio.to_thread(model.check_row, row) if model.reads_files else model.check_row(row)
         predicted = await runner.predict_row(row)
         metrics.rows.labels("predict").inc()
         return predicted
@@ -92,7 +95,10 @@ def build_app(model: ServedModel, runner: Runner, metrics: ServerMetrics | None 
     async def many_rows(request: Request, body: bytes) -> Any:
         batch = await parse_batch(request.headers.get("content-type"), request.headers, body, settings.max_batch_rows)
         model.check_names(list(batch.columns), "the batch")
-        columns = await runner.predict_batch(batch.columns, batch.rows)
+        columns = batch.columns
+        if model.reads_files:
+            columns = await asyncio.to_thread(model.with_files, columns, batch.files)
+        columns = await runner.predict_batch(columns, batch.rows)
         metrics.rows.labels("batch_predict").inc(batch.rows)
         names, rows = list(columns), zip(*columns.values())
         if batch.records:

@@ -9,6 +9,7 @@ go through the same :class:`~plait.inference.Predictor` as ``plait predict``.
 from __future__ import annotations
 
 import difflib
+import functools
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -17,8 +18,9 @@ import pyarrow as pa
 
 from plait.config.serve import ServeConfig
 from plait.errors import DataError
+from plait.serving.files import FileAccess
 from plait.serving.payloads import ClientError
-from plait.serving.values import ARROW_TYPES, COERCERS, BadValue, label
+from plait.serving.values import ARROW_TYPES, COERCERS, FILE_COERCERS, BadValue, label
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,13 @@ class ServedInput:
     type: str
     check: Callable[[Any, dict], Any]
     metadata: dict
+    reads_files: bool = False
+    """Its values are files (an image, audio): a request's string may make the server read one."""
+
+    def refusal(self, exc: BadValue, row: int | None = None) -> ClientError:
+        column = f", column {self.column!r}" if self.name != self.column else ""
+        where = f", row {row} of the batch" if row is not None else ""
+        return ClientError(400, f"input feature {self.name!r} ({self.type}{column}{where}) expects {exc}")
 
 
 class ServedModel:
@@ -44,12 +53,14 @@ class ServedModel:
         config_dict, metadata, weights = saved if saved is not None else read_model(model_dir)
         self.model_dir = model_dir
         self.settings = serve_settings(config_dict, settings)
+        self.files = FileAccess.of(self.settings)
         self.predictor = PredictorSpec(config_dict, metadata, weights=weights).build(device=device or _device(self.settings))
         features = metadata["features"]
-        refused = sorted({p.type for p in self.predictor.inputs if p.type not in COERCERS})
+        refused = sorted({p.type for p in self.predictor.inputs if p.type not in COERCERS | FILE_COERCERS})
         if refused:
             raise DataError(f"the server cannot read requests for feature type(s) {', '.join(refused)} yet")
-        self.inputs = [ServedInput(p.column, p.name, p.type, COERCERS[p.type], features[p.name])
+        self.inputs = [ServedInput(p.column, p.name, p.type, self._check(p.type), features[p.name],
+                                   reads_files=p.type in FILE_COERCERS)
                        for p in self.predictor.inputs]
         # Several features may read one column (a number twice, normalized two ways): a request
         # holds it once, and the micro-batch column takes the value as the first of them reads it.
@@ -58,6 +69,14 @@ class ServedModel:
             self.columns.setdefault(i.column, i)
         self.output_columns = {p.column for p in self.predictor.outputs}
         self._known = {i.column for i in self.inputs} | self.output_columns
+        self.reads_files = any(i.reads_files for i in self.columns.values())
+        """Checking a request may read files (decode base64, read a path or fetch a URL the
+        operator allows): the app does it off the event loop."""
+
+    def _check(self, kind: str) -> Callable[[Any, dict], Any]:
+        if kind in FILE_COERCERS:
+            return functools.partial(FILE_COERCERS[kind], files=self.files)
+        return COERCERS[kind]
 
     # ---- what the model takes and gives -------------------------------------------------------------
 
@@ -103,8 +122,7 @@ class ServedModel:
             try:
                 value = i.check(row[i.column], i.metadata)
             except BadValue as exc:
-                column = f", column {i.column!r}" if i.name != i.column else ""
-                raise ClientError(400, f"input feature {i.name!r} ({i.type}{column}) expects {exc}") from None
+                raise i.refusal(exc) from None
             checked.setdefault(i.column, value)
         return tuple(checked[column] for column in self.columns)
 
@@ -129,6 +147,26 @@ class ServedModel:
         return [dict(zip(names, row)) for row in zip(*values)]
 
     # ---- batches ----------------------------------------------------------------------------------------
+
+    def with_files(self, columns: dict[str, list], sent: dict[str, bytes]) -> dict[str, list]:
+        """A batch's columns with each file-valued cell as the file's bytes: a file part of the
+        form whose file name the cell holds (Ludwig's batch form), else what the cell's string
+        stands for (a data URL, or a path or URL the server allows). The processors never see a
+        path from a client."""
+        columns = dict(columns)
+        for column, first in self.columns.items():
+            if not first.reads_files:
+                continue
+            values = []
+            for row, value in enumerate(columns[column]):
+                if isinstance(value, str) and value in sent:
+                    value = sent[value]
+                try:
+                    values.append(first.check(value, first.metadata))
+                except BadValue as exc:
+                    raise first.refusal(exc, row) from None
+            columns[column] = values
+        return columns
 
     def predict_batch(self, columns: dict[str, list]) -> dict[str, Any]:
         """Predictions for a batch's columns (a whole request, or a piece of one), by column. The

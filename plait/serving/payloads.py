@@ -8,7 +8,7 @@ Which features a row must have is the model's business (``plait.serving.model``)
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
 import orjson
@@ -55,9 +55,10 @@ def parse_json(body: bytes) -> Any:
         raise ClientError(400, f"the body is not valid JSON: {exc}") from None
 
 
-async def parse_form(content_type: str, headers, body: bytes) -> dict[str, Any]:
+async def parse_form(content_type: str, headers, body: bytes) -> tuple[dict[str, Any], dict[str, bytes]]:
     """A form's fields: text as ``str`` (an empty field is a missing value, as an empty CSV cell
-    is), file parts as their ``bytes``."""
+    is), file parts as their ``bytes``; and the file parts by their file name (a batch's cells
+    name them, as in Ludwig's batch form)."""
     from starlette.datastructures import UploadFile
     from starlette.formparsers import FormParser, MultiPartException, MultiPartParser
 
@@ -71,10 +72,13 @@ async def parse_form(content_type: str, headers, body: bytes) -> dict[str, Any]:
     except MultiPartException as exc:
         raise ClientError(400, f"the form does not parse: {exc.message}") from None
     fields: dict[str, Any] = {}
+    files: dict[str, bytes] = {}
     for name, value in form.multi_items():
         fields[name] = await value.read() if isinstance(value, UploadFile) else (value or None)
+        if isinstance(value, UploadFile) and value.filename:
+            files[value.filename] = fields[name]
     await form.close()
-    return fields
+    return fields, files
 
 
 def media_type(content_type: str | None) -> str:
@@ -87,7 +91,7 @@ FORM_TYPES = ("multipart/form-data", "application/x-www-form-urlencoded")
 async def parse_row(content_type: str | None, headers, body: bytes) -> dict[str, Any]:
     """``/predict``'s row: a JSON object, or form fields (Ludwig's clients send a form)."""
     kind = media_type(content_type)
-    row = await parse_form(kind, headers, body) if kind in FORM_TYPES else parse_json(body)
+    row = (await parse_form(kind, headers, body))[0] if kind in FORM_TYPES else parse_json(body)
     if not isinstance(row, dict):
         raise ClientError(400, f"/predict takes one row: a JSON object of feature values (or form fields), not a JSON "
                                f"{type(row).__name__}; send several rows to /batch_predict")
@@ -103,14 +107,17 @@ class Batch:
     index: list | None
     records: bool
     """The request was a list of records, so the answer is one too (else pandas "split" JSON)."""
+    files: dict[str, bytes] = field(default_factory=dict)
+    """A form's file parts by file name: a file-valued cell holding one of the names gets its bytes."""
 
 
 async def parse_batch(content_type: str | None, headers, body: bytes, max_rows: int) -> Batch:
     """``/batch_predict``'s rows: a form field ``dataset`` holding pandas "split" JSON (Ludwig's
     shape), or a JSON body that is such an object or a list of records."""
     kind = media_type(content_type)
+    files: dict[str, bytes] = {}
     if kind in FORM_TYPES:
-        form = await parse_form(kind, headers, body)
+        form, files = await parse_form(kind, headers, body)
         if "dataset" not in form:
             raise ClientError(400, "the form has no 'dataset' field: put the rows there as pandas \"split\" JSON "
                                    "(DataFrame.to_json(orient='split'))")
@@ -118,6 +125,7 @@ async def parse_batch(content_type: str | None, headers, body: bytes, max_rows: 
     else:
         payload = parse_json(body)
     batch = _records(payload) if isinstance(payload, list) else _split(payload)
+    batch.files = files
     if batch.rows == 0:
         raise ClientError(400, "the batch has no rows")
     if batch.rows > max_rows:

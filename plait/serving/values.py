@@ -17,13 +17,14 @@ from typing import Any, Callable
 
 import pyarrow as pa
 
-from plait.features.audio_ops import UnreadableAudio, header, read_file
+from plait.features.audio_ops import UnreadableAudio, header
 from plait.features.image_ops import UnreadableImage
 from plait.features.image_ops import header as image_header
 from plait.features.binary import FALSE_WORDS, TRUE_WORDS
 from plait.features.date import read_dates
 from plait.features.h3 import index_problem, read_indexes
 from plait.features.number import MISSING_WORDS
+from plait.serving.files import SENT_FILE, FileAccess, FileRefused
 
 
 class BadValue(ValueError):
@@ -137,29 +138,34 @@ def timeseries(value: Any, _meta: dict) -> list[float] | None:
         raise BadValue(f"numbers split by spaces or commas, got {_short(text)}") from None
 
 
-def audio(value: Any, _meta: dict) -> bytes | None:
-    """A WAV or FLAC file: a file part's bytes, or the path of a file the server can read."""
-    return _file(value, "a WAV or FLAC file", header, (UnreadableAudio,))
+def audio(value: Any, _meta: dict, files: FileAccess) -> bytes | None:
+    """A WAV or FLAC file's bytes (see :func:`file_bytes`)."""
+    return file_bytes(value, "a WAV or FLAC file", header, UnreadableAudio, files)
 
 
-def image(value: Any, _meta: dict) -> bytes | None:
-    """An image file: a file part's bytes, or the path of a file the server can read."""
-    return _file(value, "an image file", image_header, (UnreadableImage, UnreadableAudio))
+def image(value: Any, _meta: dict, files: FileAccess) -> bytes | None:
+    """An image file's bytes (see :func:`file_bytes`)."""
+    return file_bytes(value, "an image file", image_header, UnreadableImage, files)
 
 
-def _file(value: Any, expected: str, read_header: Callable[[bytes], Any], unreadable: tuple) -> bytes | None:
-    """A file's bytes (sent as a file part, or read from a path as a dataset's path column is
-    read), checked by reading its header; ``unreadable``: what the reading raises."""
-    if value is None:
+def file_bytes(value: Any, expected: str, read_header: Callable[[bytes], Any], unreadable: type[Exception],
+               files: FileAccess) -> bytes | None:
+    """A file's bytes: sent as a file part, or as a string that ``files`` reads (a data URL, or a
+    path or URL where the server allows them); checked by reading its header (a decompression
+    bomb is refused there). A blank string is a missing value, as an empty CSV cell is."""
+    if value is None or (isinstance(value, str) and not value.strip()):
         return None
     if not isinstance(value, (str, bytes)):
-        raise BadValue(f"{expected} (a file part, or a path), got a JSON {_json_kind(value)}")
+        raise BadValue(f"{expected}: {SENT_FILE}; got a JSON {_json_kind(value)}")
     try:
-        content = value if isinstance(value, bytes) else read_file(value)
+        content = value if isinstance(value, bytes) else files.content(value)
+    except FileRefused as exc:
+        raise BadValue(f"{expected}: {exc}") from None
+    try:
         read_header(content)
     except unreadable as exc:
-        where = "the file sent" if isinstance(value, bytes) else _short(value)
-        raise BadValue(f"{expected} (a file part, or a path); {where} cannot be read: {exc}") from None
+        sent = isinstance(value, bytes) or value[:5].lower() == "data:"
+        raise BadValue(f"{expected}; the file {'sent' if sent else 'it names'} cannot be read: {exc}") from None
     return content
 
 
@@ -186,10 +192,13 @@ def _short(value: Any) -> str:
 
 COERCERS: dict[str, Callable[[Any, dict], Any]] = {
     "number": number, "binary": binary, "category": label, "text": label, "set": label, "vector": vector,
-    "date": date, "h3": h3, "bag": label, "timeseries": timeseries, "audio": audio, "sequence": label,
-    "image": image,
+    "date": date, "h3": h3, "bag": label, "timeseries": timeseries, "sequence": label,
 }
 """The check of one value, by feature type. A feature type the server is to take adds its own."""
+
+FILE_COERCERS: dict[str, Callable[[Any, dict, FileAccess], bytes | None]] = {"audio": audio, "image": image}
+"""The check of one value of a file-valued type, which also takes what the server may read for a
+client (``plait.serving.files``)."""
 
 ARROW_TYPES: dict[str, pa.DataType] = {"number": pa.float64(), "h3": pa.int64(),
                                       "timeseries": pa.list_(pa.float64()), "audio": pa.binary(), "image": pa.binary()}

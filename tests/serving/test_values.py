@@ -48,19 +48,6 @@ def test_a_series_as_a_list_or_text_of_numbers():
         timeseries("1 x", {})
 
 
-def test_audio_as_a_file_part_or_a_path_the_server_reads(tmp_path):
-    sf = pytest.importorskip("soundfile")
-    from plait.serving.values import audio
-
-    path = tmp_path / "a.wav"
-    sf.write(str(path), [0.0, 0.5, -0.5] * 100, 8000)
-    assert audio(str(path), {}) == path.read_bytes() == audio(path.read_bytes(), {})
-    with pytest.raises(BadValue, match="the file sent cannot be read: Format not recognised"):
-        audio(b"not audio", {})
-    with pytest.raises(BadValue, match="cannot be read: no such file"):
-        audio(str(tmp_path / "missing.wav"), {})
-
-
 def test_dates_are_checked_as_the_column_reads_them():
     from plait.serving.values import date
 
