@@ -43,6 +43,35 @@ def resolved(path: str, directory: str | None) -> str:
     return f"{directory.rstrip('/')}/{path}" if is_url(directory) else os.path.join(directory, path)
 
 
+class UnfetchedFile(Exception):
+    """A URL whose file could not be fetched; the message says why, in one line."""
+
+
+def fetched(url: str, max_bytes: int | None = None, follow_redirects: bool = True) -> bytes:
+    """A file's bytes from an fsspec URL (at most ``max_bytes``: more is an UnfetchedFile); any
+    failure to fetch it (no such file, an endpoint that does not answer, refused credentials) is
+    an UnfetchedFile saying it in one line."""
+    import fsspec
+
+    from plait.utils.fs import unreachable_endpoint
+
+    options = {} if follow_redirects or not url.lower().startswith(("http://", "https://")) else {"allow_redirects": False}
+    try:
+        with fsspec.open(url, "rb", **options) as remote:
+            content = remote.read() if max_bytes is None else remote.read(max_bytes + 1)
+    except Exception as exc:  # each filesystem and client library raises its own kinds
+        unreachable = unreachable_endpoint(exc)
+        if unreachable is not None:  # fsspec's http says "not found" for a refused connection
+            raise UnfetchedFile(f"cannot connect to {unreachable[0]} ({unreachable[1]})") from None
+        if isinstance(exc, FileNotFoundError):
+            raise UnfetchedFile("no such file") from None
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UnfetchedFile(f"cannot fetch it ({type(exc).__name__}: {reason})") from None
+    if max_bytes is not None and len(content) > max_bytes:
+        raise UnfetchedFile(f"the file has more than {max_bytes} bytes")
+    return content
+
+
 def is_file_with_content(path: str) -> bool:
     """A regular file of at least one byte (a folder, a FIFO or a device is none: opening a FIFO
     would wait for a writer forever)."""

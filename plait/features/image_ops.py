@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from plait.features.files import is_url
+from plait.features.files import UnfetchedFile, fetched, is_url
 
 MODE_OF_CHANNELS = {1: "L", 2: "LA", 3: "RGB", 4: "RGBA"}
 """Pillow's mode for each number of channels plait stores."""
@@ -70,23 +70,10 @@ def _bomb(exc: Exception) -> str:
 
 
 def _fetched(url: str) -> bytes:
-    """A file's bytes from an fsspec URL; any failure to fetch it (no such file, an endpoint that
-    does not answer, refused credentials) is said in one line."""
-    import fsspec
-
-    from plait.utils.fs import unreachable_endpoint
-
     try:
-        with fsspec.open(url, "rb") as remote:
-            return remote.read()
-    except Exception as exc:  # each filesystem and client library raises its own kinds
-        unreachable = unreachable_endpoint(exc)
-        if unreachable is not None:  # fsspec's http says "not found" for a refused connection
-            raise UnreadableImage(f"cannot connect to {unreachable[0]} ({unreachable[1]})") from None
-        if isinstance(exc, FileNotFoundError):
-            raise UnreadableImage("no such file") from None
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UnreadableImage(f"cannot fetch it ({type(exc).__name__}: {reason})") from None
+        return fetched(url)
+    except UnfetchedFile as exc:
+        raise UnreadableImage(str(exc)) from None
 
 
 def header(source: str | bytes) -> tuple[int, int, int]:

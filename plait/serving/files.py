@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 
 from plait.config.serve import ServeConfig
 from plait.errors import UsageError
-from plait.features.files import is_url
+from plait.features.files import UnfetchedFile, fetched, is_url
 
 URL_SCHEMES = ("http", "https", "s3", "gs")
 """The URLs a server may fetch for a client (of an allowed host): never file://, nor fsspec's
@@ -110,7 +110,10 @@ class FileAccess:
             allowed = ("fetches URLs only of the hosts in serve.allowed_url_hosts" if self.hosts else
                        "fetches no URLs (serve.allowed_url_hosts is empty)")
             raise FileRefused(f"this server {allowed}; send {SENT_FILE}")
-        return fetched(url, parts.scheme.lower(), self.max_bytes)
+        try:
+            return fetched(url, self.max_bytes, follow_redirects=False)
+        except UnfetchedFile as exc:
+            raise FileRefused(str(exc)) from None
 
 
 def data_url_bytes(value: str) -> bytes:
@@ -122,26 +125,3 @@ def data_url_bytes(value: str) -> bytes:
         return base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):
         raise FileRefused("the data URL's data is not valid base64 (standard alphabet, no line breaks)") from None
-
-
-def fetched(url: str, scheme: str, max_bytes: int) -> bytes:
-    """A file's bytes from a URL the server may fetch, at most ``max_bytes`` of them."""
-    import fsspec
-
-    from plait.utils.fs import unreachable_endpoint
-
-    options = {"allow_redirects": False} if scheme in ("http", "https") else {}
-    try:
-        with fsspec.open(url, "rb", **options) as remote:
-            content = remote.read(max_bytes + 1)
-    except Exception as exc:  # each filesystem and client library raises its own kinds
-        unreachable = unreachable_endpoint(exc)
-        if unreachable is not None:
-            raise FileRefused(f"cannot connect to {unreachable[0]} ({unreachable[1]})") from None
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise FileRefused(f"cannot fetch it ({type(exc).__name__}: {reason})") from None
-    if len(content) > max_bytes:
-        raise FileRefused(f"the file has more than {max_bytes} bytes, more than this server reads "
-                          f"(serve.max_request_bytes)")
-    return content
-

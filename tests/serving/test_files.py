@@ -176,7 +176,7 @@ def test_urls_of_an_allowed_host_are_fetched_and_no_others(files_model, http):
             other = f"http://localhost:{site.server_address[1]}/0.png"
             assert "this server fetches URLs only of the hosts in serve.allowed_url_hosts" in error_of(
                 http.post(f"{server.url}/predict", json={"photo": other, "clip": f"{base}/0.wav"}))
-            assert "cannot fetch it" in error_of(
+            assert "expects an image file: no such file" in error_of(
                 http.post(f"{server.url}/predict", json={"photo": f"{base}/nothing.png", "clip": f"{base}/0.wav"}))
     finally:
         site.shutdown()
