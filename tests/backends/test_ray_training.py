@@ -66,7 +66,10 @@ def test_one_ray_worker_gives_the_local_metrics(tmp_path):
 def test_an_error_on_the_workers_reaches_the_driver_with_its_message_and_is_not_retried(tmp_path):
     """A diverging loss is plait's own error: it would come back on every restart, so the run
     stops with it at once (the default three retries are not spent training again)."""
+    from ray.util.placement_group import placement_group_table
+
     config = rule_config(tmp_path, workers=2, learning_rate=1e12)
+    before = set(placement_group_table())
     started = time.monotonic()
     with pytest.raises(TrainingError) as info:
         Model(config).train(dataset=rule_data(), progress_bar=False, run_dir=tmp_path / "run")
@@ -74,6 +77,13 @@ def test_an_error_on_the_workers_reaches_the_driver_with_its_message_and_is_not_
     assert "(worker " in str(info.value)
     assert (tmp_path / "run" / "logs" / "rank-0.log").read_text().count("Training on") == 1
     assert time.monotonic() - started < 60
+    # The failed group's placement group goes with it: left behind, it would hold its CPUs from
+    # every later group (a search's next trial waited on one forever).
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and any(
+            pg["state"] != "REMOVED" for key, pg in placement_group_table().items() if key not in before):
+        time.sleep(0.5)
+    assert all(pg["state"] == "REMOVED" for key, pg in placement_group_table().items() if key not in before)
 
 
 def kill_a_worker_when(appears: Path, unless: Path | None = None) -> tuple[threading.Thread, list[int]]:
