@@ -20,7 +20,7 @@ from pydantic_core import PydanticCustomError
 class StrictModel(BaseModel):
     """A config section: unknown keys are errors, assignments are validated, numbers are finite."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, populate_by_name=True,
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, populate_by_name=True, defer_build=True,
                               use_attribute_docstrings=True, allow_inf_nan=False)
 
     @classmethod
