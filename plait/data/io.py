@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 import pyarrow as pa
 
@@ -86,15 +86,14 @@ def from_pandas(df, empty_ok: bool = False) -> pa.Table:
 
 
 def read_file(fs, fs_path: str, fmt: str) -> pa.Table:
-    import pyarrow.csv as csv
     import pyarrow.json as pj
     import pyarrow.parquet as pq
 
     if fmt == "parquet":
         return pq.read_table(fs_path, filesystem=fs)
+    if fmt in ("csv", "tsv"):
+        return read_csv(fs, fs_path, fmt)
     with fs.open(fs_path, "rb", compression="infer") as handle:
-        if fmt in ("csv", "tsv"):
-            return csv.read_csv(handle, **csv_options(fmt))
         head = handle.read(1024).lstrip()
         handle.seek(0)
         if fmt == "json" and head.startswith(b"["):
@@ -102,6 +101,17 @@ def read_file(fs, fs_path: str, fmt: str) -> pa.Table:
 
             return from_pandas(pd.read_json(handle, orient="records"))
         return pj.read_json(handle)
+
+
+# ---- CSV and TSV: every read goes through read_csv or csv_blocks ----------------------------------
+
+CSV_BLOCK_BYTES = 16 << 20
+"""The block a streamed CSV is parsed in (a whole-file read starts with Arrow's 1 MiB)."""
+CSV_MAX_BLOCK_BYTES = 1 << 30
+"""The largest block tried: Arrow parses a row within one block, so a row (a long text or
+sequence cell) larger than this is refused."""
+_GROWTH = 16
+"""How much larger each next block is, after a row did not fit."""
 
 
 def csv_options(fmt: str, block_size: int | None = None) -> dict:
@@ -112,6 +122,101 @@ def csv_options(fmt: str, block_size: int | None = None) -> dict:
     read = csv.ReadOptions(block_size=block_size) if block_size else csv.ReadOptions()
     return {"parse_options": csv.ParseOptions(delimiter="\t" if fmt == "tsv" else ",", newlines_in_values=True),
             "convert_options": csv.ConvertOptions(strings_can_be_null=True), "read_options": read}
+
+
+def read_csv(fs, file: str, fmt: str) -> pa.Table:
+    """A whole CSV or TSV file (types inferred from every row), in blocks large enough for its
+    largest row."""
+    import pyarrow.csv as csv
+
+    sizes = _block_sizes(fs, file, csv.ReadOptions().block_size)
+    for block_size in sizes:
+        try:
+            with fs.open(file, "rb", compression="infer") as handle:
+                table = csv.read_csv(handle, **csv_options(fmt, block_size))
+        except pa.ArrowInvalid as exc:
+            _raise_unless_row_too_large(exc, file, block_size, last=block_size == sizes[-1])
+            continue
+        _check_last_value_closed(fs, file, table)
+        return table
+
+
+def csv_blocks(fs, file: str, fmt: str) -> Iterator[pa.Table]:
+    """A CSV or TSV file as tables of about CSV_BLOCK_BYTES each, without reading it whole (types
+    inferred from the first block); a file with a header and no rows gives one empty table. A row
+    larger than a block starts the read again with larger blocks, skipping the rows given."""
+    import pyarrow.csv as csv
+
+    given, sizes = 0, _block_sizes(fs, file, CSV_BLOCK_BYTES)
+    for block_size in sizes:
+        try:
+            read = 0
+            with fs.open(file, "rb", compression="infer") as handle:
+                reader = csv.open_csv(handle, **csv_options(fmt, block_size))
+                last = reader.schema.empty_table()
+                for batch in reader:
+                    read += batch.num_rows
+                    if read > given:
+                        last = pa.Table.from_batches([batch.slice(batch.num_rows - (read - given))])
+                        given = read
+                        yield last
+                if read == 0:
+                    yield last
+        except pa.ArrowInvalid as exc:
+            _raise_unless_row_too_large(exc, file, block_size, last=block_size == sizes[-1])
+            continue
+        _check_last_value_closed(fs, file, last)
+        return
+
+
+def _block_sizes(fs, file: str, first: int) -> list[int]:
+    """The block sizes to try, in order: ``first``, then larger ones up to the size of the file
+    (when it is known: a block that holds the whole file holds any row) or CSV_MAX_BLOCK_BYTES."""
+    limit = CSV_MAX_BLOCK_BYTES
+    if not file.lower().endswith(COMPRESSIONS):
+        try:
+            limit = min(limit, int(fs.size(file)) + 1)
+        except (OSError, TypeError, ValueError):
+            pass  # unknown: the cap bounds the tries
+    sizes = [first]
+    while sizes[-1] < limit:
+        sizes.append(min(sizes[-1] * _GROWTH, limit))
+    return sizes
+
+
+def _check_last_value_closed(fs, file: str, table: pa.Table) -> None:
+    """Refuse a file that ends inside a quoted value. Arrow reads such a value to the end of the
+    file, without a word when it is in the last column (the column counts still agree): that is
+    how a file cut short in a quoted value looks. A value with a line break was quoted, so a
+    whole file ends with its closing quote."""
+    if not table.num_rows or not pa.types.is_string(table.schema.types[-1]):
+        return
+    value = table.column(-1)[-1].as_py()
+    if value is None or ("\n" not in value and "\r" not in value):
+        return
+    with fs.open(file, "rb", compression="infer") as handle:
+        if file.lower().endswith(COMPRESSIONS):
+            tail = b""
+            while chunk := handle.read(1 << 20):
+                tail = (tail + chunk)[-8:]
+        else:
+            handle.seek(max(0, fs.size(file) - 8))
+            tail = handle.read()
+    if not tail.rstrip(b"\r\n").endswith(b'"'):
+        raise DataError(f"cannot read {file!r}: the quoted value of column {table.column_names[-1]!r} in its last "
+                        f"row never ends (an unmatched \"). Is the file complete?")
+
+
+def _raise_unless_row_too_large(exc: pa.ArrowInvalid, file: str, block_size: int, last: bool) -> None:
+    """Return (to try the next, larger block) when ``exc`` says that a row did not fit in the
+    block; raise ``exc`` otherwise, and a DataError when no larger block is left."""
+    if "straddl" not in str(exc):
+        raise exc
+    if last:
+        raise DataError(
+            f"cannot read {file!r}: a row is longer than {block_size >> 20} MiB, or a quoted value never "
+            f"ends (an unmatched \"). Is the file complete? If so, split such long values"
+        ) from None
 
 
 def is_glob(path: str) -> bool:
@@ -206,8 +311,11 @@ def read_files_as_one(fs, files: list[str], path: str) -> pa.Table:
         raise DataError(f"files in {path!r} do not share one schema: {first_line(exc)}") from None
 
 
-def first_line(exc: BaseException) -> str:
-    return str(exc).strip().splitlines()[0].rstrip(".") if str(exc).strip() else type(exc).__name__
+def first_line(exc: BaseException, limit: int = 300) -> str:
+    """The first line of an error's message, cut to ``limit`` characters (a CSV parse error
+    quotes the row, which may be megabytes long)."""
+    line = str(exc).strip().splitlines()[0].rstrip(".") if str(exc).strip() else type(exc).__name__
+    return line if len(line) <= limit else line[:limit] + "..."
 
 
 def check_same_columns(path: str, columns_by_file: dict[str, list[str]]) -> None:
@@ -257,10 +365,7 @@ def file_columns(fs, file: str) -> list[str]:
             with fs.open(file, "rb") as handle:
                 return pq.ParquetFile(handle).schema_arrow.names
         if fmt in ("csv", "tsv"):
-            import pyarrow.csv as csv
-
-            with fs.open(file, "rb", compression="infer") as handle:
-                return csv.open_csv(handle, **csv_options(fmt)).schema.names
+            return next(csv_blocks(fs, file, fmt), pa.table({})).column_names
         return read_file(fs, file, fmt).column_names
     except (pa.ArrowException, OSError, ValueError, UnicodeDecodeError) as exc:
         raise DataError(f"cannot read {file!r}: {first_line(exc)}") from None

@@ -15,13 +15,12 @@ from typing import Any, Iterator, NamedTuple
 
 import pyarrow as pa
 
-from plait.data.io import (csv_options, data_format, dataset_files, first_line, from_pandas, is_dataframe,
+from plait.data.io import (csv_blocks, data_format, dataset_files, first_line, from_pandas, is_dataframe,
                            parquet_row_groups, read_file)
 from plait.errors import DataError
 from plait.utils.fs import bounded_options
 
 CHUNK_ROWS = 100_000
-CSV_BLOCK_BYTES = 16 << 20
 
 
 @dataclass(frozen=True)
@@ -119,7 +118,7 @@ def file_chunks(fs, file: str, chunk_rows: int = CHUNK_ROWS, row_groups=None) ->
                 for batch in pq.ParquetFile(handle).iter_batches(batch_size=chunk_rows, row_groups=groups):
                     yield pa.Table.from_batches([batch])
         elif fmt in ("csv", "tsv"):
-            for block in _csv_chunks(fs, file, fmt):
+            for block in csv_blocks(fs, file, fmt):
                 for start in range(0, block.num_rows, chunk_rows):
                     yield block.slice(start, chunk_rows)
         else:
@@ -129,10 +128,3 @@ def file_chunks(fs, file: str, chunk_rows: int = CHUNK_ROWS, row_groups=None) ->
     except (pa.ArrowException, OSError, ValueError, UnicodeDecodeError) as exc:
         raise DataError(f"cannot read {file!r}: {first_line(exc)}") from None
 
-
-def _csv_chunks(fs, file: str, fmt: str) -> Iterator[pa.Table]:
-    import pyarrow.csv as csv
-
-    with fs.open(file, "rb", compression="infer") as handle:
-        for batch in csv.open_csv(handle, **csv_options(fmt, block_size=CSV_BLOCK_BYTES)):
-            yield pa.Table.from_batches([batch])

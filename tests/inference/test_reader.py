@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from plait.errors import DataError
-from plait.inference import reader
+from plait.data import io as data_io
 from plait.inference.reader import iter_chunks, known_columns
 
 
@@ -27,7 +27,7 @@ def test_a_gzip_csv_is_streamed_in_blocks_not_read_whole(tmp_path, monkeypatch):
     path = tmp_path / "data.csv.gz"
     with gzip.open(path, "wt") as handle:
         data.to_csv(handle, index=False)
-    monkeypatch.setattr(reader, "CSV_BLOCK_BYTES", 16 << 10)  # small blocks: many chunks from one file
+    monkeypatch.setattr(data_io, "CSV_BLOCK_BYTES", 16 << 10)  # small blocks: many chunks from one file
     chunks = list(iter_chunks(str(path)))
     assert len(chunks) > 5, "read in blocks"
     assert max(c.num_rows for c in chunks) < len(data)
@@ -39,7 +39,7 @@ def test_a_csv_behind_an_s3_url_is_read_in_chunks(s3_bucket, monkeypatch):
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", credentials["key"])
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", credentials["secret"])
     monkeypatch.setenv("AWS_ENDPOINT_URL", credentials["endpoint_url"])
-    monkeypatch.setattr(reader, "CSV_BLOCK_BYTES", 4 << 10)
+    monkeypatch.setattr(data_io, "CSV_BLOCK_BYTES", 4 << 10)
     data = frame(5_000)
     url = f"s3://{bucket}/in/data.csv"
     with fsspec.open(url, "w") as handle:
