@@ -310,9 +310,12 @@ class DatePreprocessing(FeaturePreprocessing):
     datetime_format: str | None = None
     """The strptime format of the column's text (such as ``%d/%m/%Y %H:%M``); a value it does not
     fit is read as if unset, as in Ludwig. Unset: each value on its own is read as ISO-8601
-    (2024-05-01, 2024-05-01T12:30:00, fractional seconds dropped), or as 05/01/2024 (month
-    first), 01.05.2024, 20240501, 1 May 2024 and the like, or as a Unix timestamp (seconds;
-    milliseconds and finer are scaled down, as Ludwig does). Columns of Arrow dates and
+    (2024-05-01, 2024-05-01T12:30:00, fractional seconds dropped), or as 05/01/2024,
+    01.05.2024, 20240501, 1 May 2024 and the like, or as a Unix timestamp (seconds;
+    milliseconds and finer are scaled down, as Ludwig does). Slash dates are read in one order
+    for the whole column, decided from the training rows and kept with the model: day-first
+    when some can only be day-first (13/05/2024), else month-first (with a warning when some
+    read both ways); a column with dates of both orders is an error. Columns of Arrow dates and
     timestamps are read as they are. A time with a zone (an offset such as +02:00, or a
     timestamp type with a time zone) is read in UTC, as Arrow's CSV reader reads it, so that a
     dataset gives the same dates in any file format (Ludwig keeps the time as written)."""

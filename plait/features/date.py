@@ -2,11 +2,17 @@
 the year, hour, minute, second and second of the day, from dates, timestamps or their text.
 
 Text is parsed with Arrow's strptime, one format after another over the values still unread, so
-each value's reading depends on that value alone, never on the partition it sits in. A value
+each value's reading depends on that value alone, never on the partition it sits in; a value
 that fits no format is an error (Ludwig logs it and uses the time of preprocessing instead).
+One thing is decided for the whole column rather than per value: whether its slash dates
+(03/05/2024) are month-first or day-first. ``prepare`` reads them both ways, the training rows
+decide (``finalize``: day-first when some date can only be day-first, such as 13/05/2024), and
+the metadata keeps the decision, so ``transform`` reads every value, at prediction too, one way.
 """
 
 from __future__ import annotations
+
+import logging
 
 import numpy as np
 import pyarrow as pa
@@ -17,18 +23,26 @@ from plait.features.base import FeatureProcessor
 from plait.features.number import MISSING_WORDS
 from plait.features.text_ops import _bytes, as_strings, fixed_size_list
 
+log = logging.getLogger("plait")
+
 COMPONENTS = ("year", "month", "day", "weekday", "yearday", "hour", "minute", "second", "second_of_day")
 """The numbers of a date, in Ludwig's order."""
 
 INFERRED_FORMATS = (
     "%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M",
     "%Y/%m/%d", "%Y/%m/%d %H:%M:%S", "%Y/%m/%d %H:%M",
-    "%m/%d/%Y", "%m/%d/%Y %H:%M:%S", "%m/%d/%Y %H:%M", "%d/%m/%Y", "%d/%m/%Y %H:%M:%S", "%d/%m/%Y %H:%M",
     "%d.%m.%Y", "%d.%m.%Y %H:%M:%S", "%d.%m.%Y %H:%M", "%Y%m%d", "%Y%m%dT%H%M%S",
     "%d %b %Y", "%d %B %Y", "%b %d %Y", "%B %d %Y", "%b %d, %Y", "%B %d, %Y", "%a, %d %b %Y %H:%M:%S",
 )
-"""The forms tried, in order, on a value when no datetime_format is given: ISO-8601 first, then
-month-first before day-first for slashes (as dateutil, which Ludwig uses, reads them)."""
+"""The forms tried, in order, on a value when no datetime_format is given (ISO-8601 first), then
+Unix timestamps, then the slash forms of the column's order."""
+MONTH_FIRST_FORMATS = ("%m/%d/%Y", "%m/%d/%Y %H:%M:%S", "%m/%d/%Y %H:%M")
+DAY_FIRST_FORMATS = ("%d/%m/%Y", "%d/%m/%Y %H:%M:%S", "%d/%m/%Y %H:%M")
+READINGS = ("month_first", "day_first")
+"""The fields of a prepared column: each value read with slash dates month-first, and day-first
+(the same time for any other value; null where a reading does not fit, 13/05/2024 month-first)."""
+UNREAD = np.iinfo(np.int64).min
+"""The seconds of a value that a reading does not fit."""
 
 _ZONE = r"(\d:\d\d)\s*(?:Z|UTC|GMT|[+-]\d\d(?::?\d\d)?)$"
 """A time zone after a time: the time is read in UTC, as Arrow's CSV reader reads it, so that a
@@ -50,12 +64,14 @@ seconds (milliseconds and the like); fixed here, so the reading does not change 
 class DateProcessor(FeatureProcessor):
     type = "date"
 
-    def prepare(self, column: pa.Array) -> pa.Array:
-        """Seconds since 1970 (timestamp[s]); nulls mark missing values."""
-        seconds, missing, unread = read_dates(column, self.preprocessing.datetime_format)
+    def prepare(self, column: pa.Array) -> pa.StructArray:
+        """Both readings (READINGS) as timestamp[s]; a null struct marks a missing value."""
+        month_first, day_first, missing = read_both(column, self.preprocessing.datetime_format)
+        unread = ~missing & (month_first == UNREAD) & (day_first == UNREAD)
         if unread.any():
             raise DataError(self._unread_message(column, unread))
-        return pa.array(seconds, pa.timestamp("s"), mask=missing)
+        return pa.StructArray.from_arrays([_timestamps(month_first), _timestamps(day_first)], names=READINGS,
+                                          mask=pa.array(missing))
 
     def _unread_message(self, column: pa.Array, unread: np.ndarray) -> str:
         first = column[int(np.flatnonzero(unread)[0])].as_py()
@@ -66,39 +82,110 @@ class DateProcessor(FeatureProcessor):
                 f"plait can read, such as {first!r}; {fix}, or clean the column")
 
     def partial_stats(self, column: pa.Array) -> dict:
-        years = pc.year(pc.drop_null(column)).to_numpy(zero_copy_only=False)
-        return {"min": int(years.min()) if years.size else None, "max": int(years.max()) if years.size else None}
+        """The year's range, and of the slash dates: how many read only month-first, only
+        day-first, or both ways (differently), each with its earliest (month-first) time."""
+        month_first, day_first = (_seconds(pc.struct_field(column, [i])) for i in range(2))
+        read = np.where(month_first != UNREAD, month_first, day_first)
+        years = pc.year(pa.array(read[read != UNREAD], pa.timestamp("s"))).to_numpy(zero_copy_only=False)
+        both = (month_first != UNREAD) & (day_first != UNREAD)
+        kinds = {"month_first_only": (month_first != UNREAD) & ~both, "day_first_only": (day_first != UNREAD) & ~both,
+                 "either_way": both & (month_first != day_first)}
+        return {"min": int(years.min()) if years.size else None, "max": int(years.max()) if years.size else None,
+                **{kind: [int(rows.sum()), int(read[rows].min()) if rows.any() else None] for kind, rows in kinds.items()}}
 
     def merge_stats(self, a: dict, b: dict) -> dict:
-        return {"min": min((y for y in (a["min"], b["min"]) if y is not None), default=None),
-                "max": max((y for y in (a["max"], b["max"]) if y is not None), default=None)}
+        def least(*values):
+            return min((v for v in values if v is not None), default=None)
+
+        return {"min": least(a["min"], b["min"]), "max": max((y for y in (a["max"], b["max"]) if y is not None), default=None),
+                **{kind: [a[kind][0] + b[kind][0], least(a[kind][1], b[kind][1])] for kind in _ORDER_KINDS}}
 
     def finalize(self, stats: dict) -> dict:
-        fill = components(pa.array([self._fill_seconds()], pa.timestamp("s")))[0].tolist()
+        day_first = self._day_first(stats)
+        fill = components(pa.array([self._fill_seconds(day_first)], pa.timestamp("s")))[0].tolist()
         fill_year = fill[0]
         return {
             "fill_value": fill,
             "datetime_format": self.preprocessing.datetime_format,
+            "day_first": day_first,
             # The year's range over training, which the encoders scale the year by.
             "year_range": [stats["min"] if stats["min"] is not None else fill_year,
                            stats["max"] if stats["max"] is not None else fill_year],
         }
 
-    def _fill_seconds(self) -> int:
+    def _day_first(self, stats: dict) -> bool:
+        """The column's order of slash dates, from its training rows: the one that reads them all,
+        month-first when both do (as Ludwig's dateutil reads them), with a warning when some
+        read both ways."""
+        (month_only, month_example), (day_only, day_example), (either, either_example) = (
+            stats[kind] for kind in _ORDER_KINDS)
+        where = f"date feature {self.name!r}: column {self.column!r}"
+        fix = "set preprocessing.datetime_format to their form (such as %d/%m/%Y or %m/%d/%Y)"
+        if month_only and day_only:
+            raise DataError(
+                f"{where} mixes month-first dates ({month_only}, such as {_written(month_example, False)}) and "
+                f"day-first dates ({day_only}, such as {_written(day_example, True)}); write them all one way, "
+                f"or {fix} so that the others are refused")
+        if month_only or day_only:
+            return bool(day_only)
+        if either:
+            log.warning("%s: %d date(s) such as %s read both month-first and day-first, and none tells which; they "
+                        "are read month-first (as in Ludwig). If they are day-first, %s.", where, either,
+                        _written(either_example, False), fix)
+        return False
+
+    def _fill_seconds(self, day_first: bool) -> int:
         text = self.preprocessing.fill_value
         if not text.strip():
             return 0  # 1970-01-01 00:00:00: deterministic, where Ludwig takes the time of preprocessing
-        seconds, missing, unread = read_dates(pa.array([text]), self.preprocessing.datetime_format)
+        seconds, missing, unread = read_dates(pa.array([text]), self.preprocessing.datetime_format, day_first)
         if unread[0] or missing[0]:
             raise DataError(f"date feature {self.name!r}: preprocessing.fill_value {text!r} is not a date plait can "
                             f"read; write it as the column's dates are (such as 2024-05-01), or leave it empty")
         return int(seconds[0])
 
     def transform(self, column: pa.Array, metadata: dict) -> pa.Array:
-        matrix = components(column)
-        missing = pc.is_null(column).to_numpy(zero_copy_only=False)
+        times = self._read_in_order(column, metadata.get("day_first"))
+        matrix = components(times)
+        missing = pc.is_null(times).to_numpy(zero_copy_only=False)
         matrix[missing] = np.asarray(metadata["fill_value"], dtype=np.int32)
         return fixed_size_list(matrix, pa.int32())
+
+    def _read_in_order(self, column: pa.Array, day_first: bool | None) -> pa.Array:
+        """The reading of the column's order; a slash date only the other order reads is an error.
+        Metadata from before the order was kept (``day_first`` None): month-first where a value
+        reads so, as those models were trained."""
+        month_first, day_first_times = (pc.struct_field(column, [i]) for i in range(2))
+        if day_first is None:
+            return pc.coalesce(month_first, day_first_times)
+        chosen, other = (day_first_times, month_first) if day_first else (month_first, day_first_times)
+        wrong = pc.and_(pc.is_null(chosen), pc.is_valid(other)).to_numpy(zero_copy_only=False)
+        if wrong.any():
+            example = _written(int(other.filter(pa.array(wrong))[0].cast(pa.int64()).as_py()), not day_first)
+            order, wrong_order = ("day-first", "month-first") if day_first else ("month-first", "day-first")
+            raise DataError(
+                f"date feature {self.name!r}: {int(wrong.sum())} value(s) of column {self.column!r} are {wrong_order} "
+                f"dates, such as {example}, but this column's dates are read {order}, as its training data decided; "
+                f"write them {order}, or set preprocessing.datetime_format and train again")
+        return chosen
+
+
+_ORDER_KINDS = ("month_first_only", "day_first_only", "either_way")
+
+
+def _written(seconds: int, day_first: bool) -> str:
+    """A date as a slash date of that order (03/05/2024), for messages."""
+    return pc.strftime(pa.array([seconds], pa.timestamp("s")), format="%d/%m/%Y" if day_first else "%m/%d/%Y")[0].as_py()
+
+
+def _timestamps(seconds: np.ndarray) -> pa.Array:
+    unread = seconds == UNREAD
+    return pa.array(np.where(unread, 0, seconds), pa.timestamp("s"), mask=unread)
+
+
+def _seconds(times) -> np.ndarray:
+    """timestamp[s] as int64 seconds, UNREAD for nulls."""
+    return pc.fill_null(pc.cast(times, pa.int64()), UNREAD).to_numpy(zero_copy_only=False)
 
 
 def components(times: pa.Array) -> np.ndarray:
@@ -113,17 +200,34 @@ def components(times: pa.Array) -> np.ndarray:
     return matrix
 
 
-def read_dates(column: pa.Array, datetime_format: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(seconds since 1970 of each value, missing mask, unreadable mask); a time with a zone is
-    read in UTC."""
+def read_dates(column: pa.Array, datetime_format: str | None,
+               day_first: bool | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(seconds since 1970 of each value, missing mask, unreadable mask), slash dates read in the
+    order ``day_first`` says (None: month-first where a value reads so, else day-first); a time
+    with a zone is read in UTC."""
+    month_first, day_first_seconds, missing = read_both(column, datetime_format)
+    if day_first is None:
+        seconds = np.where(month_first != UNREAD, month_first, day_first_seconds)
+    else:
+        seconds = day_first_seconds if day_first else month_first
+    unread = ~missing & (seconds == UNREAD)
+    return np.where(missing | unread, 0, seconds), missing, unread
+
+
+def read_both(column: pa.Array, datetime_format: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(seconds with slash dates read month-first, the same day-first, missing mask); UNREAD where
+    a reading does not fit (and for missing values). Only slash dates differ between the two."""
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
     kind = column.type
     if pa.types.is_timestamp(kind) or pa.types.is_date(kind):
-        return _from_temporal(column)
-    if (pa.types.is_integer(kind) or pa.types.is_floating(kind)) and datetime_format is None:
-        return _from_numbers(column.cast(pa.float64()).to_numpy(zero_copy_only=False))
-    return _from_text(as_strings(column), datetime_format)
+        seconds, missing, unread = _from_temporal(column)
+    elif (pa.types.is_integer(kind) or pa.types.is_floating(kind)) and datetime_format is None:
+        seconds, missing, unread = _from_numbers(column.cast(pa.float64()).to_numpy(zero_copy_only=False))
+    else:
+        return _from_text(as_strings(column), datetime_format)
+    seconds = np.where(missing | unread, UNREAD, seconds)
+    return seconds, seconds, missing
 
 
 def _from_temporal(column: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -158,11 +262,13 @@ def _from_text(strings: pa.Array, datetime_format: str | None) -> tuple[np.ndarr
     if datetime_format is not None:
         _read_with(datetime_format, trimmed, seconds, read)  # with %z, strptime gives UTC
     _read_plain_iso(trimmed, seconds, read)
+    seconds[~read] = UNREAD
+    month_first, day_first = seconds, seconds.copy()
     if not read.all():
         todo = np.flatnonzero(~read)
-        rest_seconds, rest_read = _infer(trimmed.take(todo))
-        seconds[todo], read[todo] = rest_seconds, rest_read
-    return seconds, missing, ~read
+        month_first[todo], day_first[todo] = _infer(trimmed.take(todo))
+    month_first[missing] = day_first[missing] = UNREAD
+    return month_first, day_first, missing
 
 
 def _read_plain_iso(strings: pa.Array, seconds: np.ndarray, read: np.ndarray) -> None:
@@ -212,15 +318,13 @@ def _all_plain_iso(strings: pa.Array) -> bool:
 
 
 def _infer(strings: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """(seconds, read) of values in any of INFERRED_FORMATS, or Unix timestamps written as text."""
+    """(seconds with slash dates month-first, the same day-first) of values in any of the
+    inferred forms, or Unix timestamps written as text; UNREAD where none fits."""
     plain = pc.replace_substring_regex(strings, _FRACTION, r"\1")
     offsets = _zone_offsets(plain)
     plain = pc.replace_substring_regex(pc.replace_substring_regex(plain, _ZONE, r"\1"), r"\s+", " ")
     seconds, read = np.zeros(len(strings), dtype=np.int64), np.zeros(len(strings), dtype=bool)
-    for fmt in INFERRED_FORMATS:
-        if read.all():
-            break
-        _read_with(fmt, plain, seconds, read)
+    _read_with_each(INFERRED_FORMATS, plain, seconds, read)
     seconds -= offsets
     todo = np.flatnonzero(~read)
     numeric = pc.match_substring_regex(plain.take(todo), r"^[+-]?\d+(\.\d*)?$").to_numpy(zero_copy_only=False)
@@ -229,7 +333,21 @@ def _infer(strings: pa.Array) -> tuple[np.ndarray, np.ndarray]:
         values, _, unread = _from_numbers(plain.take(rows).cast(pa.float64()).to_numpy(zero_copy_only=False))
         seconds[rows[~unread]] = values[~unread]
         read[rows[~unread]] = True
-    return seconds, read
+    readings = []
+    for formats in (MONTH_FIRST_FORMATS, DAY_FIRST_FORMATS):
+        order_seconds, order_read = seconds.copy(), read.copy()
+        if not read.all():
+            _read_with_each(formats, plain, order_seconds, order_read)
+            order_seconds[order_read & ~read] -= offsets[order_read & ~read]
+        readings.append(np.where(order_read, order_seconds, UNREAD))
+    return readings[0], readings[1]
+
+
+def _read_with_each(formats: tuple[str, ...], strings: pa.Array, seconds: np.ndarray, read: np.ndarray) -> None:
+    for fmt in formats:
+        if read.all():
+            break
+        _read_with(fmt, strings, seconds, read)
 
 
 def _zone_offsets(strings: pa.Array) -> np.ndarray:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime
+import logging
+
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -113,3 +115,64 @@ def test_bad_dates_through_the_cli_are_one_clean_error(tmp_path, make_config, wr
     config = write_config(make_config([{"name": "d", "type": "date"}], [TARGET]))
     error = cli_error("preprocess", "--config", config, "--dataset", path)
     assert "date feature 'd': 1 value(s) of column 'd' are not dates plait can read, such as 'next tuesday'" in error
+
+
+# ---- the order of slash dates, decided once per column -----------------------------------------------
+
+DAY_FIRST = [f"{day:02d}/01/2024" for day in range(1, 29)]  # 01/01 ... 28/01: day-first from 13/01 on
+
+
+def test_a_day_first_column_is_read_day_first_in_every_row(make_processor, fit_transform):
+    meta, out = fit_transform(date(make_processor), DAY_FIRST)
+    assert meta["day_first"] is True
+    assert [row[:3] for row in out] == [[2024, 1, day] for day in range(1, 29)]
+
+
+def test_prediction_reads_a_date_in_the_order_training_decided(make_processor, fit, transform):
+    processor = date(make_processor)
+    day_first, month_first = fit(processor, DAY_FIRST), fit(processor, ["01/13/2024", "01/02/2024"])
+    assert transform(processor, ["05/01/2024"], day_first)[0][:3] == [2024, 1, 5]
+    assert transform(processor, ["05/01/2024"], month_first)[0][:3] == [2024, 5, 1]
+    with pytest.raises(DataError, match="date feature 'f': 1 value\\(s\\) of column 'f' are month-first dates, such as "
+                                        "01/13/2024, but this column's dates are read day-first, as its training data "
+                                        "decided; write them day-first, or set preprocessing.datetime_format"):
+        transform(processor, ["01/13/2024"], day_first)
+
+
+def test_a_column_whose_dates_read_both_ways_is_read_month_first_with_a_warning(make_processor, fit, fit_transform,
+                                                                                  caplog):
+    with caplog.at_level(logging.WARNING, logger="plait"):
+        meta = fit(date(make_processor), ["03/05/2024", "2024-06-01", "04/05/2024 10:00"], ["01/02/2024", "07/07/2024"])
+    assert meta["day_first"] is False
+    assert ("date feature 'f': column 'f': 3 date(s) such as 01/02/2024 read both month-first and day-first, and none "
+            "tells which; they are read month-first (as in Ludwig). If they are day-first, set "
+            "preprocessing.datetime_format to their form (such as %d/%m/%Y or %m/%d/%Y).") in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="plait"):
+        meta, out = fit_transform(date(make_processor, datetime_format="%d/%m/%Y"), ["03/05/2024"])
+    assert out[0][:3] == [2024, 5, 3] and caplog.text == ""
+
+
+def test_a_column_mixing_month_first_and_day_first_dates_is_refused_through_the_cli(make_config, write_config,
+                                                                                    make_dataset, cli_error):
+    path = make_dataset({"d": ["01/13/2024", "13/01/2024", "14/01/2024"] * 4, "y": [True, False] * 6})
+    config = write_config(make_config([{"name": "d", "type": "date"}], [TARGET],
+                                      preprocessing={"split": {"probabilities": [1.0, 0.0, 0.0]}}))
+    assert cli_error("preprocess", "--config", config, "--dataset", path) == (
+        "plait: error: date feature 'd': column 'd' mixes month-first dates (4, such as 01/13/2024) and day-first "
+        "dates (8, such as 13/01/2024); write them all one way, or set preprocessing.datetime_format to their form "
+        "(such as %d/%m/%Y or %m/%d/%Y) so that the others are refused")
+
+
+def test_a_day_first_column_preprocesses_the_same_in_any_partitioning(preprocessed_in_parts):
+    frame = pd.DataFrame({"d": DAY_FIRST * 3, "y": [True, False] * 42})
+    inputs = [{"name": "d", "type": "date"}]
+    one, many = preprocessed_in_parts(inputs, [TARGET], frame, 1), preprocessed_in_parts(inputs, [TARGET], frame, 28)
+    assert one == many and one[1]["d"]["day_first"] is True
+
+
+def test_a_model_trained_before_the_order_was_kept_reads_each_value_as_it_did(make_processor, fit, transform):
+    processor = date(make_processor)
+    legacy = {k: v for k, v in fit(processor, ["2024-01-01"]).items() if k != "day_first"}
+    assert [row[:3] for row in transform(processor, ["05/01/2024", "13/01/2024"], legacy)] == [[2024, 5, 1],
+                                                                                                [2024, 1, 13]]
