@@ -15,7 +15,7 @@ from plait import inference
 from plait.config import PlaitConfig, load_config, with_backend_type
 from plait.config.render import resolved_dict
 from plait.data.preprocess import PreprocessedData, preprocess
-from plait.errors import ModelError
+from plait.errors import ModelError, UsageError
 from plait.inference import CachedSplit, PredictorSpec, WrittenPredictions
 from plait.models import build_model
 from plait.models.saved import WEIGHTS, load_weights_into, read_model, save_model
@@ -88,7 +88,7 @@ class Model:
         self.metadata = {"features": data.metadata["features"], "splits": data.metadata["splits"], "seed": random_seed}
         run = run_dir
         if run_dir is not None and not isinstance(run_dir, RunDirectory):  # a path or an fsspec URL
-            run = RunDirectory(run_dir, self.config.backend.artifacts_credentials)
+            run = RunDirectory(_location(run_dir, "run_dir"), self.config.backend.artifacts_credentials)
         job = FitJob(self.config, self.metadata, data, random_seed, run, resume, progress_bar, resume_from, on_evaluation)
         checkpoint_to_resume(job)  # nothing to resume fails here, before a backend starts workers
         if getattr(self.config.trainer, "type", None) == "none":  # an LLM used as it is: zero-shot
@@ -141,7 +141,10 @@ class Model:
         """Predictions for every row of ``dataset`` written to ``<output_directory>/predictions.<format>``:
         a file here, a folder of part files (in input order) from a Ray Data job."""
         self.require_trained()
-        return inference.write_predictions(self.backend, self.predictor_spec(), dataset, output_directory, output_format)
+        if output_format not in ("parquet", "csv"):
+            raise UsageError(f"output_format {output_format!r}: give parquet or csv")
+        return inference.write_predictions(self.backend, self.predictor_spec(), dataset,
+                                           _location(output_directory, "output_directory"), output_format)
 
     def forecast(self, dataset: Any, horizon: int) -> "pandas.DataFrame":
         """The next ``horizon`` steps of each row's series (a model with one timeseries input, the
@@ -169,7 +172,7 @@ class Model:
         """Save the model folder at ``path``: a local path, or an fsspec URL (credentials from the
         environment). Returns where it is (a Path when local)."""
         self.require_trained()
-        saved = save_model(path, resolved_dict(self.config), self.metadata, self.module.state_dict())
+        saved = save_model(_location(path, "path"), resolved_dict(self.config), self.metadata, self.module.state_dict())
         self.path = saved.resolved().local() if saved.is_local else None
         return Path(saved.url) if saved.is_local else saved.url
 
@@ -178,7 +181,7 @@ class Model:
         """A saved model, from a local path or an fsspec URL (``s3://...``), run on ``backend``
         (default: its config's backend section; a model trained under a launcher such as torchrun
         predicts in this process outside of it)."""
-        folder = Folder(path)
+        folder = Folder(_location(path, "path"))
         config, metadata, weights = read_model(folder)
         model = cls(config, backend=backend or _backend_outside_launcher(config))
         model.metadata = metadata
@@ -189,6 +192,12 @@ class Model:
         # travels with its weights, so that workers need no credentials.
         model.path = folder.resolved().local() if folder.is_local else None
         return model
+
+
+def _location(value: Any, argument: str) -> str | os.PathLike:
+    if not isinstance(value, (str, os.PathLike)):
+        raise UsageError(f"{argument} {value!r}: give a folder's path or an fsspec URL (such as s3://bucket/folder)")
+    return value
 
 
 def _backend_outside_launcher(config: dict) -> str | None:

@@ -35,8 +35,8 @@ class ConfigError(PlaitError):
 
 
 class UsageError(PlaitError):
-    """A command-line argument cannot be used as given (a missing --config, a URL where only a
-    local path works)."""
+    """An argument cannot be used as given: a command-line one (a missing --config, a URL where
+    only a local path works) or a Python API one (``random_seed="x"``)."""
 
 
 class DataError(PlaitError):

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from plait.api import Model
-from plait.errors import DataError, ModelError
+from plait.errors import DataError, ModelError, UsageError
 
 
 def _frame(rows=300, seed=0):
@@ -137,6 +138,89 @@ def test_an_untrained_model_cannot_predict(frame):
     model = Model({"input_features": [{"name": "x1", "type": "number"}], "output_features": [{"name": "y", "type": "binary"}]})
     with pytest.raises(ModelError, match="not trained"):
         model.predict(frame)
+
+
+# ---- wrong arguments and odd DataFrames: a plait error naming them ------------------------------
+
+SMALL = {"input_features": [{"name": "x1", "type": "number"}, {"name": "c", "type": "category"}],
+         "output_features": [{"name": "y", "type": "binary"}], "trainer": {"epochs": 1, "batch_size": 16}}
+
+
+@pytest.fixture
+def small(tmp_path):
+    return {**SMALL, "backend": {"type": "local", "cache_dir": str(tmp_path / "cache")}}
+
+
+@pytest.mark.parametrize("seed", ["x", 1.5, None, True, -1, 2**32])
+def test_a_random_seed_that_is_not_a_seed_is_named(small, frame, seed):
+    with pytest.raises(UsageError, match=rf"random_seed {re.escape(repr(seed))}: give a whole number from 0 to "
+                                         rf"4294967295, such as 42"):
+        Model(small).train(dataset=frame, random_seed=seed, progress_bar=False)
+
+
+def test_arguments_of_the_wrong_kind_are_named(trained, frame, small, tmp_path):
+    for call, message in [
+        (lambda: trained.evaluate(frame, split="tests"), "split 'tests': give one of training, validation, test"),
+        (lambda: trained.evaluate(frame, split="test", random_seed="1"), "random_seed '1'"),
+        (lambda: trained.save(5), "path 5: give a folder's path or an fsspec URL"),
+        (lambda: Model.load(None), "path None: give a folder's path"),
+        (lambda: trained.write_predictions(frame, 7), "output_directory 7: give a folder's path"),
+        (lambda: trained.write_predictions(frame, tmp_path, output_format="xlsx"), "output_format 'xlsx': give parquet or csv"),
+        (lambda: Model(small).train(dataset=frame, run_dir=3.0, progress_bar=False), "run_dir 3.0: give a folder's path"),
+    ]:
+        with pytest.raises(UsageError, match=re.escape(message)):
+            call()
+
+
+ODD_FRAMES = {
+    "rows but no columns": (pd.DataFrame(index=range(5)), "the DataFrame has 5 row(s) but no columns"),
+    "a repeated column": (pd.DataFrame([[0.5, 0.1, "a", True]] * 20, columns=["x1", "x1", "c", "y"]),
+                          "the dataset has 1 column name(s) that appear more than once and that the config reads: 'x1'"),
+    "dicts": (pd.DataFrame({"x1": 0.5, "c": [{"k": 1}] * 20, "y": True}),
+              "input feature 'c' (category): column 'c' has Arrow type struct<k: int64>, but a category feature reads "
+              "one value per cell"),
+    "lists": (pd.DataFrame({"x1": [[1.0, 2.0]] * 20, "c": "a", "y": True}),
+              "input feature 'x1' (number): column 'x1' has Arrow type list<item: double>"),
+    "lists and text": (pd.DataFrame({"x1": 0.5, "c": [["a"], "b"] * 10, "y": True}),
+                       "column 'c' of the DataFrame holds values of different kinds that no one column type fits: "
+                       "row 0 holds ['a'], and row 1 holds 'b'"),
+    "dicts and lists": (pd.DataFrame({"x1": 0.5, "c": [{"k": 1}, [1]] * 10, "y": True}),
+                        "column 'c' of the DataFrame holds values of different kinds"),
+    "a missing column": (pd.DataFrame({"x1": [0.5] * 20, "y": True}), "the dataset has no column 'c' (for input "
+                                                                     "feature 'c'). Its columns are: x1, y"),
+}
+
+
+@pytest.mark.parametrize("odd", list(ODD_FRAMES))
+def test_an_odd_dataframe_is_a_data_error_naming_the_column(small, odd):
+    data, message = ODD_FRAMES[odd]
+    with pytest.raises(DataError, match=re.escape(message)):
+        Model(small).train(dataset=data, progress_bar=False)
+
+
+@pytest.mark.parametrize("data, message", [
+    (pd.DataFrame(index=range(3)), "the DataFrame has 3 row(s) but no columns"),
+    (pd.DataFrame([[0.5, 0.5, 0.1, "a"]], columns=["x1", "x1", "x2", "c"]),
+     "the data has 1 column name(s) that appear more than once and that the config reads: 'x1'"),
+    (pd.DataFrame({"x1": 0.5, "x2": 0.5, "c": [{"k": 1}]}), "input feature 'c' (category): column 'c' has Arrow type"),
+    (pd.DataFrame({"x1": 0.5, "x2": 0.5, "c": [["a"], "b"]}), "column 'c' of the DataFrame holds values of different kinds"),
+])
+def test_predicting_on_an_odd_dataframe_is_a_data_error(trained, data, message):
+    with pytest.raises(DataError, match=re.escape(message)):
+        trained.predict(data)
+
+
+def test_training_twice_gives_a_whole_model_each_time_and_the_first_saved_still_loads(small, frame, tmp_path):
+    model = Model(small)
+    model.train(dataset=frame, random_seed=1, progress_bar=False)
+    first = model.predict(frame)
+    model.save(tmp_path / "first")
+    model.train(dataset=frame.iloc[:200], random_seed=2, progress_bar=False)
+    fresh = Model(small)
+    fresh.train(dataset=frame.iloc[:200], random_seed=2, progress_bar=False)
+    np.testing.assert_allclose(model.predict(frame).y_probability, fresh.predict(frame).y_probability, rtol=1e-6)
+    np.testing.assert_allclose(Model.load(tmp_path / "first").predict(frame).y_probability, first.y_probability,
+                               rtol=1e-6)
 
 
 # ---- loading what is not a model ---------------------------------------------------------------

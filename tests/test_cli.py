@@ -150,6 +150,37 @@ def test_dataset_with_only_a_header(cli, config_path, tmp_path):
     assert_one_clean_error(cli("preprocess", "--config", config_path, "--dataset", path), f"dataset '{path}' has no rows")
 
 
+def test_dicts_in_a_jsonl_column_a_scalar_feature_reads(cli, config_path, tmp_path):
+    path = tmp_path / "data.jsonl"
+    path.write_text("\n".join(json.dumps({"age": 30 + i, "city": {"name": "Oslo"}, "bought": "yes"}) for i in range(6)))
+    assert_one_clean_error(cli("preprocess", "--config", config_path, "--dataset", path),
+                           "input feature 'city' (category): column 'city' has Arrow type struct<name: string>",
+                           "Point the feature at a scalar column, or flatten this one first")
+
+
+def test_lists_and_text_in_one_json_column(cli, config_path, tmp_path):
+    path = tmp_path / "data.json"
+    path.write_text(json.dumps([{"age": 30 + i, "city": ["Oslo"] if i % 2 else "Lima", "bought": "no"} for i in range(6)]))
+    assert_one_clean_error(cli("preprocess", "--config", config_path, "--dataset", path),
+                           f"column 'city' of {str(path)!r} holds values of different kinds that no one column type "
+                           f"fits: row 1 holds ['Oslo'], and row 0 holds 'Lima'. Give the column one kind of value")
+
+
+def test_a_repeated_split_column(cli, write_config, tmp_path, cache_dir):
+    config = write_config({**CONFIG, "preprocessing": {"split": {"type": "fixed"}},
+                           "backend": {"type": "local", "cache_dir": cache_dir}})
+    path = tmp_path / "data.csv"
+    path.write_text("age,city,split,bought,split\n" + "31,Oslo,0,yes,0\n45,Lima,2,no,1\n" * 3)
+    assert_one_clean_error(cli("preprocess", "--config", config, "--dataset", path),
+                           "appear more than once and that the config reads: 'split'")
+
+
+@pytest.mark.parametrize("seed", ["-1", str(2**32)])
+def test_a_seed_out_of_range(cli, config_path, dataset, seed):
+    assert_one_clean_error(cli("preprocess", "--config", config_path, "--dataset", dataset, "--random-seed", seed),
+                           f"random_seed {seed}: give a whole number from 0 to 4294967295, such as 42")
+
+
 def test_split_that_leaves_training_empty(cli, write_config, make_dataset, cache_dir):
     path = write_config({**CONFIG, "preprocessing": {"split": {"type": "fixed"}}, "backend": {"type": "local", "cache_dir": cache_dir}})
     data = make_dataset({**ROWS, "split": [1, 1, 2, 2, 1, 2]})

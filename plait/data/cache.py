@@ -32,9 +32,7 @@ def dataset_identity(source: Any, options: dict) -> dict:
     """What identifies a dataset's content cheaply: path, size, mtime and a hash of a sample of
     each file (:func:`content_sample_digest`), or a content hash."""
     if is_dataframe(source):
-        import pandas as pd
-
-        digest = hashlib.sha256(pd.util.hash_pandas_object(source, index=False).to_numpy().tobytes())
+        digest = hashlib.sha256(_row_hashes(source))
         digest.update(json.dumps([str(c) for c in source.columns]).encode())
         digest.update(json.dumps([str(t) for t in source.dtypes]).encode())
         return {"dataframe_sha256": digest.hexdigest(), "rows": len(source)}
@@ -65,6 +63,20 @@ def dataset_identity(source: Any, options: dict) -> dict:
         entries.append([file, info.get("size"), str(stamp), content_sample_digest(fs, file, info.get("size"))])
     name = os.path.abspath(path) if fs.protocol in ("file", ("file", "local")) else os.fspath(source)
     return {"path": name, "files": entries}
+
+
+def _row_hashes(frame) -> bytes:
+    """pandas' hash of each row; a frame pandas cannot hash (no columns, or lists and dicts in
+    cells) by each cell's pickle instead."""
+    import pickle
+
+    import pandas as pd
+
+    try:
+        return pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes()
+    except (TypeError, ValueError):
+        cells = [hashlib.sha256(pickle.dumps(frame.iloc[:, i].tolist())).digest() for i in range(frame.shape[1])]
+        return b"".join(cells) + str(frame.shape).encode()
 
 
 SAMPLE_BYTES = 64 * 1024

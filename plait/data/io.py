@@ -68,21 +68,51 @@ def read_table(source: Any, storage_options: dict | None = None) -> pa.Table:
     return table
 
 
-def from_pandas(df, empty_ok: bool = False) -> pa.Table:
-    """A DataFrame as Arrow; no rows is an error unless ``empty_ok`` (prediction answers it)."""
+def from_pandas(df, empty_ok: bool = False, label: str = "the DataFrame") -> pa.Table:
+    """A DataFrame (``label`` in errors) as Arrow; no rows is an error unless ``empty_ok``
+    (prediction answers it). Columns mixing numbers and strings become strings, as a CSV reader
+    would see them; repeated column names are kept, for the features' check to name (as a CSV's
+    repeated header is)."""
+    if len(df.columns) == 0:
+        raise DataError(f"{label} has {len(df)} row(s) but no columns; give it a column for each feature "
+                        f"the config names")
     if len(df) == 0 and not empty_ok:
-        raise DataError("the DataFrame has no rows")
+        raise DataError(f"{label} has no rows")
     try:
         return pa.Table.from_pandas(df, preserve_index=False)
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        # Columns mixing types (numbers and strings) become strings, as a CSV reader would see them.
-        fixed = df.copy()
-        for name in fixed.columns:
-            try:
-                pa.array(fixed[name], from_pandas=True)
-            except (pa.ArrowInvalid, pa.ArrowTypeError):
-                fixed[name] = fixed[name].map(lambda v: None if v is None or v != v else str(v))
-        return pa.Table.from_pandas(fixed, preserve_index=False)
+    except (pa.ArrowException, ValueError, TypeError):
+        names = [str(name) for name in df.columns]
+        return pa.Table.from_arrays([_column(df.iloc[:, i], names[i], label) for i in range(len(names))], names=names)
+
+
+_CONTAINERS = (dict, list, tuple, set, frozenset)
+
+
+def _column(series, name: str, label: str) -> pa.Array:
+    import pandas as pd
+
+    if isinstance(series.dtype, pd.SparseDtype):
+        series = series.sparse.to_dense()
+    try:
+        return pa.array(series, from_pandas=True)
+    except (pa.ArrowException, ValueError, TypeError):
+        pass
+    values = series.astype(object).tolist()
+    nested = [i for i, v in enumerate(values) if isinstance(v, _CONTAINERS) or hasattr(v, "__array__")]
+    if nested:
+        first = nested[0]
+        other = next((i for i, v in enumerate(values) if v is not None and type(v) is not type(values[first])), None)
+        with_what = f", and row {other} holds {_short(values[other])}" if other is not None else ""
+        raise DataError(
+            f"column {name!r} of {label} holds values of different kinds that no one column type fits: row "
+            f"{first} holds {_short(values[first])}{with_what}. Give the column one kind of value (all "
+            f"lists for a vector, all text or numbers for other features), or drop it")
+    return pa.array([None if pd.isna(v) else str(v) for v in values], pa.string())
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def read_file(fs, fs_path: str, fmt: str) -> pa.Table:
@@ -99,7 +129,7 @@ def read_file(fs, fs_path: str, fmt: str) -> pa.Table:
         if fmt == "json" and head.startswith(b"["):
             import pandas as pd
 
-            return from_pandas(pd.read_json(handle, orient="records"))
+            return from_pandas(pd.read_json(handle, orient="records"), label=repr(fs_path))
         return pj.read_json(handle)
 
 

@@ -26,7 +26,7 @@ from plait.data.cache import Cache, cache_key, dataset_identity, default_cache_d
 from plait.data.engines import ROW_NUMBER, DataEngine, Source, get_engine
 from plait.data.io import is_url
 from plait.data.layout import SPLIT_COLUMN
-from plait.errors import DataError
+from plait.errors import DataError, UsageError
 from plait.features import FeatureProcessor, data_directory, processors_for
 from plait.features.base import check_unique_columns, table_column
 from plait.utils import fs as fsu
@@ -204,6 +204,7 @@ def preprocess(
 
     ``engine`` may be a function that returns one, called only on a cache miss (starting Ray
     costs seconds that a cache hit should not pay)."""
+    seed = sp.check_seed(seed)
     sources = _sources(dataset, training_set, validation_set, test_set)
     options = fsu.storage_options(config.backend.cache_credentials)
     first = next(iter(sources.values()))
@@ -315,6 +316,9 @@ def _split_rows(engine: DataEngine, steps: PartitionSteps, data) -> tuple[list, 
 def transform_split(config: PlaitConfig, features: dict, source: Any, seed: int, split: str) -> pa.Table:
     """The rows of raw data that a run with this config and seed put in ``split``, transformed
     with saved feature metadata (to evaluate a saved model on exactly its test set, say)."""
+    seed = sp.check_seed(seed)
+    if split not in sp.SPLIT_NAMES:
+        raise UsageError(f"split {split!r}: give one of {', '.join(sp.SPLIT_NAMES)} (or full, for every row)")
     processors = processors_for(config, data_directory(source))
     engine = get_engine("local")
     data, columns = engine.read([Source(source)])
@@ -342,12 +346,13 @@ def _sources(dataset, training_set, validation_set, test_set) -> dict:
 def check_columns(columns: list[str], processors, source: Any, config: PlaitConfig | None) -> None:
     """Every column the config names must be in the data; say which ones are."""
     label = source if isinstance(source, str) else "the dataset"
-    check_unique_columns(columns, processors, label)
+    split_column = []
+    if config is not None and config.preprocessing.split.type in ("fixed", "stratify", "datetime", "hash"):
+        split_column = [(config.preprocessing.split.column, "preprocessing.split.column")]
+    check_unique_columns(columns, processors, label, also=tuple(column for column, _ in split_column))
     present = set(columns)
     wanted = [(column, f"{'output' if p.is_output else 'input'} feature {p.name!r}") for p in processors
-              for column in p.columns]
-    if config is not None and config.preprocessing.split.type in ("fixed", "stratify", "datetime", "hash"):
-        wanted.append((config.preprocessing.split.column, "preprocessing.split.column"))
+              for column in p.columns] + split_column
     missing = [(column, who) for column, who in wanted if column not in present]
     if missing:
         described = "; ".join(f"{column!r} (for {who})" for column, who in missing)

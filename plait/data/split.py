@@ -7,13 +7,26 @@ advanced row by row, so the same row lands in the same split however the data is
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from plait.errors import DataError
+from plait.errors import DataError, UsageError
+
+SEEDS = 1 << 32
+"""Seeds are 0 to 2**32 - 1, as in Ludwig (which seeds numpy with them)."""
+
+
+def check_seed(seed: Any, name: str = "random_seed") -> int:
+    """``seed`` as an int, or a UsageError naming the argument (a float or text would fail deep
+    in the split, and a seed past 2**32 overflows torch's generators)."""
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < SEEDS:
+        raise UsageError(f"{name} {seed!r}: give a whole number from 0 to {SEEDS - 1}, such as 42")
+    return int(seed)
+
 
 TRAINING, VALIDATION, TEST = 0, 1, 2
 SPLIT_NAMES = ("training", "validation", "test")

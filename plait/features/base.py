@@ -91,7 +91,8 @@ class FeatureProcessor(ABC):
 
     def prepare_raw(self, column: pa.Array) -> pa.Array:
         """``prepare`` for a column as read from the user's data, after checking its Arrow type."""
-        if pa.types.is_nested(column.type) and not self.reads_nested:
+        kind = column.type.storage_type if isinstance(column.type, pa.BaseExtensionType) else column.type
+        if pa.types.is_nested(kind) and not self.reads_nested:
             role = "output" if self.is_output else "input"
             raise DataError(
                 f"{role} feature {self.name!r} ({self.type}): column {self.column!r} has Arrow type "
@@ -125,16 +126,17 @@ def table_column(table: pa.Table, name: str) -> pa.Array:
     return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
 
 
-def check_unique_columns(columns: list[str], processors, label: str) -> None:
-    """A column the features read must appear once: a CSV with a repeated header has two columns
-    of that name, and which one a feature would read is a guess."""
+def check_unique_columns(columns: list[str], processors, label: str, also: tuple[str, ...] = ()) -> None:
+    """A column the features (or ``also``: the split's column) read must appear once: a CSV with
+    a repeated header has two columns of that name, and which one a feature would read is a guess."""
     seen, twice = set(), set()
     for column in columns:  # linear: datasets can have many thousands of columns
         (twice if column in seen else seen).add(column)
-    repeated = sorted({column for p in processors for column in p.columns if column in twice})
+    repeated = sorted({column for p in processors for column in p.columns if column in twice}
+                      | {column for column in also if column in twice})
     if repeated:
         raise DataError(
-            f"{label} has {len(repeated)} column name(s) that appear more than once and that features "
-            f"read: {', '.join(repr(c) for c in repeated)}. Rename the duplicated header(s) so that each "
+            f"{label} has {len(repeated)} column name(s) that appear more than once and that the config "
+            f"reads: {', '.join(repr(c) for c in repeated)}. Rename the duplicated header(s) so that each "
             f"column has its own name"
         )

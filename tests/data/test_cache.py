@@ -115,6 +115,14 @@ def test_same_dataframe_content_uses_the_cache_and_changed_content_rebuilds(run)
     assert not run(pd.DataFrame({**ROWS, "c": list("abcabd")})).from_cache
 
 
+def test_a_dataframe_with_lists_in_its_cells_is_cached_by_content(run):
+    inputs = [{"name": "v", "type": "vector"}]
+    vectors = [[float(i), 1.0] for i in range(6)]
+    assert not run(pd.DataFrame({**ROWS, "v": vectors}), inputs=inputs).from_cache
+    assert run(pd.DataFrame({**ROWS, "v": [list(v) for v in vectors]}), inputs=inputs).from_cache
+    assert not run(pd.DataFrame({**ROWS, "v": vectors[:-1] + [[9.0, 1.0]]}), inputs=inputs).from_cache
+
+
 def test_cache_defaults_to_a_folder_beside_the_dataset(make_dataset, tmp_path):
     path = make_dataset(ROWS)
     config = load_config({"input_features": INPUTS, "output_features": OUTPUTS})
