@@ -84,7 +84,8 @@ class TimeseriesProcessor(FeatureProcessor):
     def transform(self, column: pa.Array, metadata: dict) -> pa.Array:
         if column.null_count:
             column = pc.if_else(pc.is_valid(column), column, pa.scalar(metadata["fill_value"], SERIES))
-        values = pc.list_flatten(column).to_numpy(zero_copy_only=False).astype(np.float32)
+        with np.errstate(over="ignore"):  # beyond float32 is inf, and so the padding value
+            values = pc.list_flatten(column).to_numpy(zero_copy_only=False).astype(np.float32)
         values[~np.isfinite(values)] = metadata["padding_value"]
         lengths = pc.list_value_length(column).to_numpy(zero_copy_only=False).astype(np.int64)
         if "padding" in metadata:  # each row's steps, cut to the length: the batches pad them

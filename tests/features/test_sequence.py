@@ -77,3 +77,16 @@ def test_partitioning_does_not_change_a_single_byte(tmp_path, make_dataset, make
         files = [Path(f).read_bytes() for split in ("training", "validation", "test") for f in data.split_files(split)]
         results.append((files, (Path(data.location) / "metadata.json").read_text()))
     assert results[0] == results[1]
+
+
+def test_an_all_empty_sequence_column_trains_and_predicts_through_the_cli(tmp_path, make_config, write_config,
+                                                                         make_dataset, cli, one_torch_thread):
+    path = make_dataset({"s": [""] * 11 + ["   "], "y": [True, False] * 6})
+    config = write_config(make_config([{"name": "s", "type": "sequence"}], [{"name": "y", "type": "binary"}],
+                                      trainer={"epochs": 1, "batch_size": 4}))
+    code, _, err = cli("train", "--config", config, "--dataset", path, "--output-directory", tmp_path / "out")
+    assert code == 0, err
+    model = tmp_path / "out" / "experiment_run_0" / "model"
+    code, out, err = cli("predict", "--model-path", model, "--dataset", path, "--output-directory", tmp_path / "p")
+    assert code == 0, err
+    assert pd.read_parquet(tmp_path / "p" / "predictions.parquet").shape[0] == 12

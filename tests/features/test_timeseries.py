@@ -117,3 +117,9 @@ def test_bad_series_through_the_cli_are_one_clean_error(make_config, write_confi
     assert error == ("plait: error: timeseries feature 't': 1 row(s) of column 't' hold something that is not a "
                      "number, such as '1 two 3' (a series is numbers split by space). Clean the column, or fix "
                      "preprocessing.tokenizer")
+
+
+def test_a_step_beyond_float32_becomes_the_padding_value_without_a_warning(make_processor, fit_transform, recwarn):
+    assert fit_transform(make_processor("timeseries", {"padding_value": -1.0}), ["1e308 2", "-1e300"])[1] == [
+        [-1.0, 2.0], [-1.0]]
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
