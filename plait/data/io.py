@@ -89,6 +89,7 @@ _CONTAINERS = (dict, list, tuple, set, frozenset)
 
 
 def _column(series, name: str, label: str) -> pa.Array:
+    import numpy as np
     import pandas as pd
 
     if isinstance(series.dtype, pd.SparseDtype):
@@ -98,7 +99,7 @@ def _column(series, name: str, label: str) -> pa.Array:
     except (pa.ArrowException, ValueError, TypeError):
         pass
     values = series.astype(object).tolist()
-    nested = [i for i, v in enumerate(values) if isinstance(v, _CONTAINERS) or hasattr(v, "__array__")]
+    nested = [i for i, v in enumerate(values) if isinstance(v, (*_CONTAINERS, np.ndarray))]
     if nested:
         first = nested[0]
         other = next((i for i, v in enumerate(values) if v is not None and type(v) is not type(values[first])), None)
