@@ -367,7 +367,14 @@ class TrainerConfig(StrictModel):
     regularization_lambda: float = Field(0.0, ge=0, le=1)
     """Strength of the regularization penalty (0: none)."""
     use_mixed_precision: bool = False
-    """bf16 autocast for the forward pass. Off by default: on CPUs without bf16 units it is slower."""
+    """Autocast for the forward pass, in ``mixed_precision_dtype``. Off by default: on CPUs without
+    bf16 units it is slower."""
+    mixed_precision_dtype: Literal["bfloat16", "float16"] = "bfloat16"
+    """The autocast dtype of ``use_mixed_precision``. bfloat16 (CPUs, and GPUs from Ampere on)
+    needs no loss scaling. float16 (GPUs without bf16, such as the T4 and V100; Ludwig's mixed
+    precision on GPUs) scales the loss with a gradient scaler, so that small gradients do not
+    underflow, and skips a step whose gradients overflowed; it needs the local or ddp strategy
+    (DeepSpeed has its own: ``backend.trainer.strategy.fp16.enabled``)."""
     compile: Annotated[bool, ludwig_only(False, instead=f"{_NOT_IMPLEMENTED} (torch.compile)")] = False
     """Ludwig: torch.compile the model before training. plait accepts only false."""
     enable_gradient_checkpointing: bool = False

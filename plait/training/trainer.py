@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from plait.errors import TrainingError
+from plait.errors import ConfigError, TrainingError
 from plait.training import checkpoint as ckpt
 from plait.data.tensors import trim_padding
 from plait.training.batches import Batches, lockstep
@@ -70,6 +70,7 @@ class Trainer:
         self.model, self.optimizer = strategy.prepare(model, optimizer, StepPlan.of(sizes, self.options.gradient_clipping))
         # Gathered once: walking the module tree every step costs about 5% of a small model's step.
         self.parameters = [p for p in self.model.parameters() if p.requires_grad]
+        self.scaler = self._grad_scaler()
         self.penalized = self._penalized_parameters()
         self.state = Progress()
         self.early_stopping = EarlyStopping(self.options)
@@ -201,16 +202,24 @@ class Trainer:
         if not math.isfinite(value):
             raise self._diverged(f"the loss became {value}")
         scale = weight / accumulation
+        loss = loss * scale if scale != 1 else loss
         # Gradients are exchanged only before an optimizer step, not on every micro-step.
-        self.strategy.backward(loss * scale if scale != 1 else loss, sync=boundary)
+        self.strategy.backward(self.scaler.scale(loss) if self.scaler is not None else loss, sync=boundary)
         return value
 
     def _optimizer_step(self) -> None:
         clip = self.options.gradient_clipping
         if clip.clipvalue:  # both clip functions skip parameters without a gradient
             torch.nn.utils.clip_grad_value_(self.parameters, clip.clipvalue)
-        norm = self.strategy.optimizer_step(self.optimizer, self.parameters, clip.max_norm)
-        if norm is not None and not math.isfinite(norm):  # the step was skipped: training has stalled
+        if self.scaler is not None:
+            self.scaler.unscale_(self.optimizer)  # the clips see the gradients at their true size
+        norm = self.strategy.optimizer_step(self.optimizer, self.parameters, clip.max_norm, self.scaler)
+        if self.scaler is not None and self.scaler.get_scale() < 1.0:
+            # An fp16 overflow skips its step and halves the scale: that is how the scale is found.
+            # A scale below 1 means the gradients overflow whatever it is.
+            raise self._diverged("the float16 gradients kept overflowing (the loss scale fell below 1)")
+        if self.scaler is None and norm is not None and not math.isfinite(norm):
+            # The step was skipped: training has stalled.
             raise self._diverged(f"the gradient norm became {norm}")
         self.scheduler.step()
         self.state.step += 1
@@ -233,11 +242,24 @@ class Trainer:
         )
 
     def _autocast(self):
-        """bf16 autocast when use_mixed_precision is on; otherwise a no-op context (cheaper per
-        step than a disabled ``torch.autocast``)."""
+        """Autocast in mixed_precision_dtype when use_mixed_precision is on; otherwise a no-op
+        context (cheaper per step than a disabled ``torch.autocast``)."""
         if self.options.use_mixed_precision:
-            return torch.autocast(self.strategy.device.type, dtype=torch.bfloat16)
+            return torch.autocast(self.strategy.device.type, dtype=getattr(torch, self.options.mixed_precision_dtype))
         return contextlib.nullcontext()
+
+    def _grad_scaler(self) -> torch.amp.GradScaler | None:
+        """float16 autocast's gradient scaler (None otherwise): the loss is multiplied before the
+        backward pass so that small float16 gradients do not underflow to zero, the gradients are
+        divided back before clipping, and a step whose gradients overflowed is skipped while the
+        scale is lowered."""
+        if not self.options.use_mixed_precision or self.options.mixed_precision_dtype != "float16":
+            return None
+        if not self.strategy.whole_gradients_in_step:
+            raise ConfigError(f"trainer.mixed_precision_dtype: float16 needs the local or ddp strategy, whose "
+                              f"gradients are whole on every worker (this run uses {self.strategy.name}); use "
+                              "bfloat16, or DeepSpeed's own fp16 (backend.trainer.strategy.fp16.enabled)")
+        return torch.amp.GradScaler(self.strategy.device.type)
 
     def _split(self, batch: dict) -> tuple[dict, dict]:
         device = self.strategy.device

@@ -161,6 +161,23 @@ def test_mixed_precision_trains_on_cpu(train_config, tabular_df):
     assert _test_metrics(model, result)["y"]["accuracy"] > 0.85
 
 
+def test_float16_mixed_precision_trains_with_a_gradient_scaler(train_config, tabular_df, monkeypatch):
+    """float16 (GPUs without bf16; on CPU here, slowly) scales the loss, so that small gradients
+    do not underflow, and skips the steps whose gradients overflowed."""
+    scalers = []
+
+    class Recorded(torch.amp.GradScaler):  # the real scaler, remembered for the test
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            scalers.append(self)
+
+    monkeypatch.setattr(torch.amp, "GradScaler", Recorded)
+    config = train_config(epochs=6, use_mixed_precision=True, mixed_precision_dtype="float16")
+    model, result = _train(config, dataset=tabular_df)
+    assert len(scalers) == 1 and scalers[0].is_enabled() and scalers[0].get_scale() >= 1.0
+    assert _test_metrics(model, result)["y"]["accuracy"] > 0.85
+
+
 # ---- early stopping and the best model ---------------------------------------------------------
 
 def test_early_stopping_ends_training_and_keeps_the_best_weights(train_config):

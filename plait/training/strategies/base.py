@@ -54,6 +54,11 @@ class Strategy(ABC):
     whole_parameters_outside_forward: bool = True
     """False where a worker holds only a partition of each weight between forward passes
     (ZeRO-3): a penalty on the weights (``regularization_lambda``) cannot be computed then."""
+    whole_gradients_in_step: bool = True
+    """True where, at ``optimizer_step``, every worker holds the whole gradients, the same on all
+    (local, ddp): a ``torch.amp.GradScaler`` then finds the same overflow on every worker and
+    all skip the same steps. Sharded gradients (fsdp, deepspeed) or gradients exchanged inside
+    the step (horovod) need a scaler of their own."""
 
     @property
     def is_coordinator(self) -> bool:
@@ -89,15 +94,21 @@ class Strategy(ABC):
     # ---- defaults: whole model and optimizer on every worker ------------------------------------
 
     def optimizer_step(self, optimizer: torch.optim.Optimizer, parameters: list[torch.Tensor],
-                       max_norm: float | None = None) -> float | None:
+                       max_norm: float | None = None, scaler: torch.amp.GradScaler | None = None) -> float | None:
         """Clip the gradients' global norm to ``max_norm`` (when given), update the weights and
         zero the gradients. Returns the norm before clipping (None without clipping); a norm that
         is not finite skips the update, so the weights stay finite for the error that follows.
+        With float16's ``scaler`` (its ``unscale_`` called already), the scaler decides the skip
+        (an overflow is expected then: it lowers the scale) and updates its scale.
 
         A template: a strategy changes how the norm is computed (``_clip_grad_norm``) or how the
         weights are updated (``_step``) and keeps this order and the skip."""
         norm = self._clip_grad_norm(parameters, max_norm) if max_norm else None
-        if norm is None or math.isfinite(norm):
+        if scaler is not None:
+            scaler.step(optimizer)  # optimizer.step(), unless unscale_ found inf or NaN
+            scaler.update()
+            optimizer.zero_grad(set_to_none=True)
+        elif norm is None or math.isfinite(norm):
             self._step(optimizer)
         return norm
 

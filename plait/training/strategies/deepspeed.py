@@ -59,6 +59,7 @@ def optimizer_file(rank: int) -> str:
 
 class DeepSpeedStrategy(ProcessGroupStrategy):
     name = "deepspeed"
+    whole_gradients_in_step = False  # ZeRO partitions them; fp16 is DeepSpeed's own loss scaling
 
     @staticmethod
     def check(section, steps=None) -> None:
@@ -118,7 +119,7 @@ class DeepSpeedStrategy(ProcessGroupStrategy):
         self.engine.set_gradient_accumulation_boundary(sync)
         self.engine.backward(loss, scale_wrt_gas=False)
 
-    def optimizer_step(self, optimizer, parameters, max_norm=None):
+    def optimizer_step(self, optimizer, parameters, max_norm=None, scaler=None):
         """DeepSpeed clips inside ``engine.step()`` (at ``gradient_clipping``, set from the step
         plan's ``max_norm`` in ``prepare``): step, then report the norm before clipping. A
         non-finite norm makes DeepSpeed skip the step."""

@@ -54,6 +54,7 @@ FULL_FROM_RANK0 = StateDictOptions(full_state_dict=True, broadcast_from_rank0=Tr
 class FSDPStrategy(ProcessGroupStrategy):
     name = "fsdp"
     forward_is_collective = True  # every sharded unit all-gathers its parameters in forward
+    whole_gradients_in_step = False  # each rank holds a shard of each gradient
 
     def __init__(self, config=None, device: str | None = None):
         self.state_dict_type = config.state_dict_type if config is not None else "full"

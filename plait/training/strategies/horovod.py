@@ -155,6 +155,7 @@ def start_horovod(hvd, master_addr: str | None = None) -> Rendezvous | None:
 
 class HorovodStrategy(Strategy):
     name = "horovod"
+    whole_gradients_in_step = False  # exchanged inside the step (optimizer.synchronize)
 
     def __init__(self, config=None, device: str | None = None, master_addr: str | None = None):
         """``master_addr``: where rank 0's torch group listens, if the backend knows it (the
