@@ -25,9 +25,10 @@ class VectorProcessor(FeatureProcessor):
                 f"vectors must be lists of numbers or strings of space-separated numbers"
             )
         try:
-            return column.cast(pa.list_(pa.float64()))
+            vectors = column.cast(pa.list_(pa.float64()))
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
             raise DataError(f"vector feature {self.name!r}: column {self.column!r} holds non-numbers: {exc}") from None
+        return _missing_unless_finite(vectors)
 
     def partial_stats(self, column: pa.Array) -> dict:
         valid = pc.drop_null(column)
@@ -81,3 +82,21 @@ class VectorProcessor(FeatureProcessor):
         if valid.any():
             matrix[valid] = pc.list_flatten(pc.drop_null(column)).to_numpy().reshape(-1, size)
         return fixed_size_list(matrix, pa.float32())
+
+
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def _missing_unless_finite(vectors: pa.Array) -> pa.Array:
+    """A vector holding NaN, an infinity, a null or a number beyond float32 (the model reads
+    float32: 1e300 would reach it as inf) is a missing value, as such a number is for a number
+    feature, so that the feature's missing_value_strategy applies to it. Given to the model, one
+    such value makes every probability NaN beside a confident-looking label."""
+    values = pc.list_flatten(vectors).to_numpy(zero_copy_only=False)  # nulls read as NaN
+    with np.errstate(invalid="ignore"):
+        bad_values = ~(np.abs(values) <= FLOAT32_MAX)
+    if not bad_values.any():
+        return vectors
+    bad_rows = np.zeros(len(vectors), dtype=bool)
+    bad_rows[pc.list_parent_indices(vectors).to_numpy(zero_copy_only=False)[bad_values]] = True
+    return pc.if_else(pa.array(bad_rows), pa.scalar(None, vectors.type), vectors)

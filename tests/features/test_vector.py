@@ -76,3 +76,19 @@ def test_a_fill_value_in_ludwigs_string_form_fills_that_vector(make_processor, f
     assert fit_transform(processor, [[0.0, 0.0], None])[1] == [[0.0, 0.0], [1.0, 2.0]]
     with pytest.raises(DataError, match="has 3 numbers, but the vectors have 2"):
         fit_transform(make_processor("vector", {"fill_value": "1 2 3"}), [[0.0, 0.0]])
+
+
+@pytest.mark.parametrize("strategy, filled", [("fill_with_const", [0.0, 0.0]), ("fill_with_mean", [2.0, 4.0])])
+def test_a_vector_holding_nan_inf_or_a_number_beyond_float32_is_a_missing_value(make_processor, fit_transform,
+                                                                                strategy, filled):
+    processor = vector(make_processor, missing_value_strategy=strategy)
+    training = [[1.0, 2.0], [3.0, 6.0], [float("nan"), 1.0], [1.0, float("inf")], [1.0, None], [1e300, 0.0]]
+    meta, out = fit_transform(processor, training, [[5.0, 5.0], [1.0, float("nan")], [float("-inf"), 0.0], [1e39, 0.0]])
+    assert meta["fill_value"] == filled  # the mean of the finite vectors only
+    assert out == [[5.0, 5.0]] + [filled] * 3
+    assert fit_transform(processor, ["1 2", "3 6", "nan 1"], ["1 inf", "-Infinity 2"])[1] == [filled] * 2
+
+
+def test_a_vector_holding_nan_drops_its_row_under_drop_row(make_processor):
+    processor = vector(make_processor, missing_value_strategy="drop_row")
+    assert processor.prepare(pa.array(["1 2", "1 nan", "2 3"])).is_valid().to_pylist() == [True, False, True]
