@@ -64,8 +64,11 @@ class ServeConfig(StrictModel):
     """Ray Serve: requests one replica takes at once before Serve queues them elsewhere. Keep it
     well above ``max_batch_size``, or micro-batches cannot fill."""
     batch_piece_rows: int = Field(2048, ge=1)
-    """Ray Serve: a ``/batch_predict`` request with more rows is cut into pieces of about this
-    many, predicted by all replicas at once."""
+    """A ``/batch_predict`` request with more rows is predicted in pieces of this many: single
+    rows that arrive meanwhile run between the pieces, and a request past
+    ``request_timeout_s`` stops after its current piece. On Ray Serve, all the replicas predict
+    the pieces at once. A batch of one piece answers exactly as ``plait predict``; a larger one
+    to float32 rounding."""
     route_prefix: str = "/"
     """Ray Serve: the path the endpoints are under (``/`` gives ``/predict``)."""
     allowed_origins: list[str] = Field(default_factory=list)

@@ -20,7 +20,7 @@ from starlette.requests import ClientDisconnect
 
 from plait.serving.metrics import ServerMetrics
 from plait.serving.model import ServedModel
-from plait.serving.payloads import ClientError, parse_batch, parse_row, read_body
+from plait.serving.payloads import Batch, ClientError, off_loop, parse_batch, parse_row, read_body
 from plait.serving.runners import Runner
 
 log = logging.getLogger("plait")
@@ -56,7 +56,7 @@ def build_app(model: ServedModel, runner: Runner, metrics: ServerMetrics | None 
         app.add_middleware(CORSMiddleware, allow_origins=settings.allowed_origins, allow_methods=["GET", "POST"],
                            allow_headers=["*"])
 
-    async def answer(endpoint: str, request: Request, work: Callable[[Request, bytes], Awaitable[Any]]) -> Response:
+    async def answer(endpoint: str, request: Request, work: Callable[[Request, bytes], Awaitable[Response]]) -> Response:
         """Read the body within its limits, do the work within the time limit, count it."""
         started, accepted = time.perf_counter(), False
         metrics.in_flight.inc()
@@ -65,7 +65,7 @@ def build_app(model: ServedModel, runner: Runner, metrics: ServerMetrics | None 
                                    settings.max_request_bytes, settings.body_timeout_s)
             accepted = True
             metrics.accepted += 1
-            response = json_response(await asyncio.wait_for(work(request, body), settings.request_timeout_s))
+            response = await asyncio.wait_for(work(request, body), settings.request_timeout_s)
         except ClientError as exc:
             response = error_response(exc.status, exc.message)
         except ClientDisconnect:  # the client hung up while sending: nobody to answer
@@ -83,28 +83,21 @@ def build_app(model: ServedModel, runner: Runner, metrics: ServerMetrics | None 
         metrics.observe(endpoint, response.status_code, time.perf_counter() - started)
         return response
 
-    async def one_row(request: Request, body: bytes) -> dict:
-        row = await parse_row(request.headers.get("content-type"), request.headers, body)
-        # Files (base64 to decode, a path or URL to read where allowed) are checked off the loop:
-        # one request may only ever slow itself.
-        row = await asyncio.to_thread(model.check_row, row) if model.reads_files else model.check_row(row)
-        predicted = await runner.predict_row(row)
+    async def one_row(request: Request, body: bytes) -> Response:
+        fields = await parse_row(request.headers.get("content-type"), request.headers, body)
+        # Files (base64 to decode, a path or URL to read where allowed) are checked off the loop
+        # whatever the body's size: one request may only ever slow itself.
+        checked = await off_loop(len(body), model.check_row, fields, blocks=model.reads_files)
+        predicted = await runner.predict_row(checked)
         metrics.rows.labels("predict").inc()
-        return predicted
+        return json_response(predicted)
 
-    async def many_rows(request: Request, body: bytes) -> Any:
+    async def many_rows(request: Request, body: bytes) -> Response:
         batch = await parse_batch(request.headers.get("content-type"), request.headers, body, settings.max_batch_rows)
-        model.check_names(list(batch.columns), "the batch")
-        columns = batch.columns
-        if model.reads_files:
-            columns = await asyncio.to_thread(model.with_files, columns, batch.files)
-        columns = await runner.predict_batch(columns, batch.rows)
+        columns = await off_loop(len(body), model.check_batch, batch.columns, batch.files, blocks=model.reads_files)
+        predicted = await runner.predict_batch(columns, batch.rows)
         metrics.rows.labels("batch_predict").inc(batch.rows)
-        names, rows = list(columns), zip(*columns.values())
-        if batch.records:
-            return [dict(zip(names, row)) for row in rows]
-        return {"index": batch.index if batch.index is not None else list(range(batch.rows)), "columns": names,
-                "data": list(rows)}
+        return await off_loop(len(body), batch_answer, batch, predicted)
 
     @app.get("/")
     async def alive() -> Response:
@@ -127,3 +120,12 @@ def build_app(model: ServedModel, runner: Runner, metrics: ServerMetrics | None 
         return Response(metrics.exposition(), media_type=metrics.content_type)
 
     return app
+
+
+def batch_answer(batch: Batch, columns: dict[str, Any]) -> Response:
+    """A batch's predictions in the shape it came in: records, or pandas "split" JSON."""
+    names, rows = list(columns), zip(*columns.values())
+    if batch.records:
+        return json_response([dict(zip(names, row)) for row in rows])
+    return json_response({"index": batch.index if batch.index is not None else list(range(batch.rows)),
+                          "columns": names, "data": list(rows)})

@@ -20,7 +20,8 @@ from plait.config.serve import ServeConfig
 from plait.errors import DataError
 from plait.serving.files import FileAccess
 from plait.serving.payloads import ClientError
-from plait.serving.values import ARROW_TYPES, COERCERS, FILE_COERCERS, BadValue, label
+from plait.serving.values import ARROW_TYPES, COERCERS, FILE_COERCERS, BadValue, check_column
+from plait.serving.values import _short as short
 
 
 @dataclass(frozen=True)
@@ -36,9 +37,10 @@ class ServedInput:
     """Its values are files (an image, audio): a request's string may make the server read one."""
 
     def refusal(self, exc: BadValue, row: int | None = None) -> ClientError:
+        """The answer to a value this feature refused: ``row``, which row of a batch it was in."""
         column = f", column {self.column!r}" if self.name != self.column else ""
-        where = f", row {row} of the batch" if row is not None else ""
-        return ClientError(400, f"input feature {self.name!r} ({self.type}{column}{where}) expects {exc}")
+        where = f"row {row} of the batch: " if row is not None else ""
+        return ClientError(400, f"{where}input feature {self.name!r} ({self.type}{column}) expects {exc}")
 
 
 class ServedModel:
@@ -91,26 +93,29 @@ class ServedModel:
         }
 
     def _one_empty_row(self) -> pa.Table:
-        return pa.table({column: pa.array([None], ARROW_TYPES.get(first.type, pa.string()))
-                         for column, first in self.columns.items()})
+        return self._table([[None]] * len(self.columns))
 
     def check_names(self, names, what: str) -> None:
         """Every input feature given, and nothing the model does not know (its output columns
-        may come along: labelled rows are welcome and the labels are ignored)."""
-        missing = [column for column in self.columns if column not in names]
+        may come along: labelled rows are welcome and the labels are ignored). ``names``: a
+        row's dict or a batch's list of columns, which may be long: linear in it, and the names
+        listed in a message are a few."""
+        given = names if isinstance(names, dict) else set(names)
+        missing = [column for column in self.columns if column not in given]
         unknown = [n for n in names if n not in self._known]
         problems = []
         if missing:
             problems.append(f"missing input feature(s) {', '.join(map(repr, missing))}")
         if unknown:
-            problems.append("unknown feature(s) " + ", ".join(self._with_suggestion(n) for n in unknown))
+            more = f" and {len(unknown) - 10} more" if len(unknown) > 10 else ""
+            problems.append(f"unknown feature(s) {', '.join(self._with_suggestion(n) for n in unknown[:10])}{more}")
         if problems:
             inputs = ", ".join(f"{column} ({first.type})" for column, first in self.columns.items())
             raise ClientError(400, f"{what}: {'; '.join(problems)}. This model's input columns are: {inputs}")
 
     def _with_suggestion(self, name: str) -> str:
         close = difflib.get_close_matches(name, list(self.columns), n=1)
-        return f"{name!r} (did you mean {close[0]!r}?)" if close else repr(name)
+        return f"{short(name)} (did you mean {close[0]!r}?)" if close else short(name)
 
     # ---- single rows ------------------------------------------------------------------------------------
 
@@ -130,15 +135,16 @@ class ServedModel:
         """Predictions for a micro-batch of checked rows, one flat dict each. A row the features
         still refuse gets its error, and the others their answers."""
         try:
-            return self._rows_of(self.predictor.predict_columns(self._table(rows)))
+            return self._rows_of(self.predictor.predict_columns(self._table([list(c) for c in zip(*rows)])))
         except DataError as exc:
             if len(rows) == 1:
                 return [ClientError(400, str(exc))]
         return [self.predict_rows([row])[0] for row in rows]
 
-    def _table(self, rows: list[tuple]) -> pa.Table:
-        return pa.table({column: pa.array([row[k] for row in rows], ARROW_TYPES.get(first.type, pa.string()))
-                         for k, (column, first) in enumerate(self.columns.items())})
+    def _table(self, columns: list[list]) -> pa.Table:
+        """Checked values, one list per input column, as the table the predictor reads."""
+        return pa.table({column: pa.array(values, ARROW_TYPES.get(first.type, pa.string()))
+                         for (column, first), values in zip(self.columns.items(), columns)})
 
     @staticmethod
     def _rows_of(columns: dict[str, Any]) -> list[dict]:
@@ -148,32 +154,28 @@ class ServedModel:
 
     # ---- batches ----------------------------------------------------------------------------------------
 
-    def with_files(self, columns: dict[str, list], sent: dict[str, bytes]) -> dict[str, list]:
-        """A batch's columns with each file-valued cell as the file's bytes: a file part of the
-        form whose file name the cell holds (Ludwig's batch form), else what the cell's string
-        stands for (a data URL, or a path or URL the server allows). The processors never see a
-        path from a client."""
-        columns = dict(columns)
-        for column, first in self.columns.items():
-            if not first.reads_files:
-                continue
-            values = []
-            for row, value in enumerate(columns[column]):
-                if isinstance(value, str) and value in sent:
-                    value = sent[value]
-                try:
-                    values.append(first.check(value, first.metadata))
-                except BadValue as exc:
-                    raise first.refusal(exc, row) from None
-            columns[column] = values
-        return columns
+    def check_batch(self, columns: dict[str, list], sent: dict[str, bytes] | None = None) -> list[list]:
+        """A batch's columns as checked values, one list per input column: each value checked
+        as :meth:`check_row` checks it. ``sent``: a form's file parts by file name; a
+        file-valued cell holding one of the names is that file (Ludwig's batch form)."""
+        self.check_names(list(columns), "the batch")
+        checked = {}
+        for i in self.inputs:
+            values = columns[i.column]
+            if i.reads_files and sent:
+                values = [sent.get(v, v) if isinstance(v, str) else v for v in values]
+            try:
+                values = check_column(i.type, values, i.metadata, i.check)
+            except BadValue as exc:
+                raise i.refusal(exc, exc.row) from None
+            checked.setdefault(i.column, values)
+        return [checked[column] for column in self.columns]
 
-    def predict_batch(self, columns: dict[str, list]) -> dict[str, Any]:
-        """Predictions for a batch's columns (a whole request, or a piece of one), by column. The
-        app has checked the columns' names (:meth:`check_names`) before the batch got here."""
-        table = pa.table({column: _arrow_column(first, columns[column]) for column, first in self.columns.items()})
+    def predict_batch(self, columns: list[list]) -> dict[str, Any]:
+        """Predictions for checked columns (:meth:`check_batch`: a whole request, or a piece of
+        one), by prediction column."""
         try:
-            predicted = self.predictor.predict_columns(table)
+            predicted = self.predictor.predict_columns(self._table(columns))
         except DataError as exc:
             raise ClientError(400, str(exc)) from None
         return {name: _values(column) for name, column in predicted.items()}
@@ -197,20 +199,6 @@ def with_serve_settings(config_dict: dict, settings: dict | None) -> dict:
             value = {**section[key], **value}
         section[key] = value
     return {**config_dict, "serve": section}
-
-
-def _arrow_column(feature: ServedInput, values: list) -> pa.Array:
-    """A batch column as Arrow reads it; values of mixed kinds (``1`` beside ``"2"``) as the text a
-    CSV cell of each would hold, which the feature then parses (or refuses, naming the values)."""
-    try:
-        return pa.array(values)
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        pass
-    try:
-        return pa.array([label(v, {}) for v in values], pa.string())
-    except BadValue as exc:
-        raise ClientError(400, f"input feature {feature.name!r} ({feature.type}): a value of column "
-                               f"{feature.column!r} is not {exc}") from None
 
 
 def _values(column: Any) -> Any:

@@ -8,10 +8,13 @@ Which features a row must have is the model's business (``plait.serving.model``)
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable, TypeVar
 
 import orjson
+
+from plait.serving.values import listed
 
 
 class ClientError(Exception):
@@ -20,6 +23,21 @@ class ClientError(Exception):
     def __init__(self, status: int, message: str):
         super().__init__(message)
         self.status, self.message = status, message
+
+
+T = TypeVar("T")
+
+OFF_LOOP_BYTES = 64 << 10
+"""A request body at least this large is parsed, checked and answered on a worker thread: that
+work grows with its size, and on the event loop it would hold up every other client (reading a
+10 MB batch takes about a second). A smaller one is done at once, cheaper than a thread's hop."""
+
+
+async def off_loop(size: int, work: Callable[..., T], *args, blocks: bool = False) -> T:
+    """``work(*args)``, on a worker thread when it is about a body of ``size`` bytes or more, or
+    when it ``blocks`` whatever the size (it reads files: decodes base64, reads a path or fetches
+    a URL the operator allows)."""
+    return work(*args) if size < OFF_LOOP_BYTES and not blocks else await asyncio.to_thread(work, *args)
 
 
 async def read_body(chunks: AsyncIterator[bytes], declared_length: str | None, limit: int, timeout_s: float) -> bytes:
@@ -91,7 +109,10 @@ FORM_TYPES = ("multipart/form-data", "application/x-www-form-urlencoded")
 async def parse_row(content_type: str | None, headers, body: bytes) -> dict[str, Any]:
     """``/predict``'s row: a JSON object, or form fields (Ludwig's clients send a form)."""
     kind = media_type(content_type)
-    row = (await parse_form(kind, headers, body))[0] if kind in FORM_TYPES else parse_json(body)
+    if kind in FORM_TYPES:
+        row = (await parse_form(kind, headers, body))[0]
+    else:
+        row = await off_loop(len(body), parse_json, body)
     if not isinstance(row, dict):
         raise ClientError(400, f"/predict takes one row: a JSON object of feature values (or form fields), not a JSON "
                                f"{type(row).__name__}; send several rows to /batch_predict")
@@ -121,11 +142,15 @@ async def parse_batch(content_type: str | None, headers, body: bytes, max_rows: 
         if "dataset" not in form:
             raise ClientError(400, "the form has no 'dataset' field: put the rows there as pandas \"split\" JSON "
                                    "(DataFrame.to_json(orient='split'))")
-        payload = parse_json(form["dataset"] or b"")  # text, a file part's bytes, or None when empty
-    else:
-        payload = parse_json(body)
-    batch = _records(payload) if isinstance(payload, list) else _split(payload)
+        body = form["dataset"] or b""  # text, a file part's bytes, or None when empty
+    batch = await off_loop(len(body), _batch_of, body, max_rows)
     batch.files = files
+    return batch
+
+
+def _batch_of(body: bytes | str, max_rows: int) -> Batch:
+    payload = parse_json(body)
+    batch = _records(payload) if isinstance(payload, list) else _split(payload)
     if batch.rows == 0:
         raise ClientError(400, "the batch has no rows")
     if batch.rows > max_rows:
@@ -144,8 +169,8 @@ def _split(payload: Any) -> Batch:
     if not isinstance(data, list) or not all(isinstance(row, list) for row in data):
         raise ClientError(400, "the batch's 'data' must be a list of rows, each a list of values")
     if len(set(columns)) != len(columns):
-        twice = sorted({c for c in columns if columns.count(c) > 1})
-        raise ClientError(400, f"the batch names column(s) {', '.join(map(repr, twice))} more than once")
+        twice = sorted(column for column, times in Counter(columns).items() if times > 1)
+        raise ClientError(400, f"the batch names column(s) {listed(twice)} more than once")
     width = len(columns)
     short = next((i for i, row in enumerate(data) if len(row) != width), None)
     if short is not None:
@@ -166,6 +191,6 @@ def _records(payload: list) -> Batch:
     for i, record in enumerate(payload):
         if len(record) != len(names) or any(name not in record for name in names):
             raise ClientError(400, f"record {i} of the batch has other keys than record 0 "
-                                   f"({', '.join(sorted(record))} against {', '.join(sorted(names))}): give every "
+                                   f"({listed(sorted(record))} against {listed(sorted(names))}): give every "
                                    f"record the same keys")
     return Batch({name: [record[name] for record in payload] for name in names}, len(payload), None, records=True)

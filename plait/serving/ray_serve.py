@@ -21,7 +21,6 @@ import signal
 import threading
 from typing import Any
 
-import numpy as np
 from ray import serve
 
 from plait.config.serve import ServeConfig
@@ -30,7 +29,7 @@ from plait.serving.app import build_app
 from plait.serving.local import settle_garbage_collector
 from plait.serving.metrics import ServerMetrics
 from plait.serving.model import ServedModel
-from plait.serving.runners import LocalRunner
+from plait.serving.runners import LocalRunner, joined
 
 log = logging.getLogger("plait")
 
@@ -45,21 +44,15 @@ class ReplicaRunner(LocalRunner):
         super().__init__(model, metrics)
         self._peers = None
 
-    async def predict_batch(self, columns: dict[str, list], rows: int) -> dict[str, Any]:
+    async def predict_batch(self, columns: list[list], rows: int) -> dict[str, Any]:
         piece = self.model.settings.batch_piece_rows
         if rows <= piece:
             return await self.predict_here(columns)
         if self._peers is None:  # this replica's own deployment, whatever the application is named
             context = serve.get_replica_context()
             self._peers = serve.get_deployment_handle(context.deployment, app_name=context.app_name)
-        pieces = [{name: values[start:start + piece] for name, values in columns.items()}
-                  for start in range(0, rows, piece)]
-        answers = await asyncio.gather(*(self._peers.predict_piece.remote(p) for p in pieces))
-        return {name: _joined([a[name] for a in answers]) for name in answers[0]}
-
-
-def _joined(parts: list) -> Any:
-    return np.concatenate(parts) if isinstance(parts[0], np.ndarray) else [v for part in parts for v in part]
+        pieces = [[values[start:start + piece] for values in columns] for start in range(0, rows, piece)]
+        return joined(await asyncio.gather(*(self._peers.predict_piece.remote(p) for p in pieces)))
 
 
 @serve.deployment(name=DEPLOYMENT_NAME)
@@ -79,7 +72,7 @@ class PlaitModel:
     def __serve_build_asgi_app__(self):
         return build_app(self.model, self.runner, self.metrics)
 
-    async def predict_piece(self, columns: dict[str, list]) -> dict[str, Any]:
+    async def predict_piece(self, columns: list[list]) -> dict[str, Any]:
         """A piece of a batch that a peer replica cut up."""
         return await self.runner.predict_here(columns)
 

@@ -11,6 +11,8 @@ import asyncio
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
+import numpy as np
+
 from plait.serving.batcher import MicroBatcher
 from plait.serving.metrics import ServerMetrics
 from plait.serving.model import ServedModel
@@ -20,8 +22,9 @@ class Runner(Protocol):
     async def predict_row(self, row: tuple) -> dict:
         """The predictions for one checked row (``ServedModel.check_row``), as one flat dict."""
 
-    async def predict_batch(self, columns: dict[str, list], rows: int) -> dict[str, Any]:
-        """The predictions for a batch's columns, by prediction column."""
+    async def predict_batch(self, columns: list[list], rows: int) -> dict[str, Any]:
+        """The predictions for a batch's checked columns (``ServedModel.check_batch``), by
+        prediction column."""
 
     async def stop(self) -> None:
         """Finish: called once the server has answered its last request."""
@@ -39,13 +42,33 @@ class LocalRunner:
     async def predict_row(self, row: tuple) -> dict:
         return await self.batcher.submit(row)
 
-    async def predict_batch(self, columns: dict[str, list], rows: int) -> dict[str, Any]:
+    async def predict_batch(self, columns: list[list], rows: int) -> dict[str, Any]:
         return await self.predict_here(columns)
 
-    async def predict_here(self, columns: dict[str, list]) -> dict[str, Any]:
-        """A batch's predictions on this process's model thread."""
-        return await asyncio.get_running_loop().run_in_executor(self.executor, self.model.predict_batch, columns)
+    async def predict_here(self, columns: list[list]) -> dict[str, Any]:
+        """A batch's predictions on this process's model thread, in pieces of
+        ``serve.batch_piece_rows`` rows (at most one forward pass of the predictor: an LLM
+        generates for few rows at a time). The thread is never held for long: single rows that
+        arrive meanwhile run between the pieces, and a request abandoned at its time limit (a
+        504) stops after its current piece, instead of keeping the model busy and making the
+        requests after it time out too."""
+        loop = asyncio.get_running_loop()
+        step = min(self.model.settings.batch_piece_rows, self.model.predictor.batch_size)
+        rows = len(columns[0])
+        parts = []
+        for start in range(0, rows, step):
+            piece = columns if rows <= step else [values[start:start + step] for values in columns]
+            parts.append(await loop.run_in_executor(self.executor, self.model.predict_batch, piece))
+        return joined(parts)
 
     async def stop(self) -> None:
         await self.batcher.stop()
         self.executor.shutdown(wait=True)
+
+
+def joined(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The predictions of consecutive pieces of a batch as those of the whole."""
+    if len(parts) == 1:
+        return parts[0]
+    return {name: np.concatenate([p[name] for p in parts]) if isinstance(parts[0][name], np.ndarray)
+            else [v for p in parts for v in p[name]] for name in parts[0]}

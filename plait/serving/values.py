@@ -5,8 +5,8 @@ fail its own request only, never the batch it would have joined. Each function t
 it came (a JSON value, a form field's text or a file part's bytes) and returns it in the form
 the column of its type holds, with the meaning a CSV cell of that text has for ``plait predict``
 (so ``3``, ``3.0`` and ``"3"`` are the same category); it raises :class:`BadValue` saying what
-the feature expects. A batch request skips this: its columns go to the feature processors whole,
-which check them the same way (``plait.features``).
+the feature expects. A batch request's columns get the same checks (:func:`check_column`), so
+``/predict`` and ``/batch_predict`` take and refuse the same values.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import math
 import re
 from typing import Any, Callable
 
+import numpy as np
 import pyarrow as pa
 
 from plait.features.audio_ops import UnreadableAudio, header
@@ -22,13 +23,18 @@ from plait.features.image_ops import UnreadableImage
 from plait.features.image_ops import header as image_header
 from plait.features.binary import FALSE_WORDS, TRUE_WORDS
 from plait.features.date import read_dates
-from plait.features.h3 import index_problem, read_indexes
+from plait.features.h3 import index_problem, invalid_indexes, read_indexes
 from plait.features.number import MISSING_WORDS
 from plait.serving.files import SENT_FILE, FileAccess, FileRefused
 
 
 class BadValue(ValueError):
-    """A value its feature cannot read; the message says what the feature expects."""
+    """A value its feature cannot read; the message says what the feature expects, and ``row``
+    which value of a column it was."""
+
+    def __init__(self, message: str, row: int | None = None):
+        super().__init__(message)
+        self.row = row
 
 
 def number(value: Any, _meta: dict) -> float | None:
@@ -93,34 +99,51 @@ def vector(value: Any, meta: dict) -> str | None:
 
 def date(value: Any, meta: dict) -> str | None:
     """A date as text (a JSON number: a Unix timestamp), read as the column's dates are."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        text = label(value, meta)
-    else:
-        text = None if value is None else _text(value, "a date")
-    if text is None:
-        return None
-    _, _, unread = read_dates(pa.array([text]), meta.get("datetime_format"))
-    if unread[0]:
-        fmt = meta.get("datetime_format")
+    return dates([value], meta)[0]
+
+
+def dates(values: list, meta: dict) -> list[str | None]:
+    """:func:`date` for a column, its texts read at once (reading them one by one costs 0.3 ms
+    each: 30 s for a batch of 100,000)."""
+    texts = _each(_date_text, values, meta)
+    fmt = meta.get("datetime_format")
+    _, _, unread = read_dates(pa.array(texts, pa.string()), fmt)
+    if unread.any():
+        row = int(np.flatnonzero(unread)[0])
         raise BadValue(f"a date such as 2024-05-01 or 2024-05-01 12:30:00{f' (or in the form {fmt})' if fmt else ''}, "
-                       f"got {_short(text)}")
-    return text
+                       f"got {_short(texts[row])}", row)
+    return texts
 
 
-def h3(value: Any, _meta: dict) -> int | None:
+def _date_text(value: Any, meta: dict) -> str | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return label(value, meta)
+    return None if value is None else _text(value, "a date")
+
+
+def h3(value: Any, meta: dict) -> int | None:
     """An H3 cell index: a JSON integer, or its decimal or hex string."""
+    return h3_indexes([value], meta)[0]
+
+
+def h3_indexes(values: list, meta: dict) -> list[int | None]:
+    """:func:`h3` for a column, its indexes read and checked at once."""
+    texts = _each(_h3_text, values, meta)
+    indexes, missing, unread = read_indexes(pa.array(texts, pa.string()))
+    bad = unread | (~missing & invalid_indexes(indexes))
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        problem = "not an integer or a hex string" if unread[row] else index_problem(int(indexes[row]))
+        raise BadValue(f"an H3 cell index such as 8a2a1072b59ffff, got {_short(values[row])}: {problem}", row)
+    return [None if gone else int(index) for index, gone in zip(indexes.tolist(), missing.tolist())]
+
+
+def _h3_text(value: Any, _meta: dict) -> str | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, str, bytes)):
         raise BadValue(f"an H3 index (an integer or a hex string), got a JSON {_json_kind(value)}")
-    text = str(value) if isinstance(value, int) else _text(value, "an H3 index")
-    values, missing, unread = read_indexes(pa.array([text]))
-    if missing[0]:
-        return None
-    problem = "not an integer or a hex string" if unread[0] else index_problem(int(values[0]))
-    if problem:
-        raise BadValue(f"an H3 cell index such as 8a2a1072b59ffff, got {_short(value)}: {problem}")
-    return int(values[0])
+    return str(value) if isinstance(value, int) else _text(value, "an H3 index")
 
 
 def timeseries(value: Any, _meta: dict) -> list[float] | None:
@@ -169,6 +192,26 @@ def file_bytes(value: Any, expected: str, read_header: Callable[[bytes], Any], u
     return content
 
 
+def check_column(kind: str, values: list, meta: dict, check: Callable[[Any, dict], Any] | None = None) -> list:
+    """A column of values of a feature of type ``kind``, each checked as ``check`` checks one
+    value (by default its :data:`COERCERS` entry; a server passes the file types' check bound to
+    what it may read, :data:`FILE_COERCERS`); types whose check reads a whole column at once
+    have their own. A :class:`BadValue` says which row."""
+    whole = COLUMN_CHECKS.get(kind)
+    return whole(values, meta) if whole is not None else _each(check or COERCERS[kind], values, meta)
+
+
+def _each(check: Callable[[Any, dict], Any], values: list, meta: dict) -> list:
+    checked = []
+    for row, value in enumerate(values):
+        try:
+            checked.append(check(value, meta))
+        except BadValue as exc:
+            exc.row = row
+            raise
+    return checked
+
+
 def _text(value: Any, expected: str) -> str:
     """A form field's text, or a file part's bytes read as UTF-8; anything else is refused."""
     if isinstance(value, str):
@@ -190,6 +233,13 @@ def _short(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "...'"
 
 
+def listed(names: list, most: int = 10) -> str:
+    """Names for a message, at most ``most`` of them and each cut short: a request may name
+    60,000 unknown columns, or one column of a megabyte."""
+    shown = ", ".join(_short(n) for n in names[:most])
+    return shown if len(names) <= most else f"{shown} and {len(names) - most} more"
+
+
 COERCERS: dict[str, Callable[[Any, dict], Any]] = {
     "number": number, "binary": binary, "category": label, "text": label, "set": label, "vector": vector,
     "date": date, "h3": h3, "bag": label, "timeseries": timeseries, "sequence": label,
@@ -199,6 +249,10 @@ COERCERS: dict[str, Callable[[Any, dict], Any]] = {
 FILE_COERCERS: dict[str, Callable[[Any, dict, FileAccess], bytes | None]] = {"audio": audio, "image": image}
 """The check of one value of a file-valued type, which also takes what the server may read for a
 client (``plait.serving.files``)."""
+
+COLUMN_CHECKS: dict[str, Callable[[list, dict], list]] = {"date": dates, "h3": h3_indexes}
+"""The types whose check of a column reads it at once, in one Arrow call: the same check as their
+COERCERS entry, which is this one on a column of one value."""
 
 ARROW_TYPES: dict[str, pa.DataType] = {"number": pa.float64(), "h3": pa.int64(),
                                       "timeseries": pa.list_(pa.float64()), "audio": pa.binary(), "image": pa.binary()}

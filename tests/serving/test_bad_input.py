@@ -38,6 +38,10 @@ def test_a_missing_and_an_unknown_feature_are_named(server, http, good):
 ])
 def test_a_value_of_the_wrong_type_names_the_feature_and_what_it_expects(server, http, good, column, value, expected):
     assert expected in error_of(http.post(f"{server.url}/predict", json=good[0] | {column: value}), 400)
+    # A batch takes and refuses the same values, naming the row (a column of JSON true for a
+    # number feature was read as 1.0).
+    message = error_of(http.post(f"{server.url}/batch_predict", json=[good[0] | {column: value}] * 2), 400)
+    assert message.startswith("row 0 of the batch: input feature ") and expected in message
 
 
 @pytest.mark.parametrize("body, content_type, expected", [
@@ -60,6 +64,19 @@ def test_a_body_that_does_not_parse_is_a_400(server, http, body, content_type, e
 ])
 def test_a_malformed_or_empty_batch_is_a_400(server, http, payload, expected):
     assert expected in error_of(http.post(f"{server.url}/batch_predict", json=payload), 400)
+
+
+def test_sixty_thousand_column_names_are_refused_at_once_and_named_in_a_few_words(server, http, good):
+    names = [f"c{i}" for i in range(60_000)]
+    started = time.monotonic()
+    twice = error_of(http.post(f"{server.url}/batch_predict", json={"columns": names + ["c7"], "data": [[1] * 60_001]}),
+                     400)
+    unknown = error_of(http.post(f"{server.url}/batch_predict", json={"columns": names, "data": [[1] * 60_000]}), 400)
+    in_a_row = error_of(http.post(f"{server.url}/predict", json=good[0] | dict.fromkeys(names, 1)), 400)
+    assert time.monotonic() - started < 10  # each name counted with list.count took 110 s, on the event loop
+    assert twice == "the batch names column(s) 'c7' more than once"
+    assert "unknown feature(s) 'c0', 'c1', 'c2', 'c3', 'c4', 'c5', 'c6', 'c7', 'c8', 'c9' and 59990 more." in unknown
+    assert len(unknown) < 400 and len(in_a_row) < 400
 
 
 def test_a_batch_value_the_features_refuse_is_a_400(server, http, trained):
@@ -121,6 +138,18 @@ def test_a_prediction_over_the_time_limit_is_a_504_naming_the_limit(trained, htt
         message = error_of(http.post(f"{hurried.url}/predict", json=good[0]), 504)
         assert "longer than this server's limit of 1e-06 s (serve.request_timeout_s)" in message
         assert http.get(f"{hurried.url}/").status_code == 200
+
+
+def test_after_a_504_the_abandoned_batch_stops_and_the_next_request_is_answered_at_once(trained, http, good):
+    """A batch past the time limit stops after the piece it is in; it used to go on predicting
+    every row on the one model thread, and the requests after it got 504s too."""
+    many = split_request(trained[1].sample(100_000, replace=True, random_state=0))
+    with RunningServer(trained[0], {"request_timeout_s": 2, "batch_piece_rows": 100}) as hurried:
+        assert "longer than this server's limit of 2 s" in error_of(http.post(f"{hurried.url}/batch_predict", json=many),
+                                                                    504)
+        started = time.monotonic()
+        assert http.post(f"{hurried.url}/predict", json=good[0]).status_code == 200
+        assert time.monotonic() - started < 1.5
 
 
 def test_an_unknown_path_or_method_is_a_4xx(server, http):

@@ -84,3 +84,20 @@ def test_floats_are_written_with_float32_digits(server, http, trained):
     raw = http.post(f"{server.url}/predict", json=row_request(rows.iloc[1])).content
     value = orjson.loads(raw)["label_probability"]
     assert repr(value) == repr(float(str(np.float32(value))))  # shortest digits that round-trip in float32
+
+
+def test_a_vector_holding_nan_or_inf_is_predicted_as_a_missing_vector_by_the_server_and_the_api(server, http, trained):
+    """As inf in a number is: the feature's missing_value_strategy fills it. It reached the model
+    and gave NaN probabilities beside a confident label."""
+    import pandas as pd
+
+    from plait.api import Model
+
+    model_path, rows, _ = trained
+    row = row_request(rows.iloc[1])
+    filled = Model.load(model_path).predict(pd.DataFrame([row | {"vec": None}, row | {"vec": [1.0, float("inf"), 3.0]}]))
+    assert filled.filter(like="probabilit").notna().all().all()
+    assert_same_predictions([filled.iloc[0].to_dict()], filled.iloc[[1]], exact=False)
+    answers = [http.post(f"{server.url}/predict", json=row | {"vec": vec}).json() for vec in ("1 nan 3", "-inf 0 0", "1e300 0 0")]
+    answers += http.post(f"{server.url}/batch_predict", json=[row | {"vec": "1 NaN 3"}]).json()
+    assert_same_predictions(answers, filled.iloc[[0] * 4].reset_index(drop=True), exact=False)

@@ -120,8 +120,8 @@ def test_no_path_or_url_is_read_and_every_path_gets_the_same_answer(sealed, http
         assert "this server fetches no URLs (serve.allowed_url_hosts is empty)" in error_of(
             http.post(f"{sealed.url}/predict", json={"photo": url, "clip": clip}))
     batch = {"columns": ["photo", "clip"], "data": [[data_url((folder / "0.png").read_bytes()), clip], ["/etc/passwd", clip]]}
-    assert "(image, row 1 of the batch) expects an image file: this server reads no paths" in error_of(
-        http.post(f"{sealed.url}/batch_predict", json=batch))
+    assert error_of(http.post(f"{sealed.url}/batch_predict", json=batch)).startswith(
+        "row 1 of the batch: input feature 'photo' (image) expects an image file: this server reads no paths")
     photo = data_url((folder / "0.png").read_bytes())
     assert_same_predictions([http.post(f"{sealed.url}/predict", json={"photo": photo, "clip": clip}).json()],
                             expected.head(1), exact=False)

@@ -67,3 +67,19 @@ def test_h3_indexes_are_integers_or_hex_strings_of_valid_cells():
         h3(123, {})
     with pytest.raises(BadValue, match="an integer or a hex string"):
         h3(1.5, {})
+
+
+def test_a_column_is_checked_as_its_values_are_one_by_one_and_the_first_bad_row_is_named():
+    from plait.serving.values import check_column
+
+    assert check_column("number", [1, "2", None, "inf"], {}) == [1.0, 2.0, None, None]
+    assert check_column("date", ["2024-03-05", None, 1709596800], {"datetime_format": None}) == [
+        "2024-03-05", None, "1709596800"]
+    assert check_column("h3", ["8a2a100d645ffff", "", 622236723497533439], {}) == [
+        622236723497533439, None, 622236723497533439]
+    for kind, values, expected in [("number", [1.0, True], "a number, not true or false"),
+                                   ("date", ["2024-03-05", "soon"], "got 'soon'"),
+                                   ("h3", ["8a2a100d645ffff", 123], "got 123: mode 0")]:
+        with pytest.raises(BadValue, match=expected) as info:
+            check_column(kind, values, {"datetime_format": None})
+        assert info.value.row == 1
