@@ -47,10 +47,14 @@ class ServeConfig(StrictModel):
     """The most rows one ``/batch_predict`` request may hold (more is a 413)."""
     max_request_bytes: int = Field(64 << 20, ge=1024)
     """The largest request body accepted, in bytes (more is a 413)."""
+    max_header_bytes: int = Field(64 << 10, ge=1024)
+    """The largest request line and headers accepted, in bytes: more is a 431 and the
+    connection is closed. (The local server; on Ray Serve, Serve's proxy reads the headers.)"""
     request_timeout_s: float = Field(30.0, gt=0)
     """A prediction not answered within this many seconds is a 504."""
     body_timeout_s: float = Field(10.0, gt=0)
-    """A client that takes longer than this to send its body gets a 408."""
+    """A client that takes longer than this to send its body, or its headers, gets a 408 (the
+    local server times the headers; on Ray Serve, Serve's proxy reads them)."""
     num_replicas: int = Field(1, ge=1)
     """Ray Serve: how many replicas hold the model (ignored when ``autoscaling`` is set)."""
     autoscaling: AutoscalingConfig | None = None

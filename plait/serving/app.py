@@ -16,16 +16,19 @@ from typing import Any, Awaitable, Callable
 
 import orjson
 from fastapi import FastAPI, Request, Response
+from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
 from plait.serving.metrics import ServerMetrics
 from plait.serving.model import ServedModel
 from plait.serving.payloads import Batch, ClientError, off_loop, parse_batch, parse_row, read_body
 from plait.serving.runners import Runner
+from plait.serving.values import listed
 
 log = logging.getLogger("plait")
 
 ALIVE = {"message": "plait model server is alive"}
+ENDPOINTS = "GET /, /info, /metrics; POST /predict, /batch_predict"
 
 
 def json_response(value: Any, status: int = 200) -> Response:
@@ -36,6 +39,20 @@ def json_response(value: Any, status: int = 200) -> Response:
 
 def error_response(status: int, message: str) -> Response:
     return json_response({"error": message}, status)
+
+
+async def http_error(request: Request, exc: HTTPException) -> Response:
+    """An unknown path (404) or a method an endpoint does not take (405), in plait's shape."""
+    path = listed([request.url.path])
+    if exc.status_code == 404:
+        message = f"there is no endpoint {path}; this server answers {ENDPOINTS}"
+    elif exc.status_code == 405:
+        message = f"{path} does not take {request.method}; this server answers {ENDPOINTS}"
+    else:
+        message = str(exc.detail)
+    response = error_response(exc.status_code, message)
+    response.headers.update(exc.headers or {})
+    return response
 
 
 def build_app(model: ServedModel, runner: Runner, metrics: ServerMetrics | None = None) -> FastAPI:
@@ -50,6 +67,7 @@ def build_app(model: ServedModel, runner: Runner, metrics: ServerMetrics | None 
 
     app = FastAPI(title="plait model server", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.metrics = metrics
+    app.add_exception_handler(HTTPException, http_error)
     if settings.allowed_origins:
         from fastapi.middleware.cors import CORSMiddleware
 

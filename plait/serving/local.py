@@ -1,4 +1,5 @@
-"""The server in this process: the app on uvicorn (uvloop and httptools when installed).
+"""The server in this process: the app on uvicorn (uvloop when installed), its connections read
+by httptools within bounds (``connection.py``).
 
 SIGTERM or Ctrl-C stops it gracefully: uvicorn stops accepting connections, closes idle ones
 and waits for the requests in flight; the model answers each of them before the process exits.
@@ -6,12 +7,13 @@ and waits for the requests in flight; the model answers each of them before the 
 
 from __future__ import annotations
 
+import functools
 import gc
 import logging
 import signal
 import socket
 
-from plait.serving.app import build_app
+from plait.serving.app import ENDPOINTS, build_app
 from plait.serving.metrics import ServerMetrics
 from plait.serving.model import ServedModel
 from plait.serving.runners import LocalRunner
@@ -40,12 +42,17 @@ def uvicorn_server(model: ServedModel, metrics: ServerMetrics | None = None, log
     """A uvicorn server of the app over ``model`` (not started)."""
     import uvicorn
 
+    from plait.serving.connection import BoundedHeadProtocol
+
+    settings = model.settings
     metrics = metrics or ServerMetrics()
     app = build_app(model, LocalRunner(model, metrics), metrics)
+    http = functools.partial(BoundedHeadProtocol, max_head_bytes=settings.max_header_bytes,
+                             head_timeout_s=settings.body_timeout_s)
     config = uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="on",
-                            loop="auto", http="auto", timeout_keep_alive=30,
+                            loop="auto", http=http, timeout_keep_alive=30,
                             # A drain waits for the slowest request the server lets run, no longer.
-                            timeout_graceful_shutdown=model.settings.request_timeout_s + model.settings.body_timeout_s)
+                            timeout_graceful_shutdown=settings.request_timeout_s + settings.body_timeout_s)
     return uvicorn.Server(config)
 
 
@@ -64,8 +71,7 @@ def serve_here(model: ServedModel, host: str, port: int) -> None:
     server = uvicorn_server(model, metrics)
     settle_garbage_collector()
     shown_host = f"[{host}]" if ":" in host else host
-    log.info("Serving %s on http://%s:%d (GET /, /info, /metrics; POST /predict, /batch_predict)", model.model_dir,
-             shown_host, sock.getsockname()[1])
+    log.info("Serving %s on http://%s:%d (%s)", model.model_dir, shown_host, sock.getsockname()[1], ENDPOINTS)
     # uvicorn drains on SIGTERM or Ctrl-C, restores the handlers it found and raises the signal
     # again: these handlers take it, so the drain is logged and the exit status is 0.
     found = {sig: signal.signal(sig, lambda *_: None) for sig in (signal.SIGTERM, signal.SIGINT)}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import select
 import socket
 import time
 
@@ -106,7 +107,7 @@ def test_a_thousand_bad_requests_leave_the_server_answering_good_ones_correctly(
 @pytest.fixture(scope="module")
 def strict_server(trained):
     """A server with small limits, to reach each one."""
-    settings = {"max_request_bytes": 4096, "max_batch_rows": 5, "body_timeout_s": 0.5}
+    settings = {"max_request_bytes": 4096, "max_batch_rows": 5, "body_timeout_s": 0.5, "max_header_bytes": 2048}
     with RunningServer(trained[0], settings) as running:
         yield running
 
@@ -152,6 +153,69 @@ def test_after_a_504_the_abandoned_batch_stops_and_the_next_request_is_answered_
         assert time.monotonic() - started < 1.5
 
 
-def test_an_unknown_path_or_method_is_a_4xx(server, http):
-    assert http.get(f"{server.url}/nope").status_code == 404
-    assert http.get(f"{server.url}/predict").status_code == 405
+@pytest.mark.parametrize("method, path, status, expected", [
+    ("GET", "/nope", 404, "there is no endpoint '/nope'; this server answers GET /, /info, /metrics; POST /predict"),
+    ("GET", "/..%2f..%2fetc/passwd", 404, "there is no endpoint '/../../etc/passwd'"),
+    ("GET", "/predict", 405, "'/predict' does not take GET; this server answers"),
+    ("PUT", "/batch_predict", 405, "'/batch_predict' does not take PUT"),
+    ("POST", "/", 405, "'/' does not take POST"),
+])
+def test_an_unknown_path_or_method_is_a_json_error(server, http, method, path, status, expected):
+    assert expected in error_of(http.request(method, f"{server.url}{path}"), status)
+
+
+def exchange(server, *pieces: bytes, pause_s: float = 0.0) -> bytes:
+    """What the server answers on a raw connection to ``pieces`` of bytes sent one by one, until
+    it answers and closes (or 10 s pass)."""
+    host, port = server.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port))) as raw:
+        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for piece in pieces:
+            raw.sendall(piece)
+            if select.select([raw], [], [], pause_s)[0]:
+                break
+        raw.settimeout(10)
+        answer = b""
+        while chunk := raw.recv(65536):
+            answer += chunk
+    return answer
+
+
+def test_a_request_that_is_not_http_is_a_json_400(server, http):
+    answer = exchange(server, b"GARBAGE\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 400 ") and b'{"error":"the request is not valid HTTP/1.1' in answer
+    assert http.get(f"{server.url}/").status_code == 200
+
+
+def test_headers_over_the_limit_are_a_431_and_the_server_goes_on(strict_server, http):
+    head = [b"GET / HTTP/1.1\r\nHost: x\r\n"] + [b"X-Filler: " + b"a" * 500 + b"\r\n"] * 20
+    answer = exchange(strict_server, *head, pause_s=0.01)
+    assert answer.startswith(b"HTTP/1.1 431 ") and b"more than 2048 bytes" in answer and b"serve.max_header_bytes" in answer
+    assert http.get(f"{strict_server.url}/").status_code == 200
+
+
+def test_200_mb_of_headers_are_not_read(server, http):
+    """httptools reads a head of any size: 200 MB were read whole. The server stops reading
+    past its limit (64 KiB) and closes, and other clients are served meanwhile."""
+    host, port = server.url.removeprefix("http://").split(":")
+    sent, line = 0, b"X-Filler: " + b"a" * 65_000 + b"\r\n"
+    with socket.create_connection((host, int(port))) as raw:
+        raw.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n")
+        with pytest.raises(OSError):  # the server closed the connection
+            while sent < 200 << 20:
+                raw.sendall(line)
+                sent += len(line)
+    assert sent < 32 << 20  # what the two sockets' buffers held before the server closed
+    assert http.get(f"{server.url}/").status_code == 200
+
+
+def test_a_client_too_slow_to_send_its_headers_gets_a_408_and_others_are_served(strict_server, http, good):
+    host, port = strict_server.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port))) as slow:
+        slow.sendall(b"POST /predict HTTP/1.1\r\nHost: x\r\n")
+        assert http.post(f"{strict_server.url}/predict", json=good[0]).status_code == 200
+        slow.settimeout(10)
+        started = time.monotonic()
+        answer = slow.recv(4096)
+    assert answer.startswith(b"HTTP/1.1 408 ") and b"headers did not arrive within 0.5 s" in answer
+    assert time.monotonic() - started < 5
