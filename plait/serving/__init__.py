@@ -20,7 +20,9 @@ def serve(model_path: str | os.PathLike, host: str = "127.0.0.1", port: int = 80
     or None (the model's backend section decides, and a running Ray cluster is used when found).
     ``settings``: keys of the ``serve`` section that override the model's own."""
     from plait.models.saved import read_model
+    from plait.serving.local import resolve_address
 
+    resolve_address(host, port)  # a bad --host or --port fails at once, on either backend
     model_path = os.fspath(model_path)
     saved = read_model(model_path)  # once, here: an incomplete model folder fails before anything starts
     if serving_backend(saved[0], backend) == "ray":

@@ -7,6 +7,7 @@ and waits for the requests in flight; the model answers each of them before the 
 
 from __future__ import annotations
 
+import errno
 import functools
 import gc
 import logging
@@ -26,16 +27,40 @@ def listening_socket(host: str, port: int) -> socket.socket:
     gets a free port whose number is then known."""
     from plait.errors import UsageError
 
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    family, address = resolve_address(host, port)
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        sock.bind((host, port))
+        sock.bind(address)
     except OSError as exc:
         sock.close()
+        if exc.errno == errno.EADDRNOTAVAIL:
+            raise UsageError(_not_an_address(host, exc.strerror)) from None
         raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror}; pick another --port (0: any free one)") from None
     sock.listen(2048)
     return sock
+
+
+def resolve_address(host: str, port: int) -> tuple[socket.AddressFamily, tuple]:
+    """The socket family and address to listen on at ``host`` (a name, or an address; IPv6 with
+    or without brackets) and ``port``; a UsageError naming the flag when either is not one."""
+    from plait.errors import UsageError
+
+    if not 0 <= port <= 65535:
+        raise UsageError(f"--port {port}: a port is a number from 0 to 65535 (0: any free one)")
+    name = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    try:
+        family, _, _, _, address = socket.getaddrinfo(name, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    except socket.gaierror as exc:
+        raise UsageError(_not_an_address(host, exc.strerror)) from None
+    except UnicodeError:  # a name the IDNA codec refuses: an empty or over-long label
+        raise UsageError(_not_an_address(host, "not a host name")) from None
+    return family, address
+
+
+def _not_an_address(host: str, reason: str) -> str:
+    return (f"--host {host!r}: {reason}; give an address of this machine: 127.0.0.1 (itself only, the default), "
+            f"0.0.0.0 (every interface) or one of its own")
 
 
 def uvicorn_server(model: ServedModel, metrics: ServerMetrics | None = None, log_level: str = "warning"):
@@ -67,6 +92,7 @@ def settle_garbage_collector() -> None:
 def serve_here(model: ServedModel, host: str, port: int) -> None:
     """Serve until SIGTERM or Ctrl-C, then drain: every request read in full is answered."""
     sock = listening_socket(host, port)
+    host = sock.getsockname()[0]
     metrics = ServerMetrics()
     server = uvicorn_server(model, metrics)
     settle_garbage_collector()

@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 
+import pytest
 import requests
 
 from tests.serving.conftest import row_request
@@ -32,6 +33,21 @@ def test_a_port_in_use_and_a_bad_setting_are_refused_with_what_to_do(trained, cl
     assert f"cannot listen on 127.0.0.1:{port}" in message and "pick another --port" in message
     code, _, err = cli("serve", "--model-path", trained[0], "--num-replicas", 0)
     assert code == 2 and "serve.num_replicas" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("flags, expected", [
+    (["--port", 70000], "--port 70000: a port is a number from 0 to 65535 (0: any free one)"),  # was an OverflowError
+    (["--port", -1], "--port -1: a port is a number from 0 to 65535"),
+    (["--host", "bad host"], "--host 'bad host': "),
+    (["--host", ".."], "--host '..': not a host name; give an address of this machine"),
+    (["--host", "192.0.2.1"], "--host '192.0.2.1': "),  # not this machine's (TEST-NET-1)
+    (["--num-replicas", -1], "serve.num_replicas"),
+])
+def test_a_bad_flag_is_one_error_line_before_listening(trained, cli, flags, expected):
+    code, out, err = cli("serve", "--model-path", trained[0], "--backend", "local", *flags)
+    assert code == 2 and out == "" and "Traceback" not in err and err.count("plait: error:") == 1, err
+    assert err.startswith("plait: error: ") and expected in err, err
+    assert "--host" not in expected or "give an address of this machine: 127.0.0.1" in err
 
 
 def test_sigterm_under_load_answers_every_request_it_accepted(trained):
