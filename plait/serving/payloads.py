@@ -66,11 +66,15 @@ def _too_large(size: str, limit: int) -> ClientError:
                             f"(serve.max_request_bytes): send fewer rows per request")
 
 
-def parse_json(body: bytes) -> Any:
+def parse_json(body: bytes, kind: str = "application/json") -> Any:
+    """JSON, whatever the content type (``kind``) said: a client that names none, or text/plain
+    to spare a browser's CORS preflight, is still understood."""
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError as exc:
-        raise ClientError(400, f"the body is not valid JSON: {exc}") from None
+        said = "" if kind in ("", "application/json") else f" (and its content-type is {kind}; this server reads " \
+                                                           f"application/json, or a form)"
+        raise ClientError(400, f"the body is not valid JSON{said}: {exc}") from None
 
 
 async def parse_form(content_type: str, headers, body: bytes) -> tuple[dict[str, Any], dict[str, bytes]]:
@@ -84,6 +88,9 @@ async def parse_form(content_type: str, headers, body: bytes) -> tuple[dict[str,
         yield body
         yield b""
 
+    if content_type == "application/x-www-form-urlencoded" and body.lstrip()[:1] in (b"{", b"["):
+        raise ClientError(400, "the body is JSON, but its content-type says a form (application/x-www-form-urlencoded, "
+                               "what curl -d sends): send it with the header content-type: application/json")
     parser_class = MultiPartParser if content_type == "multipart/form-data" else FormParser
     try:
         form = await parser_class(headers, once(), max_part_size=len(body) + 1).parse()
@@ -112,7 +119,7 @@ async def parse_row(content_type: str | None, headers, body: bytes) -> dict[str,
     if kind in FORM_TYPES:
         row = (await parse_form(kind, headers, body))[0]
     else:
-        row = await off_loop(len(body), parse_json, body)
+        row = await off_loop(len(body), parse_json, body, kind)
     if not isinstance(row, dict):
         raise ClientError(400, f"/predict takes one row: a JSON object of feature values (or form fields), not a JSON "
                                f"{type(row).__name__}; send several rows to /batch_predict")
@@ -142,14 +149,14 @@ async def parse_batch(content_type: str | None, headers, body: bytes, max_rows: 
         if "dataset" not in form:
             raise ClientError(400, "the form has no 'dataset' field: put the rows there as pandas \"split\" JSON "
                                    "(DataFrame.to_json(orient='split'))")
-        body = form["dataset"] or b""  # text, a file part's bytes, or None when empty
-    batch = await off_loop(len(body), _batch_of, body, max_rows)
+        body, kind = form["dataset"] or b"", "application/json"  # text, a file part's bytes, or None when empty
+    batch = await off_loop(len(body), _batch_of, body, kind, max_rows)
     batch.files = files
     return batch
 
 
-def _batch_of(body: bytes | str, max_rows: int) -> Batch:
-    payload = parse_json(body)
+def _batch_of(body: bytes | str, kind: str, max_rows: int) -> Batch:
+    payload = parse_json(body, kind)
     batch = _records(payload) if isinstance(payload, list) else _split(payload)
     if batch.rows == 0:
         raise ClientError(400, "the batch has no rows")

@@ -6,6 +6,7 @@ import select
 import socket
 import time
 
+import orjson
 import pytest
 
 from tests.serving.conftest import RunningServer, assert_same_predictions, row_request, split_request
@@ -50,6 +51,14 @@ def test_a_value_of_the_wrong_type_names_the_feature_and_what_it_expects(server,
     (b"[1, 2]", "application/json", "/predict takes one row: a JSON object"),
     (b"", "application/json", "the body is not valid JSON"),
     (b"--x\r\nbroken", "multipart/form-data; boundary=x", ""),
+    (b'{"num": NaN}', "application/json", "the body is not valid JSON: unexpected character"),
+    (b'{"num": Infinity}', "application/json", "the body is not valid JSON: unexpected character"),
+    (b"[" * 100_000 + b"]" * 100_000, "application/json", "the body is not valid JSON: depth limit exceeded"),
+    (b'{"cat": "\\ud800"}', "application/json", "the body is not valid JSON: no low surrogate"),
+    (b'{"cat": "\xff"}', "application/json", "the body is not valid JSON: str is not valid UTF-8"),
+    (b"<row><num>1</num></row>", "application/xml", "not valid JSON (and its content-type is application/xml; "
+                                                    "this server reads application/json, or a form)"),
+    (b'{"num": 1}', "application/x-www-form-urlencoded", "the body is JSON, but its content-type says a form"),
 ])
 def test_a_body_that_does_not_parse_is_a_400(server, http, body, content_type, expected):
     assert expected in error_of(http.post(f"{server.url}/predict", data=body, headers={"content-type": content_type}), 400)
@@ -132,6 +141,16 @@ def test_a_client_too_slow_to_send_its_body_gets_a_408_and_the_server_goes_on(st
     assert answer.startswith("HTTP/1.1 408") and "did not arrive within 0.5 s" in answer
     assert time.monotonic() - started < 5
     assert http.post(f"{strict_server.url}/predict", json=good[0]).status_code == 200
+
+
+def test_clients_that_hang_up_mid_body_or_before_the_answer_leave_the_server_answering(server, http, good):
+    host, port = server.url.removeprefix("http://").split(":")
+    body = orjson.dumps(good[0])
+    for sent in (body[:5], body):
+        with socket.create_connection((host, int(port))) as gone:
+            gone.sendall(b"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: %d\r\n\r\n" % len(body) + sent)
+    assert http.post(f"{server.url}/predict", json=good[0]).status_code == 200
 
 
 def test_a_prediction_over_the_time_limit_is_a_504_naming_the_limit(trained, http, good):
