@@ -107,7 +107,7 @@ def dates(values: list, meta: dict) -> list[str | None]:
     each: 30 s for a batch of 100,000)."""
     texts = _each(_date_text, values, meta)
     fmt = meta.get("datetime_format")
-    _, _, unread = read_dates(pa.array(texts, pa.string()), fmt)
+    _, _, unread = read_dates(pa.array(texts, pa.string()), fmt, meta.get("day_first"))  # the training rows' order
     if unread.any():
         row = int(np.flatnonzero(unread)[0])
         raise BadValue(f"a date such as 2024-05-01 or 2024-05-01 12:30:00{f' (or in the form {fmt})' if fmt else ''}, "

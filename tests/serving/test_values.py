@@ -56,6 +56,10 @@ def test_dates_are_checked_as_the_column_reads_them():
     assert date("05|03|2024", {"datetime_format": "%d|%m|%Y"}) == "05|03|2024"
     with pytest.raises(BadValue, match="a date such as 2024-05-01 .* got 'soon'"):
         date("soon", {"datetime_format": None})
+    # A column trained on day-first slash dates reads them so; a value only month-first reads is refused.
+    assert date("28/01/2024", {"datetime_format": None, "day_first": True}) == "28/01/2024"
+    with pytest.raises(BadValue, match="got '01/28/2024'"):
+        date("01/28/2024", {"datetime_format": None, "day_first": True})
 
 
 def test_h3_indexes_are_integers_or_hex_strings_of_valid_cells():
