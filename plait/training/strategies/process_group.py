@@ -26,7 +26,10 @@ class ProcessGroupStrategy(Strategy):
             torch.cuda.set_device(self.device)
         self.owns_group = not dist.is_initialized()
         if self.owns_group:
-            dist.init_process_group("nccl" if self.device.type == "cuda" else "gloo")
+            # NCCL is told the worker's GPU: guessed from the rank, it can hang where ranks and
+            # GPUs do not line up (the device check saw torch warn of it on an H200).
+            on_gpu = self.device.type == "cuda"
+            dist.init_process_group("nccl" if on_gpu else "gloo", **({"device_id": self.device} if on_gpu else {}))
         self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
 
     def all_reduce_sum(self, tensor):

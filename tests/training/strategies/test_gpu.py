@@ -18,7 +18,9 @@ def _nccl_steps(rank: int, strategy_name: str) -> dict:
     # DeepSpeed runs bf16 through its own config, not through an autocast around the engine.
     deepspeed = strategy_name == "deepspeed"
     options = {"config": DeepSpeedConfig(bf16={"enabled": True})} if deepspeed else {}
-    strategy = get_strategy(strategy_name, **options)
+    # The worker's own GPU, as the backends choose it (Ray Train's assignment, a launcher's local
+    # rank): a strategy is told its device, and without one it trains on the CPU.
+    strategy = get_strategy(strategy_name, device=f"cuda:{rank}", **options)
     assert strategy.device.type == "cuda" and dist.get_backend() == "nccl"
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
