@@ -204,7 +204,7 @@ def kill_an_actor_once_parts_appear(output: Path) -> tuple[threading.Thread, lis
 
 
 def test_a_killed_prediction_actor_loses_and_repeats_no_row(saved, small_batches, tmp_path):
-    frame = pd.concat([every_type_frame(1000, seed=s) for s in range(12)], ignore_index=True)
+    frame = pd.concat([every_type_frame(1000, seed=s) for s in range(4)], ignore_index=True)  # 63 batches of 64
     frame.to_parquet(tmp_path / "big.parquet", row_group_size=500)
     killer, killed = kill_an_actor_once_parts_appear(tmp_path / "out")
     model = Model.load(saved / "model", backend="ray")
