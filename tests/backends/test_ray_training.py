@@ -28,20 +28,24 @@ def train_worker_pids() -> list[int]:
 # workers), and with this model on gloo process groups in tests/training/strategies: runs here
 # would repeat them at 30 s each of the suite's time.
 @pytest.mark.parametrize("strategy", ["ddp", "horovod"])
-def test_two_workers_learn_a_simple_rule_with_each_strategy(tmp_path, strategy):
-    if strategy == "horovod":
+def test_two_workers_learn_a_simple_rule_with_each_strategy(tmp_path, strategy, request):
+    if strategy == "ddp":
+        run = request.getfixturevalue("ray_ddp_rule_run")  # shared with the torchrun test
+        result, run_dir, accuracy = run.result, run.run_dir, run.accuracy
+    else:
         pytest.importorskip("horovod.torch")
-    config = rule_config(tmp_path, workers=2)
-    config["backend"]["trainer"]["strategy"] = strategy
-    model = Model(config)
-    result = model.train(dataset=rule_data(), run_dir=tmp_path / "run", progress_bar=False)
+        config = rule_config(tmp_path, workers=2)
+        config["backend"]["trainer"]["strategy"] = strategy
+        model = Model(config)
+        result, run_dir = model.train(dataset=rule_data(), run_dir=tmp_path / "run", progress_bar=False), tmp_path / "run"
+        accuracy = model.evaluate(rule_data(), split="test")["y"]["accuracy"]
     assert [r["epoch"] for r in result.training_statistics] == list(range(1, 7))
     training_rows = result.preprocessed.rows("training")
     assert all(r["rows"] == training_rows for r in result.training_statistics), "every row once per epoch"
-    logs = sorted(p.name for p in (tmp_path / "run" / "logs").iterdir())
-    assert logs == ["rank-0.log", "rank-1.log"] and "Training on" in (tmp_path / "run" / "logs" / "rank-0.log").read_text()
-    assert model.evaluate(rule_data(), split="test")["y"]["accuracy"] > 0.9
-    assert (tmp_path / "run" / "checkpoints" / "latest.json").is_file()
+    logs = sorted(p.name for p in (run_dir / "logs").iterdir())
+    assert logs == ["rank-0.log", "rank-1.log"] and "Training on" in (run_dir / "logs" / "rank-0.log").read_text()
+    assert accuracy > 0.9
+    assert (run_dir / "checkpoints" / "latest.json").is_file()
 
 
 def test_one_ray_worker_gives_the_local_metrics(tmp_path):

@@ -1,0 +1,28 @@
+"""What several distributed tests share: one run of the rule on Ray Train with two ddp workers.
+
+Ray Train costs about 20 s a run on this machine before it trains a step; the tests that need
+this run (two ddp workers learn the rule; torchrun trains as Ray ddp does) share one.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from distributed_rule import rule_config, rule_data  # a module beside this file
+
+
+@pytest.fixture(scope="session")
+def ray_ddp_rule_run(tmp_path_factory, ray_cluster):
+    """The rule (rule_config, two workers, ddp, 6 epochs) trained on Ray Train into a run
+    directory: .model, .result, .run_dir and .accuracy (on the test split)."""
+    from plait import Model
+
+    folder = tmp_path_factory.mktemp("ray-ddp-rule")
+    config = rule_config(folder, workers=2)
+    config["backend"]["trainer"]["strategy"] = "ddp"
+    model = Model(config)
+    result = model.train(dataset=rule_data(), run_dir=folder / "run", progress_bar=False)
+    accuracy = model.evaluate(rule_data(), split="test")["y"]["accuracy"]
+    return SimpleNamespace(model=model, result=result, run_dir=folder / "run", accuracy=accuracy)
