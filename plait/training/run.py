@@ -77,16 +77,18 @@ def model_columns(config) -> list[str]:
     return [f.name for f in config.input_features] + [f.name for f in config.output_features]
 
 
-def in_memory_batches(job: FitJob, strategy: Strategy) -> tuple[Batches, Batches]:
-    """Training and validation batches over the cached splits read whole into this process,
-    each worker taking its shard (the local backend, and launchers such as torchrun)."""
+def in_memory_batches(job: FitJob, strategy: Strategy, tables: dict | None = None) -> tuple[Batches, Batches]:
+    """Training and validation batches over the cached splits whole in this process (``tables``:
+    the splits by name; default: read from the cache), each worker taking its shard (the local
+    backend, launchers such as torchrun, and Ray workers given small splits whole)."""
     features = job.data.metadata["features"]
     names = model_columns(job.config)
     shard = dict(rank=strategy.rank, world_size=strategy.world_size)
-    train = Batches(table_tensors(job.data.read_split("training"), features, names), job.sizes.batch_size,
+    read = (lambda split: tables[split]) if tables is not None else job.data.read_split
+    train = Batches(table_tensors(read("training"), features, names), job.sizes.batch_size,
                     shuffle=job.config.trainer.should_shuffle, seed=job.seed,
                     bucketing_field=job.config.trainer.bucketing_field, **shard)
-    validation = Batches(table_tensors(job.data.read_split("validation"), features, names), job.sizes.eval_batch_size,
+    validation = Batches(table_tensors(read("validation"), features, names), job.sizes.eval_batch_size,
                          shuffle=False, **shard)
     return train, validation
 

@@ -74,18 +74,11 @@ def split_datasets(data, loader, columns: list[str], world_size: int) -> dict:
     for split in SPLITS:
         if not data.rows(split):
             continue
-        # Blocks of this many rows: a cache file would be one block otherwise, and a worker's
-        # shard is made of whole blocks.
-        rows_per_block = -(-data.rows(split) // _block_count(data, split, world_size, loader.window_size_bytes))
-        if not streamed and data.rows(split) * bytes_per_row(data, split) <= SMALL_SPLIT_BYTES:
-            # Read here and put in the object store as those blocks: the same blocks a Ray Data
-            # job would make, without the job (its start costs seconds; this split, milliseconds).
-            table = data.read_split(split).select(columns)
-            datasets[split] = ray.data.from_arrow([table.slice(start, rows_per_block)
-                                                   for start in range(0, table.num_rows, rows_per_block)])
-            continue
         # Half a CPU per read: reads must find room beside training workers that reserve most CPUs.
         dataset = ray.data.read_parquet(data.split_files(split), filesystem=arrow_filesystem(data.fs), num_cpus=0.5)
+        # A streaming (not all-to-all) cut into blocks: a cache file is one block otherwise, and
+        # a worker's shard is made of whole blocks.
+        rows_per_block = -(-data.rows(split) // _block_count(data, split, world_size, loader.window_size_bytes))
         dataset = dataset.select_columns(columns).repartition(target_num_rows_per_block=rows_per_block)
         datasets[split] = dataset if streamed else dataset.materialize()
     log.info("Ray Data loader: %s.", "streamed from the cache every epoch" +
@@ -94,9 +87,24 @@ def split_datasets(data, loader, columns: list[str], world_size: int) -> dict:
     return datasets
 
 
-SMALL_SPLIT_BYTES = 64 << 20
-"""A split to materialize that is smaller than this (in memory) is read by the driver and put in
-the object store whole; a larger one is read by Ray Data's tasks, in parallel, on any node."""
+WHOLE_SPLITS_BYTES = 64 << 20
+"""Splits to materialize that are smaller than this together (in memory) go to every worker
+whole; larger ones are read by Ray Data's tasks, in parallel, on any node, and streamed."""
+
+
+def whole_splits(data, loader, columns: list[str]) -> dict | None:
+    """``{split: object reference to its table}`` when the loader materializes the splits and
+    they are small (``WHOLE_SPLITS_BYTES``): each worker then takes its shard of them in memory,
+    as the local backend and torchrun do (the same batches: one worker's are the local run's),
+    without a Ray Data job, whose start costs seconds, and without its coordination every epoch
+    (a small run waited on data 80% of its epochs). None: the Ray Data loader streams them."""
+    import ray
+
+    if not loader.fully_executed or loader.window_size_bytes is not None:
+        return None
+    if sum(data.rows(split) * bytes_per_row(data, split) for split in SPLITS if data.rows(split)) > WHOLE_SPLITS_BYTES:
+        return None
+    return {split: ray.put(data.read_split(split).select(columns)) for split in SPLITS}
 
 
 def _quiet_ray_data() -> None:

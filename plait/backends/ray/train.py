@@ -34,7 +34,8 @@ from pathlib import Path
 
 from plait.backends.ray.cluster import check_room, plan_with_room
 from plait.backends.ray.errors import plait_error_of, worker_message
-from plait.backends.ray.loader import exactly_once_data_config, filler_table, shuffle_rows, split_datasets
+from plait.backends.ray.loader import (exactly_once_data_config, filler_table, shuffle_rows, split_datasets,
+                                       whole_splits)
 from plait.backends.ray.worker import RESULT_HISTORY, RESULT_WEIGHTS, WorkerTask, train_on_worker
 from plait.errors import BackendError, TrainingError
 from plait.run_directory import RunDirectory
@@ -108,10 +109,15 @@ def _fit_in_run_directory(job: FitJob, settings) -> FitOutput:
     # Settings a worker would refuse, refused here and now.
     check_strategy(settings.strategy, StepPlan.of(job.sizes, job.config.trainer.gradient_clipping))
     log.info("%s", describe_plan(scaling, settings.strategy.type, job.sizes.global_batch(scaling["num_workers"])))
-    loader = job.config.backend.loader
-    datasets = split_datasets(job.data, loader, model_columns(job.config), scaling["num_workers"])
-    window = shuffle_rows(job.data, loader, job.sizes.batch_size) if job.config.trainer.should_shuffle else None
-    filler = filler_table(datasets["training"])
+    loader, columns = job.config.backend.loader, model_columns(job.config)
+    splits = whole_splits(job.data, loader, columns)
+    if splits is not None:
+        log.info("Ray Train: the splits go to every worker whole, through the object store; each trains on its shard.")
+        datasets, window, filler = {}, None, None
+    else:
+        datasets = split_datasets(job.data, loader, columns, scaling["num_workers"])
+        window = shuffle_rows(job.data, loader, job.sizes.batch_size) if job.config.trainer.should_shuffle else None
+        filler = filler_table(datasets["training"])
     restarts: list[dict] = []
     with _relayed_worker_logs() as log_queue:
         logs = Folder(settings.logdir).resolved() if settings.logdir else job.run_dir.logs
@@ -120,7 +126,7 @@ def _fit_in_run_directory(job: FitJob, settings) -> FitOutput:
             # only from newer ones (see worker._fit).
             before = ckpt.latest_checkpoint(job.run_dir.checkpoints)
             task = WorkerTask(job, log_queue, logs, filler=filler, shuffle_rows=window,
-                              checkpoint_before=before and before.name)
+                              checkpoint_before=before and before.name, splits=splits)
             trainer = _trainer(task, settings, scaling, datasets)
             try:
                 with _own_sigint_handler(), _controller_settings(scaling):

@@ -21,7 +21,7 @@ from plait.backends.environment import strategy_options
 from plait.backends.ray.loader import ShardBatches
 from plait.errors import TrainingError
 from plait.training import checkpoint as ckpt
-from plait.training.run import FitJob, FitOutput, model_columns
+from plait.training.run import FitJob, FitOutput, in_memory_batches, model_columns
 from plait.training.strategies import build_strategy
 from plait.utils.folder import Folder
 
@@ -40,13 +40,17 @@ class WorkerTask:
     """A ``ray.util.queue.Queue`` that takes rank 0's log lines to the driver."""
     logs: Folder
     """Where each worker writes its log file (``rank-<n>.log``)."""
-    filler: pa.Table
-    """A few real rows: the batch a worker runs while its shard is done and the others' are not."""
+    filler: pa.Table | None
+    """A few real rows: the batch a worker runs while its shard is done and the others' are not
+    (streamed splits; whole splits have their own)."""
     shuffle_rows: int | None
-    """Rows in each worker's shuffle window (None: no shuffling)."""
+    """Rows in each worker's shuffle window (None: no shuffling; streamed splits)."""
     checkpoint_before: str | None
     """The name of the run's newest checkpoint when the driver started this group: a newer one
     at a worker's start was saved by this group before Ray Train restarted it (see ``_fit``)."""
+    splits: dict | None = None
+    """Small splits, whole: ``{split: object reference to its table}`` (``loader.whole_splits``);
+    None: each worker's shards stream from the Ray Data loader."""
 
 
 def train_on_worker(task: WorkerTask) -> None:
@@ -84,9 +88,12 @@ def _fit(task: WorkerTask, strategy) -> FitOutput:
 
 
 def _shard_batches(task: WorkerTask, strategy) -> tuple:
-    """This worker's training and validation shards from the Ray Data loader."""
+    """This worker's training and validation shards: of the whole splits in memory, or from the
+    Ray Data loader."""
     import ray.train
 
+    if task.splits is not None:
+        return in_memory_batches(task.job, strategy, {split: ray.get(ref) for split, ref in task.splits.items()})
     job, sizes, workers = task.job, task.job.sizes, strategy.world_size
     common = dict(world_size=workers, features=job.data.metadata["features"], names=model_columns(job.config),
                   filler=task.filler, rank=strategy.rank)
