@@ -90,7 +90,9 @@ class Predictor:
         wanted = self.processors if with_outputs else self.inputs
         if not self.cached:
             check_unique_columns(columns, wanted, "the data")
-        missing = [column for p in wanted for column in ([p.name] if self.cached else p.columns) if column not in columns]
+        # dict: once each, in order (two features may read one column).
+        missing = list(dict.fromkeys(column for p in wanted for column in ([p.name] if self.cached else p.columns)
+                                     if column not in columns))
         if missing:
             self.missing_columns_error(missing, columns, with_outputs)
 

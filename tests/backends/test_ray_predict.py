@@ -174,10 +174,17 @@ def test_a_failing_job_leaves_no_output_and_keeps_the_earlier_one(saved, small_b
                "--output-directory", str(tmp_path / "out")])
     err = capsys.readouterr().err
     assert rc == 2
-    assert "plait: error: the data lacks column(s) 'num'" in err and "Traceback" not in err
+    assert "plait: error: the data lacks column(s) 'num' that" in err and "Traceback" not in err  # once: two features read it
     assert [p.name for p in (tmp_path / "out").iterdir()] == ["predictions.parquet"], "the temporary folder is gone"
     assert [p.name for p in earlier.iterdir()] == ["part-000000.parquet"]
     assert (earlier / "part-000000.parquet").read_bytes() == b"earlier output"
+    # The failed job's actors do not outlive the next job's start (left, they held CPUs that the
+    # next job's pool, or an actor it restarted, waited for: a killed actor's job hung on it).
+    with ray_predict._ray_job("the next job"):
+        deadline = time.monotonic() + 10
+        while prediction_actor_pids() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not prediction_actor_pids()
 
 
 def prediction_actor_pids() -> list[int]:

@@ -16,6 +16,7 @@ The driver holds metadata and statistics, never the data (except where its calle
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 from functools import partial
 from typing import Iterator
@@ -212,6 +213,10 @@ class PartFiles(Datasink):
 def _ray_job(what: str):
     """Ray Data's own log lines muted unless plait is verbose (plait logs its own), and a failure
     raised as plait's error: a worker's DataError as itself, anything else as a BackendError."""
+    # An earlier job that failed left its executor in reference cycles that hold its actor
+    # pool's handles: until a garbage collection those actors live on, holding CPUs that this
+    # job's pool is sized around (or that an actor it must restart waits for, for ever).
+    gc.collect()
     ray_log = logging.getLogger("ray.data")
     level = ray_log.level
     if not log.isEnabledFor(logging.DEBUG):
