@@ -73,9 +73,17 @@ def saved(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def small_batches(monkeypatch):
-    """Many batches and part files, so that order and retries are exercised on small data."""
+    """Many batches and part files, so that order and retries are exercised on small data; two
+    actors (many batches would start one per logical CPU: four on this 2-core machine start
+    three times as slowly, 20 s a job against 6, and prove nothing two do not)."""
     monkeypatch.setattr(ray_predict, "BATCH_ROWS", 64)
     monkeypatch.setattr(ray_predict, "PART_BYTES", 1)
+    pool_of = ray_predict.actor_plan
+
+    def two_actors(*args, **kwargs) -> dict:
+        return {**(planned := pool_of(*args, **kwargs)), "num_workers": min(2, planned["num_workers"])}
+
+    monkeypatch.setattr(ray_predict, "actor_plan", two_actors)
 
 
 def local_predictions(saved: Path, dataset) -> pd.DataFrame:
