@@ -118,13 +118,19 @@ def test_a_model_path_in_the_bucket_that_is_no_model_is_one_clear_error(bucket_f
 @pytest.mark.slow
 def test_an_experiment_on_ray_writes_its_run_directory_to_the_bucket(ray_cluster, bucket_fs, tmp_path, capsys):
     """Workers write their logs and checkpoints, Ray Train its result, and Ray Data jobs the
-    predictions' part files, all to the bucket."""
+    predictions' part files, all to the bucket; the test split's metrics and predictions come
+    from Ray Data jobs over the cache, and agree with the same computed in this process."""
+    from plait import Model
+    from plait.data.preprocess import preprocess
+
     name, credentials, fs = bucket_fs
     config = yaml.safe_load(open(_config(tmp_path, credentials)))
     config["backend"] = {**config["backend"], "type": "ray", "trainer": {"num_workers": 2}}
     (tmp_path / "ray.yaml").write_text(yaml.safe_dump(config))
-    _run(capsys, "experiment", "--config", tmp_path / "ray.yaml", "--dataset", _data(tmp_path),
-         "--output-directory", f"s3://{name}/results")
+    data = _data(tmp_path)
+    _, err = _run(capsys, "experiment", "--config", tmp_path / "ray.yaml", "--dataset", data,
+                  "--output-directory", f"s3://{name}/results")
+    assert "Ray Data evaluation" in err
     run = f"{name}/results/experiment_run_0"
     files = {path[len(run) + 1:] for path in fs.find(run)}
     for expected in ("model/plait_model.json", "checkpoints/latest.json", "logs/rank-0.log", "logs/rank-1.log",
@@ -132,6 +138,15 @@ def test_an_experiment_on_ray_writes_its_run_directory_to_the_bucket(ray_cluster
         assert expected in files, sorted(files)
     assert any(f.startswith("ray/") for f in files), sorted(files)  # Ray Train's own storage
     assert b"worker rank 1 of 2 on node" in fs.cat(f"{run}/logs/rank-1.log")
+    fs.get(f"{run}/model", str(tmp_path / "model"), recursive=True)
+    model = Model.load(tmp_path / "model", backend="local")
+    test_split = preprocess(model.config, data, seed=42)
+    predictions = pd.concat(pd.read_parquet(fs.open(f)) for f in sorted(fs.glob(f"{run}/predictions.parquet/part-*")))
+    assert len(predictions) == test_split.rows("test")
+    local = model.evaluate_preprocessed(test_split, "test")
+    stats = json.loads(fs.cat(f"{run}/test_statistics.json"))
+    assert stats["y"]["accuracy"] == pytest.approx(local["y"]["accuracy"], abs=1e-6)
+    model.close()
 
 
 def test_a_bucket_that_does_not_exist_is_one_line(bucket_fs, tmp_path, cli_error):

@@ -273,29 +273,8 @@ def test_actors_that_would_take_every_cpu_leave_room_for_the_reads_or_are_refuse
         actor_plan(whole_node, {"CPU": 2}, nodes=[{"CPU": 2.0}])
 
 
-def test_experiment_on_ray_tests_the_cached_test_split_as_ray_data_jobs(tmp_path, monkeypatch, capsys):
-    """`plait experiment --backend ray`: the test split's metrics and predictions come from Ray
-    Data jobs over the cache, and agree with the same computed in this process."""
-    import yaml
-
-    from distributed_rule import rule_config, rule_data  # a module beside this file
-    from plait.data.preprocess import preprocess
-
-    monkeypatch.chdir(tmp_path)
-    rule_data(800).to_csv("data.csv", index=False)
-    Path("config.yaml").write_text(yaml.safe_dump(rule_config(Path("."), workers=1, epochs=2)))
-    assert main(["experiment", "--config", "config.yaml", "--dataset", "data.csv", "--output-directory", "out"]) == 0
-    assert "Ray Data evaluation" in capsys.readouterr().err
-    run = tmp_path / "out" / "experiment_run_0"
-    predictions = pd.read_parquet(run / "predictions.parquet")
-    assert (run / "predictions.parquet").is_dir()
-    model = Model.load(run / "model", backend="local")
-    data = preprocess(model.config, "data.csv", seed=42)
-    assert len(predictions) == data.rows("test")
-    local = model.evaluate_preprocessed(data, "test")
-    stats = json.loads((run / "test_statistics.json").read_text())
-    assert stats["y"]["accuracy"] == pytest.approx(local["y"]["accuracy"], abs=1e-6)
-    model.close()
+# `plait experiment` on Ray, whose test split is evaluated and predicted by Ray Data jobs: in
+# tests/test_run_directory_s3.py, with its run directory in a bucket.
 
 
 @pytest.mark.parametrize("backend", ["ray", "local"])
