@@ -16,7 +16,7 @@ from __future__ import annotations
 import difflib
 from typing import Any, ClassVar, Literal
 
-from pydantic import ConfigDict, Field, create_model, field_validator, model_validator
+from pydantic import Field, create_model, field_validator, model_validator
 
 from plait.config.base import field_error
 from plait.config.encoder_settings import EncoderBase
@@ -184,10 +184,7 @@ def _gather_architecture(known: frozenset[str]):
 
 
 class _NamedEncoderBase(HFEncoderBase):
-    # The classes below are made by create_model and their fields carry their descriptions: read
-    # from source, attribute docstrings cost inspect a scan of every module, for each class (0.3 s
-    # of every process that imports the config).
-    model_config = ConfigDict(use_attribute_docstrings=False)
+    """The base of the classes below, made by create_model: their fields carry their descriptions."""
 
 
 def _encoder_class(name: str, spec: HFNamedModel) -> type[HFEncoderBase]:
