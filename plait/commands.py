@@ -84,12 +84,12 @@ def _check_data_format(wanted: str, paths: list[str]) -> None:
 def validate(args) -> int:
     import yaml
 
-    from plait.config.render import resolved_dict
+    from plait.config.render import resolved_dict, yaml_text
 
     from plait.config.ludwig_defaults import differing_defaults, summary_lines
 
     config = _config(args)
-    yaml.safe_dump(resolved_dict(config), sys.stdout, sort_keys=False)
+    sys.stdout.write(yaml_text(resolved_dict(config)))
     lines = summary_lines(differing_defaults(config))
     if lines:  # on stderr, so that stdout stays the resolved config
         log.info("settings left at a plait default that differs from Ludwig's (set them to choose):")
@@ -103,10 +103,10 @@ def render_config(args) -> int:
     ``--output`` (all or nothing)."""
     import yaml
 
-    from plait.config.render import resolved_dict
+    from plait.config.render import resolved_dict, yaml_text
     from plait.utils.fs import atomic_open, resolve
 
-    text = yaml.safe_dump(resolved_dict(_config(args)), sort_keys=False)
+    text = yaml_text(resolved_dict(_config(args)))
     if not args.output:
         sys.stdout.write(text)
         return 0
@@ -220,11 +220,11 @@ def _not_a_search(run, location: str):
 def _new_run(args, config, data: dict):
     import yaml
 
-    from plait.config.render import resolved_dict
+    from plait.config.render import resolved_dict, yaml_text
     from plait.run_directory import RunDirectory
 
     run = RunDirectory.create(args.output_directory, args.experiment_name, config.backend.artifacts_credentials)
-    run.write_start(yaml.safe_dump(resolved_dict(config), sort_keys=False), data, args.random_seed, args.command)
+    run.write_start(yaml_text(resolved_dict(config)), data, args.random_seed, args.command)
     return run
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from plait.config import load_config, with_backend_type
 from plait.config.hyperopt import FifoScheduler
+from plait.config.render import yaml_text
 from plait.errors import ConfigError, UsageError
 from plait.search import plan as trial_plan
 from plait.search import results, seal, space, tune_parts
@@ -120,10 +121,8 @@ def _resumed_directory(resume: str) -> RunDirectory:
 
 
 def _new_directory(source: dict, data: dict, seed: int, output_directory: str, experiment_name: str) -> RunDirectory:
-    import yaml
-
     run = RunDirectory.create(output_directory, experiment_name).resolved()  # trials run in folders of their own
-    run.write_start(yaml.safe_dump(_without_secrets(source), sort_keys=False), data, seed, "hyperopt")
+    run.write_start(yaml_text(_without_secrets(source)), data, seed, "hyperopt")
     seal.start(run)
     return run
 

@@ -71,12 +71,11 @@ def trial_config(spec: SearchSpec, values: dict) -> dict:
 
 def run_trial(tune_config: dict, spec: SearchSpec) -> None:
     """Tune's trainable: train one trial and save its model."""
-    import yaml
     from ray import tune
 
     from plait.api import Model
     from plait.config import load_config
-    from plait.config.render import resolved_dict
+    from plait.config.render import resolved_dict, yaml_text
     from plait.search.space import trial_values
     from plait.run_directory import RunDirectory
     from plait.training import checkpoint as ckpt
@@ -86,7 +85,7 @@ def run_trial(tune_config: dict, spec: SearchSpec) -> None:
     config = load_config(trial_config(spec, values))
     run = RunDirectory(Folder(spec.trials_url) / tune.get_context().get_trial_id())
     if not run.is_started():
-        run.write_start(yaml.safe_dump(resolved_dict(config), sort_keys=False), spec.data, spec.seed, "train")
+        run.write_start(yaml_text(resolved_dict(config)), spec.data, spec.seed, "train")
     if spec.broker is not None:  # each distinct preprocessing is built once, by the broker
         import ray
 

@@ -487,7 +487,7 @@ def test_plait_validate_prints_twenty_thousand_features(tmp_path, capsys):
     path.write_text(many_number_features(20_000))
     started = time.monotonic()
     code, out, _ = run_validate(path, capsys)
-    assert time.monotonic() - started < 30  # about 10 s, most of it printing the YAML
+    assert time.monotonic() - started < 30  # about 5 s, half of it printing the YAML
     assert code == 0 and out.count("\n- name: x") == 20_000 and "\n- name: x19999\n" in out
 
 
