@@ -88,23 +88,26 @@ def split_datasets(data, loader, columns: list[str], world_size: int) -> dict:
 
 
 WHOLE_SPLITS_BYTES = 64 << 20
-"""Splits to materialize that are smaller than this together (in memory) go to every worker
-whole; larger ones are read by Ray Data's tasks, in parallel, on any node, and streamed."""
+"""Training and validation splits to materialize that are smaller than this together (in
+memory) go to every worker whole; larger ones are read by Ray Data's tasks, in parallel, on any
+node, and streamed."""
+TRAINED_SPLITS = ("training", "validation")
+"""The splits a training worker reads (the test split is evaluated after training)."""
 
 
 def whole_splits(data, loader, columns: list[str]) -> dict | None:
-    """``{split: object reference to its table}`` when the loader materializes the splits and
-    they are small (``WHOLE_SPLITS_BYTES``): each worker then takes its shard of them in memory,
-    as the local backend and torchrun do (the same batches: one worker's are the local run's),
-    without a Ray Data job, whose start costs seconds, and without its coordination every epoch
-    (a small run waited on data 80% of its epochs). None: the Ray Data loader streams them."""
+    """``{split: object reference to its table}`` of TRAINED_SPLITS when the loader materializes
+    them and they are small (``WHOLE_SPLITS_BYTES``): each worker then takes its shard of them in
+    memory, as the local backend and torchrun do (the same batches: one worker's are the local
+    run's), without a Ray Data job, whose start costs seconds, and without its coordination every
+    epoch (a small run waited on data 80% of its epochs). None: the Ray Data loader streams them."""
     import ray
 
     if not loader.fully_executed or loader.window_size_bytes is not None:
         return None
-    if sum(data.rows(split) * bytes_per_row(data, split) for split in SPLITS if data.rows(split)) > WHOLE_SPLITS_BYTES:
+    if sum(data.rows(s) * bytes_per_row(data, s) for s in TRAINED_SPLITS if data.rows(s)) > WHOLE_SPLITS_BYTES:
         return None
-    return {split: ray.put(data.read_split(split).select(columns)) for split in SPLITS}
+    return {split: ray.put(data.read_split(split).select(columns)) for split in TRAINED_SPLITS}
 
 
 def _quiet_ray_data() -> None:
