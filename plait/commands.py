@@ -82,11 +82,8 @@ def _check_data_format(wanted: str, paths: list[str]) -> None:
 
 
 def validate(args) -> int:
-    import yaml
-
-    from plait.config.render import resolved_dict, yaml_text
-
     from plait.config.ludwig_defaults import differing_defaults, summary_lines
+    from plait.config.render import resolved_dict, yaml_text
 
     config = _config(args)
     sys.stdout.write(yaml_text(resolved_dict(config)))
@@ -101,8 +98,6 @@ def validate(args) -> int:
 def render_config(args) -> int:
     """Ludwig's render_config: the config with every default filled in, printed or written to
     ``--output`` (all or nothing)."""
-    import yaml
-
     from plait.config.render import resolved_dict, yaml_text
     from plait.utils.fs import atomic_open, resolve
 
@@ -218,8 +213,6 @@ def _not_a_search(run, location: str):
 
 
 def _new_run(args, config, data: dict):
-    import yaml
-
     from plait.config.render import resolved_dict, yaml_text
     from plait.run_directory import RunDirectory
 
