@@ -20,8 +20,7 @@ from plait.config.serve import ServeConfig
 from plait.errors import DataError
 from plait.serving.files import FileAccess
 from plait.serving.payloads import ClientError
-from plait.serving.values import ARROW_TYPES, COERCERS, FILE_COERCERS, BadValue, check_column
-from plait.serving.values import _short as short
+from plait.serving.values import ARROW_TYPES, COERCERS, FILE_COERCERS, BadValue, check_column, short
 
 
 @dataclass(frozen=True)

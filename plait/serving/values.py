@@ -50,7 +50,7 @@ def number(value: Any, _meta: dict) -> float | None:
     try:
         parsed = float(text)
     except ValueError:
-        raise BadValue(f"a number, got {_short(text)}") from None
+        raise BadValue(f"a number, got {short(text)}") from None
     return parsed if math.isfinite(parsed) else None
 
 
@@ -74,7 +74,7 @@ def binary(value: Any, meta: dict) -> str | None:
     if text in meta.get("labels", ()) or text.lower() in TRUE_WORDS | FALSE_WORDS:
         return text
     known = ", ".join(meta.get("labels", ())) or "none"
-    raise BadValue(f"true or false (or one of the labels it was trained on: {known}), got {_short(text)}")
+    raise BadValue(f"true or false (or one of the labels it was trained on: {known}), got {short(text)}")
 
 
 def vector(value: Any, meta: dict) -> str | None:
@@ -91,7 +91,7 @@ def vector(value: Any, meta: dict) -> str | None:
         try:
             [float(v) for v in numbers]
         except ValueError:
-            raise BadValue(f"{size} numbers, got {_short(value)}") from None
+            raise BadValue(f"{size} numbers, got {short(value)}") from None
     if len(numbers) != size:
         raise BadValue(f"{size} numbers, got {len(numbers)}")
     return " ".join(numbers)
@@ -111,7 +111,7 @@ def dates(values: list, meta: dict) -> list[str | None]:
     if unread.any():
         row = int(np.flatnonzero(unread)[0])
         raise BadValue(f"a date such as 2024-05-01 or 2024-05-01 12:30:00{f' (or in the form {fmt})' if fmt else ''}, "
-                       f"got {_short(texts[row])}", row)
+                       f"got {short(texts[row])}", row)
     return texts
 
 
@@ -134,7 +134,7 @@ def h3_indexes(values: list, meta: dict) -> list[int | None]:
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
         problem = "not an integer or a hex string" if unread[row] else index_problem(int(indexes[row]))
-        raise BadValue(f"an H3 cell index such as 8a2a1072b59ffff, got {_short(values[row])}: {problem}", row)
+        raise BadValue(f"an H3 cell index such as 8a2a1072b59ffff, got {short(values[row])}: {problem}", row)
     return [None if gone else int(index) for index, gone in zip(indexes.tolist(), missing.tolist())]
 
 
@@ -158,7 +158,7 @@ def timeseries(value: Any, _meta: dict) -> list[float] | None:
     try:
         return [float(v) for v in re.split(r"[\s,]+", text.strip()) if v]
     except ValueError:
-        raise BadValue(f"numbers split by spaces or commas, got {_short(text)}") from None
+        raise BadValue(f"numbers split by spaces or commas, got {short(text)}") from None
 
 
 def audio(value: Any, _meta: dict, files: FileAccess) -> bytes | None:
@@ -228,7 +228,8 @@ def _json_kind(value: Any) -> str:
     return {dict: "object", list: "array", bool: "boolean", int: "number", float: "number"}.get(type(value), "value")
 
 
-def _short(value: Any) -> str:
+def short(value: Any) -> str:
+    """``repr(value)`` for a message, cut to about 40 characters."""
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "...'"
 
@@ -236,7 +237,7 @@ def _short(value: Any) -> str:
 def listed(names: list, most: int = 10) -> str:
     """Names for a message, at most ``most`` of them and each cut short: a request may name
     60,000 unknown columns, or one column of a megabyte."""
-    shown = ", ".join(_short(n) for n in names[:most])
+    shown = ", ".join(short(n) for n in names[:most])
     return shown if len(names) <= most else f"{shown} and {len(names) - most} more"
 
 
