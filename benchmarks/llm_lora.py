@@ -56,18 +56,42 @@ def rows(count: int, vocab: int, seed: int) -> pd.DataFrame:
     return pd.DataFrame(records)
 
 
-def write_model(folder: Path, vocab: int, layers: int, hidden: int) -> None:
-    """A Llama of random weights and a word-level tokenizer over the made-up words."""
+def word_tokenizer(vocab: int):
+    """A word-level tokenizer over ``vocab`` tokens: SPECIALS, then the made-up words w0, w1, ...;
+    it puts <s> before a text (the device kit's LoRA step uses it too)."""
     from tokenizers import Tokenizer, models, pre_tokenizers, processors
 
-    from plait.models.hf_encoders import import_transformers
-
-    transformers = import_transformers()
     tokens = SPECIALS + [f"w{i}" for i in range(vocab - len(SPECIALS))]
     tokenizer = Tokenizer(models.WordLevel({t: i for i, t in enumerate(tokens)}, unk_token="<unk>"))
     tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     tokenizer.add_special_tokens(SPECIALS)
     tokenizer.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
+    return tokenizer
+
+
+def padded(batch: list, device=None) -> tuple:
+    """``(input ids, attention mask, labels)`` of ``(prompt ids, target ids)`` rows: each row its
+    prompt then its target, right-padded with 0, labels -100 outside the target (the plain loop's
+    batches, here and in the device kit)."""
+    import torch
+
+    width = max(len(p) + len(t) for p, t in batch)
+    ids = torch.zeros(len(batch), width, dtype=torch.long)
+    labels = torch.full((len(batch), width), -100, dtype=torch.long)
+    mask = torch.zeros(len(batch), width, dtype=torch.long)
+    for row, (p, t) in enumerate(batch):
+        ids[row, :len(p) + len(t)] = torch.tensor(p + t)
+        labels[row, len(p):len(p) + len(t)] = torch.tensor(t)
+        mask[row, :len(p) + len(t)] = 1
+    return ids.to(device), mask.to(device), labels.to(device)
+
+
+def write_model(folder: Path, vocab: int, layers: int, hidden: int) -> None:
+    """A Llama of random weights and a word-level tokenizer over the made-up words."""
+    from plait.models.hf_encoders import import_transformers
+
+    transformers = import_transformers()
+    tokenizer = word_tokenizer(vocab)
     config = transformers.LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=int(2.75 * hidden),
                                       num_hidden_layers=layers, num_attention_heads=8, num_key_value_heads=8,
                                       max_position_embeddings=256, pad_token_id=0, bos_token_id=1, eos_token_id=2)
@@ -115,15 +139,7 @@ def plain_loop(data, folder: Path, args) -> tuple[list[float], int]:
         rng.shuffle(order)
         started = time.perf_counter()
         for first in range(0, len(order), args.batch_size):
-            batch = [pairs[i] for i in order[first:first + args.batch_size]]
-            width = max(len(p) + len(t) for p, t in batch)
-            ids = torch.zeros(len(batch), width, dtype=torch.long)
-            labels = torch.full((len(batch), width), -100, dtype=torch.long)
-            mask = torch.zeros(len(batch), width, dtype=torch.long)
-            for row, (p, t) in enumerate(batch):
-                ids[row, :len(p) + len(t)] = torch.tensor(p + t)
-                labels[row, len(p):len(p) + len(t)] = torch.tensor(t)
-                mask[row, :len(p) + len(t)] = 1
+            ids, mask, labels = padded([pairs[i] for i in order[first:first + args.batch_size]])
             loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
             loss.backward()
             optimizer.step()

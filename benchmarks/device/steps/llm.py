@@ -32,6 +32,7 @@ import random
 import time
 from pathlib import Path
 
+from llm_lora import LORA, SPECIALS, padded, word_tokenizer  # benchmarks/llm_lora.py: the same plain loop's parts
 from record import Recorder, StepContext
 from steps.common import device_for, peak_memory_gib, reset_peak_memory, synchronize
 
@@ -45,8 +46,6 @@ SIZES = {
              "prompt_words": (8, 16), "rows": 16, "batch": 8, "steps": 2, "epochs": 2},
 }
 WARMUP_STEPS = 3
-LORA = {"type": "lora", "r": 8, "alpha": 16, "dropout": 0.05, "target_modules": ["q_proj", "v_proj"]}
-SPECIALS = ["<pad>", "<s>", "</s>", "<unk>"]
 LEARNING_RATE = 1e-4
 SEED = 0
 
@@ -77,17 +76,12 @@ def run(recorder: Recorder, context: StepContext) -> None:
 def write_model(context: StepContext, folder: Path, size: dict) -> dict:
     """A Llama of random weights (bf16, built on the device) and a word-level tokenizer."""
     import torch
-    from tokenizers import Tokenizer, models, pre_tokenizers, processors
 
     from plait.models.hf_encoders import import_transformers
 
     transformers = import_transformers()
     device = device_for(context)
-    tokens = SPECIALS + words(size)
-    tokenizer = Tokenizer(models.WordLevel({t: i for i, t in enumerate(tokens)}, unk_token="<unk>"))
-    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tokenizer.add_special_tokens(SPECIALS)
-    tokenizer.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
+    tokenizer = word_tokenizer(size["vocab"])
     config = transformers.LlamaConfig(vocab_size=size["vocab"], hidden_size=size["hidden"], intermediate_size=size["ffn"],
                                       num_hidden_layers=size["layers"], num_attention_heads=size["heads"],
                                       num_key_value_heads=size["kv_heads"], max_position_embeddings=1024,
@@ -192,20 +186,6 @@ def load_for_lora(folder: Path, device, dtype: str, quantized: str | None):
     lora = peft.LoraConfig(r=LORA["r"], lora_alpha=LORA["alpha"], lora_dropout=LORA["dropout"],
                            target_modules=LORA["target_modules"], task_type="CAUSAL_LM")
     return peft.get_peft_model(model, lora)
-
-
-def padded(batch: list, device) -> tuple:
-    import torch
-
-    width = max(len(p) + len(t) for p, t in batch)
-    ids = torch.zeros(len(batch), width, dtype=torch.long)
-    labels = torch.full((len(batch), width), -100, dtype=torch.long)
-    mask = torch.zeros(len(batch), width, dtype=torch.long)
-    for row, (p, t) in enumerate(batch):
-        ids[row, :len(p) + len(t)] = torch.tensor(p + t)
-        labels[row, len(p):len(p) + len(t)] = torch.tensor(t)
-        mask[row, :len(p) + len(t)] = 1
-    return ids.to(device), mask.to(device), labels.to(device)
 
 
 def figures(model, size: dict, tokens: int, seconds: float, steps: int, pairs: list) -> dict:
