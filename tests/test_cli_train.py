@@ -95,8 +95,10 @@ def test_experiment_writes_the_run_directory_and_prints_test_metrics(experiment)
     assert {p.name for p in (run / "model").iterdir()} == {
         "plait_model.json", "model_hyperparameters.json", "training_set_metadata.json", "model_weights.safetensors",
     }
-    history = json.loads((run / "training_statistics.json").read_text())
-    assert [r["epoch"] for r in history] == [1, 2, 3]
+    stats = json.loads((run / "training_statistics.json").read_text())  # Ludwig's layout
+    assert set(stats) == {"training", "validation", "test", "evaluation_frequency", "plait"}
+    assert stats["plait"]["epoch"] == [1, 2, 3]
+    assert len(stats["training"]["combined"]["loss"]) == 3 and stats["evaluation_frequency"]["period"] == "epoch"
     test = json.loads((run / "test_statistics.json").read_text())
     assert {"y", "tags", "combined"} <= set(test) and 0 <= test["y"]["accuracy"] <= 1
     predictions = pq.read_table(run / "predictions.parquet").to_pandas()
@@ -317,10 +319,10 @@ def test_interrupted_training_saves_a_checkpoint_and_resumes(files, cli, tmp_pat
     monkeypatch.setattr(Trainer, "_train_step", original)
     rc, _, err = cli("train", "--resume", run)
     assert rc == 0, err
-    history = json.loads((run / "training_statistics.json").read_text())
-    assert [r["epoch"] for r in history] == [1, 2, 3]
-    per_epoch = history[0]["step"]
-    assert [r["step"] for r in history] == [per_epoch, 2 * per_epoch, 3 * per_epoch]
+    stats = json.loads((run / "training_statistics.json").read_text())["plait"]
+    assert stats["epoch"] == [1, 2, 3]
+    per_epoch = stats["step"][0]
+    assert stats["step"] == [per_epoch, 2 * per_epoch, 3 * per_epoch]
     assert (run / "model" / "plait_model.json").is_file()
 
 
