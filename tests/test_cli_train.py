@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from plait.cli import main
+from plait.evaluation.statistics import history_of
 from plait.training.trainer import Trainer
 from same_statistics import assert_same_statistics  # tests/same_statistics.py
 
@@ -293,6 +294,9 @@ def test_resume_of_a_completed_run_keeps_its_history(files, cli, tmp_path):
     assert rc == 0, err
     run = tmp_path / "experiment_run_0"
     before = json.loads((run / "training_statistics.json").read_text())
+    # As a run written before Ludwig's layout left it: a list of records (resume reads the
+    # checkpoint's history, and writes the file in Ludwig's layout again).
+    (run / "training_statistics.json").write_text(json.dumps(history_of(before)))
     rc, out, err = cli("train", "--resume", run)
     assert rc == 0, err
     assert json.loads((run / "training_statistics.json").read_text()) == before
