@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from plait import inference
+from plait import inference, tracking
 from plait.callbacks import Dispatcher, check_callbacks
 from plait.config import PlaitConfig, load_config, with_backend_type
 from plait.config.render import resolved_dict
@@ -53,11 +53,13 @@ class Model:
     def __init__(self, config: str | os.PathLike | dict | PlaitConfig, backend: str | None = None,
                  callbacks: list | None = None):
         """``callbacks``: objects with Ludwig's hooks (``plait.callbacks.Callback``), called on the
-        coordinator on every backend."""
+        coordinator on every backend. The trackers of the config's ``tracking`` list are added to
+        them (``plait.tracking``), but for a tool ``callbacks`` already holds a tracker of."""
         self.config = load_config(config)
         if backend is not None:
             self.config = with_backend_type(self.config, backend)
         self.callbacks = check_callbacks(callbacks)
+        self.callbacks += tracking.trackers(self.config, given=self.callbacks)  # the config's tracking list
         self._events = Dispatcher(self.callbacks)
         self._backend = None
         self.metadata: dict | None = None

@@ -7,6 +7,7 @@
 * ``model/`` (the saved model), ``checkpoints/`` (for ``--resume``), ``tensorboard/``, ``logs/``
   (one log per Ray Train worker) and ``ray/`` (Ray Train's own storage);
 * ``training_statistics.json``, ``test_statistics.json`` and ``predictions.<format>``;
+* ``tracking.json``: each experiment tracker's run id (``plait.tracking``), for ``--resume``;
 * for a search (``plait hyperopt``): ``trials/`` (a run directory per trial), ``tune/`` (Ray
   Tune's state) and ``hyperopt_statistics.json``.
 
@@ -168,6 +169,15 @@ class RunDirectory:
     def read_statistics(self, kind: str) -> Any:
         return json.loads(self.root.read_text(_statistics_file(kind)))
 
+    def tracking_runs(self) -> dict:
+        """Each experiment tracker's run of this run directory: ``{tool: {"run_id", "location",
+        ...}}`` (``plait.tracking``: ``--resume`` continues the same tracked runs)."""
+        return json.loads(self.root.read_text(TRACKING)) if self.root.is_file(TRACKING) else {}
+
+    def write_tracking_run(self, tool: str, run: dict) -> None:
+        """Record ``tool``'s run (whole or not at all; the coordinator is the only writer)."""
+        self.root.write_json(TRACKING, {**self.tracking_runs(), tool: run})
+
     def remove_description(self) -> None:
         self.root.remove_file(DESCRIPTION)
 
@@ -206,6 +216,7 @@ def _signatures(folder: Path) -> dict[str, tuple[int, int]]:
 
 CONFIG = "config.yaml"
 DESCRIPTION = "description.json"
+TRACKING = "tracking.json"
 
 
 def _statistics_file(kind: str) -> str:

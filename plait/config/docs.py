@@ -20,7 +20,8 @@ from plait.config.schema import PlaitConfig
 
 TITLES = {"input_features": "Input features and their encoders", "output_features": "Output features, decoders and losses",
           "preprocessing": "Preprocessing", "defaults": "Defaults", "combiner": "Combiners", "trainer": "Trainer",
-          "backend": "Backend", "hyperopt": "Hyperparameter search", "serve": "Serving"}
+          "backend": "Backend", "hyperopt": "Hyperparameter search", "serve": "Serving",
+          "tracking": "Experiment tracking"}
 """The top-level sections, in reference order; every settings class reachable from one is
 documented under the first section that reaches it, so no class list needs keeping by hand."""
 

@@ -18,6 +18,7 @@ from plait.config.backend import AutoBackendConfig, BackendConfig, backend_data
 from plait.config.base import StrictModel, field_error, ludwig_only, shown
 from plait.config.preprocessing import GlobalPreprocessing, TextPreprocessing
 from plait.config.serve import ServeConfig
+from plait.config.tracking import TrackerConfig, check_tracking
 from plait.config.trainer import TrainerConfig, _eval_batch_size, _positive_or_auto
 
 SAMPLE, TASK = "__sample__", "__task__"
@@ -338,8 +339,15 @@ class LLMConfig(StrictModel):
                                                                        "implemented")] = None
     serve: ServeConfig | None = None
     """How ``plait serve`` answers requests (saved with the model)."""
+    tracking: list[TrackerConfig] = Field(default_factory=list)
+    """Experiment trackers the run logs to (as for any model)."""
     ludwig_version: str | None = None
     """Accepted for Ludwig compatibility and ignored."""
+
+    @field_validator("tracking")
+    @classmethod
+    def _one_tracker_per_type(cls, value: list) -> list:
+        return check_tracking(value)
 
     @field_validator("backend", mode="before")
     @classmethod

@@ -12,6 +12,7 @@ from plait.config.base import StrictModel, field_error, ludwig_only, shown
 from plait.config.defaults import APPLIES_TO, MODULE_DEFAULT_TYPES, Defaults, valid_section, with_type
 from plait.config.hyperopt import HyperoptConfig
 from plait.config.serve import ServeConfig
+from plait.config.tracking import TrackerConfig, check_tracking
 from plait.config.features import INPUT_TYPES, OUTPUT_TYPES, InputFeature, OutputFeature, check_dependencies, resolve_tied
 from plait.config.metrics import COMBINED, COMBINED_METRICS, METRICS_BY_OUTPUT_TYPE
 from plait.config.combiners import CombinerConfig, ConcatCombiner
@@ -51,6 +52,11 @@ class PlaitConfig(StrictModel):
     serve: ServeConfig | None = None
     """How ``plait serve`` answers requests: micro-batching, limits and Ray Serve replicas (plait's
     own section; null: every default). Saved with the model, so the server reads it back."""
+    tracking: list[TrackerConfig] = Field(default_factory=list)
+    """Experiment trackers the run logs to, each an item with a type (mlflow, wandb, aim,
+    comet) and that tool's settings; several at once, one per type (plait's own section;
+    ``--mlflow``, ``--wandb``, ``--aim`` and ``--comet`` add items). Not part of the model or
+    its preprocessing: changing it changes no cache entry."""
     preset: Annotated[str | None, ludwig_only(None, instead="set the combiner and trainer settings you want "
                                                          "yourself")] = None
     """Ludwig's quality presets (medium_quality, high_quality, ...), which pick a combiner and
@@ -88,6 +94,11 @@ class PlaitConfig(StrictModel):
         if isinstance(data.get("combiner"), dict) and "type" not in data["combiner"]:
             data["combiner"] = {"type": "concat", **data["combiner"]}
         return _segmentation_combiner(data)
+
+    @field_validator("tracking")
+    @classmethod
+    def _one_tracker_per_type(cls, value: list) -> list:
+        return check_tracking(value)
 
     @field_validator("backend", mode="before")
     @classmethod
