@@ -55,17 +55,17 @@ def _add_data_format(g) -> None:
                    help="auto (default): from the file name; else it must agree with the file name")
 
 
-def _add_run(p: argparse.ArgumentParser) -> None:
+def _add_run(p: argparse.ArgumentParser, tracking: bool = False) -> None:
     g = p.add_argument_group("run")
     g.add_argument("--random-seed", "--random_seed", "-rs", type=int, default=42,
                    help="seed for splitting, initialization and shuffling (default 42)")
     g.add_argument("--backend", "-b", choices=["auto", "local", "ray", "torchrun", "horovod", "deepspeed", "dask"],
                    help="where to run (default: the config's backend.type, else auto)")
     g.add_argument("--cache-dir", help="where preprocessed data is cached (overrides backend.cache_dir)")
-    _add_runtime(g)
+    _add_runtime(g, tracking)
 
 
-def _add_runtime(g) -> None:
+def _add_runtime(g, tracking: bool = False) -> None:
     """Ludwig's runtime flags: the logging level, and the device flags plait leaves to the environment."""
     g.add_argument("--logging-level", "--logging_level", "-l", choices=list(LOG_LEVELS),
                    help="the plait logger's level (default info; debug with --verbose)")
@@ -76,9 +76,26 @@ def _add_runtime(g) -> None:
         "with backend.trainer.resources_per_worker"))
     _refuse(g, ("-dpt", "--disable_parallel_threads"), advice=(
         "set OMP_NUM_THREADS=1 in the environment for single-threaded, reproducible runs"))
-    _refuse(g, ("--comet", "--wandb", "--mlflow", "--aim"), advice=(
-        "plait has no experiment-tracker callbacks; it writes TensorBoard logs to <run directory>/tensorboard "
-        "(tensorboard --logdir results)"))
+    if tracking:
+        _add_tracking(g)
+    else:
+        _refuse(g, ("--comet", "--wandb", "--mlflow", "--aim"), advice=(
+            "experiment trackers follow training runs: use the flag with plait train, experiment or hyperopt"))
+
+
+TRACKING_FLAGS = {
+    "mlflow": "log the run to MLflow (MLFLOW_TRACKING_URI, else sqlite:///<output directory>/mlflow.db)",
+    "wandb": "log the run to Weights & Biases (WANDB_MODE=offline writes it locally)",
+    "aim": "log the run to Aim (a repository in the output directory)",
+    "comet": "log the run to Comet (online with COMET_API_KEY, else an offline archive in <output directory>/comet)",
+}
+"""Ludwig's tracker flags: each adds ``{type: <tool>}`` to the config's tracking list unless the
+config names that tool already (whose settings then win)."""
+
+
+def _add_tracking(g) -> None:
+    for tool, help_text in TRACKING_FLAGS.items():
+        g.add_argument(f"--{tool}", dest="trackers", action="append_const", const=tool, help=help_text)
 
 
 def _add_output(p: argparse.ArgumentParser) -> None:
@@ -125,7 +142,7 @@ def _add_train(sub) -> None:
     p = sub.add_parser("train", help="train a model")
     _add_config(p, required=False)
     _add_data(p)
-    _add_run(p)
+    _add_run(p, tracking=True)
     _add_output(p)
     _add_skip(p, "model", "training-statistics", "log", "progress", "training-description")
     _add_train_flags(p)
@@ -135,7 +152,7 @@ def _add_experiment(sub) -> None:
     p = sub.add_parser("experiment", help="preprocess, train, evaluate on the test split and predict")
     _add_config(p, required=False)
     _add_data(p)
-    _add_run(p)
+    _add_run(p, tracking=True)
     _add_output(p)
     _add_skip(p, "model", "training-statistics", "test-statistics", "predictions", "log", "progress",
               "training-description", "unprocessed-output")
@@ -154,7 +171,7 @@ def _add_hyperopt(sub) -> None:
     p = sub.add_parser("hyperopt", help="search hyperparameters on Ray Tune (the config's hyperopt section)")
     _add_config(p, required=False)
     _add_data(p)
-    _add_run(p)
+    _add_run(p, tracking=True)
     _add_output(p)
     p.set_defaults(experiment_name="hyperopt")
     p.add_argument("--resume", metavar="SEARCH_DIR",

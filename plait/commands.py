@@ -24,11 +24,15 @@ def _config(args, source: dict | None = None):
 
 def _with_command_line(args, source: dict | None = None) -> dict:
     """The raw config of ``--config`` or ``--config_str`` (or ``source``) with the command line's
-    --backend and --cache-dir in its backend section."""
+    --backend and --cache-dir in its backend section, and its --mlflow, --wandb, --aim and
+    --comet in its tracking list."""
     from plait.config import read_yaml, with_command_line
+
+    from plait.config.tracking import with_trackers
 
     if source is None:
         source = read_yaml(args.config) if args.config else _config_from_string(args.config_str)
+    source = with_trackers(source, getattr(args, "trackers", None) or [])
     return with_command_line(source, getattr(args, "backend", None), getattr(args, "cache_dir", None))
 
 

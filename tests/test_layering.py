@@ -75,6 +75,7 @@ LAYERS = [
     {"features"},                  # preprocessing per type (a cached embedding runs a model)
     {"data"},                      # reading, splitting, the pipeline and its cache, columns as tensors
     {"evaluation"},                # metrics from mergeable statistics
+    {"tracking"},                  # experiment trackers: callbacks that log a run's config, metrics and files
     {"training", "inference"},     # siblings: neither imports the other
     {"backends"},                  # where work runs
     {"api", "serving"},

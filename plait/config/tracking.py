@@ -46,8 +46,9 @@ class MLflowTracking(TypedModel):
     directory). A URL with a password is refused: set ``MLFLOW_TRACKING_USERNAME`` and
     ``MLFLOW_TRACKING_PASSWORD`` (or ``MLFLOW_TRACKING_TOKEN``) instead."""
     experiment_name: str | None = None
-    """The MLflow experiment the runs go to (made when missing). Default: the command's
-    ``--experiment-name``, or ``plait`` from the Python API."""
+    """The MLflow experiment the runs go to (made when missing). Default:
+    ``MLFLOW_EXPERIMENT_NAME``, else the run's ``--experiment-name`` (the ``<name>`` of its
+    directory ``<name>_run_<n>``; ``hyperopt`` for a search), else ``plait``."""
     log_artifacts: bool = True
     """Upload the config, the statistics files and the model folder when the run ends."""
 
@@ -62,13 +63,13 @@ class WandbTracking(TypedModel):
 
     type: Literal["wandb"]
     project: str | None = None
-    """The W&B project. Default: ``WANDB_PROJECT`` from the environment, else the command's
-    ``--experiment-name`` (``plait`` from the Python API)."""
+    """The W&B project. Default: ``WANDB_PROJECT``, else the run's ``--experiment-name`` (the
+    ``<name>`` of its directory ``<name>_run_<n>``), else ``plait``."""
     entity: str | None = None
     """The W&B team or user (default: ``WANDB_ENTITY``, else your default entity)."""
     mode: Literal["online", "offline"] | None = None
-    """``offline`` writes the run under ``WANDB_DIR`` (default: the run directory) for ``wandb
-    sync`` later; ``online`` sends it as it goes. Default: ``WANDB_MODE``, else online. The API
+    """``offline`` writes the run in ``WANDB_DIR`` (default: ``<output directory>/wandb``) for
+    ``wandb sync`` later; ``online`` sends it as it goes. Default: ``WANDB_MODE``, else online. The API
     key is ``WANDB_API_KEY`` (or ``wandb login``)."""
     group: str | None = None
     """Runs that belong together. Default: none for a training run; a search's name
@@ -81,11 +82,12 @@ class AimTracking(TypedModel):
 
     type: Literal["aim"]
     repo: str | None = None
-    """The Aim repository: a local folder (made when missing) or ``aim://host:port``. Default:
-    the output directory (the runs' parent folder), else the working directory."""
+    """The Aim repository: a local folder (made when missing; Aim keeps it in ``.aim`` there) or
+    ``aim://host:port``. Default: the output directory (the runs' parent folder), else the
+    working directory."""
     experiment: str | None = None
-    """The Aim experiment. Default: the command's ``--experiment-name`` (``plait`` from the
-    Python API)."""
+    """The Aim experiment. Default: the run's ``--experiment-name`` (the ``<name>`` of its
+    directory ``<name>_run_<n>``), else ``plait``."""
 
     @field_validator("repo")
     @classmethod
@@ -98,8 +100,8 @@ class CometTracking(TypedModel):
 
     type: Literal["comet"]
     project_name: str | None = None
-    """The Comet project. Default: ``COMET_PROJECT_NAME``, else the command's
-    ``--experiment-name`` (``plait`` from the Python API)."""
+    """The Comet project. Default: ``COMET_PROJECT_NAME``, else the run's ``--experiment-name``
+    (the ``<name>`` of its directory ``<name>_run_<n>``), else ``plait``."""
     workspace: str | None = None
     """The Comet workspace (default: ``COMET_WORKSPACE``, else your default workspace)."""
     offline_directory: str | None = None
@@ -123,3 +125,15 @@ def check_tracking(trackers: list) -> list:
         raise ValueError(f"{', '.join(repeated)} is listed more than once; give each tool once (a run logs to one "
                          f"store per tool)")
     return trackers
+
+
+def with_trackers(source: dict, tools: list[str]) -> dict:
+    """The raw config ``source`` with ``{type: <tool>}`` added to its tracking list for each of
+    ``tools`` (the command line's flags) it does not name already: the config's settings win.
+    Not validated here: ``load_config`` validates the result."""
+    listed = source.get("tracking")
+    if not tools or (listed is not None and not isinstance(listed, list)):
+        return source  # nothing to add, or a section that is not a list: validation says so
+    named = {item.get("type") for item in listed or [] if isinstance(item, dict)}
+    added = [{"type": tool} for tool in dict.fromkeys(tools) if tool not in named]
+    return {**source, "tracking": [*(listed or []), *added]}

@@ -10,6 +10,9 @@ The search's folder ``<output directory>/<experiment name>_run_<n>`` holds ``con
 written) and ``description.json`` (for ``--resume``), ``tune/`` (Tune's own state, saved every
 second), ``trials/<trial id>/`` (each trial's plait run directory) and
 ``hyperopt_statistics.json``.
+
+The config's experiment trackers (``tracking``) get the search's own run (``on_hyperopt_*``
+here, in the driver), and each trial's run is nested under it (see ``trial``).
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ import logging
 import os
 from dataclasses import dataclass
 
+from plait import tracking
+from plait.callbacks import Dispatcher
 from plait.config import load_config, with_backend_type
 from plait.config.hyperopt import FifoScheduler
 from plait.config.render import yaml_text
@@ -86,6 +91,9 @@ def search(source: dict, data: dict, *, seed: int = 42, output_directory: str = 
     resumed = _resumed_directory(resume) if resume is not None else None
     from plait.backends.ray.cluster import connect, free_node_resources, node_resources
 
+    trackers = tracking.trackers(config)
+    events = Dispatcher(trackers)
+    events("on_hyperopt_init", experiment_name=experiment_name)
     started = connect()
     try:
         plan = trial_plan.plan_trials_now(config, node_resources, free_node_resources)
@@ -93,8 +101,14 @@ def search(source: dict, data: dict, *, seed: int = 42, output_directory: str = 
         run = resumed or _new_directory(source, data, seed, output_directory, experiment_name)
         log.info("Search directory: %s", run)
         _preprocess_once(config, data, seed)
-        return _tune(config, source, data, seed, plan, run, resume is not None, tune_verbosity)
+        events("on_hyperopt_start", experiment_name=experiment_name, run_directory=run.root.url)
+        # Each trial gets the search's trackers, told the search's run to nest its own under.
+        result = _tune(config, source, data, seed, plan, run, resume is not None, tune_verbosity,
+                       tuple(tracker.for_trial() for tracker in trackers))
+        events("on_hyperopt_end", experiment_name=experiment_name, results=result.trials)
+        return result
     finally:
+        events("on_ludwig_end")
         if started:
             import ray
 
@@ -153,7 +167,7 @@ def _preprocess_once(config, data: dict, seed: int) -> None:
 
 
 def _tune(config, source: dict, data: dict, seed: int, plan, run: RunDirectory, resuming: bool,
-          verbosity: int) -> HyperoptResult:
+          verbosity: int, trackers: tuple) -> HyperoptResult:
     from ray import tune
 
     from plait.search.preprocessing import start_broker
@@ -166,7 +180,8 @@ def _tune(config, source: dict, data: dict, seed: int, plan, run: RunDirectory, 
                       trials_url=run.trials.url,
                       target=(section.split, section.output_feature, section.metric),
                       worker_resources=plan.worker_resources if plan.worker_group else None,
-                      early_stop_off=section.executor.scheduler.type != "fifo", pointer_checkpoints=pbt, broker=broker)
+                      early_stop_off=section.executor.scheduler.type != "fifo", pointer_checkpoints=pbt, broker=broker,
+                      trackers=trackers)
     trainable = tune.with_resources(tune.with_parameters(run_trial, spec=spec), plan.trial_resources)
     try:
         with _tune_checkpoint_period():

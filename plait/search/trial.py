@@ -9,12 +9,14 @@ scheduler can stop the trial or (PBT) continue it from another trial's checkpoin
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from plait.callbacks import Dispatcher
 from plait.evaluation.statistics import history_of
 from plait.search.tune_parts import METRIC
 
@@ -47,6 +49,9 @@ class SearchSpec:
     """Report a Tune checkpoint with every evaluation (PBT restarts trials from them)."""
     broker: object = None
     """The preprocessing broker's actor handle (``preprocessing.PreprocessingBroker``)."""
+    trackers: tuple = ()
+    """The search's experiment trackers, each told the search's run (``Tracker.for_trial``): a
+    trial's run is nested under it. They replace the trackers of the config's tracking list."""
 
 
 def trial_config(spec: SearchSpec, values: dict) -> dict:
@@ -101,12 +106,16 @@ def run_trial(tune_config: dict, spec: SearchSpec) -> None:
     resumed_step = ckpt.saved_step(donor or own) if (donor or own) is not None else None  # read now: it may rotate out
     report = TrialReport(spec.target, spec.worker_resources is not None,
                          run.root.url if spec.pointer_checkpoints else None)
-    model = Model(config)
+    trackers = copy.deepcopy(list(spec.trackers))  # a reused trial process gets fresh ones for each trial
+    events = Dispatcher(trackers)
+    model = Model(config, callbacks=trackers)
     try:
+        events("on_hyperopt_trial_start", parameters=values)
         result = model.train(**spec.data, random_seed=spec.seed, run_dir=run, resume=donor is None and own is not None,
                              resume_from=donor, progress_bar=False, on_evaluation=report)
         model.save(run.model_dir)
         run.write_statistics("training", result.ludwig_statistics())
+        events("on_hyperopt_trial_end", parameters=values)
     finally:
         model.close()
     if result.training_statistics and result.training_statistics[-1]["step"] == resumed_step:

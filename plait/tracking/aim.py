@@ -3,7 +3,7 @@
 Aim has no nested runs: a search's trials go to the search's experiment and name the search's
 run in the param ``parent_run`` (query them with ``run.parent_run == "<hash>"``). The default
 repository is the output directory (``<output directory>/.aim``); files are kept with
-``Run.log_artifact`` under the repository's ``artifacts`` folder. Aim's system statistics and
+``Run.log_artifact`` in ``aim_artifacts`` beside the repository. Aim's system statistics and
 terminal capture are off: a run logs what plait gives it.
 """
 
@@ -18,9 +18,9 @@ from plait.tracking.base import RunPlace, Tracker, needs, output_folder, tempora
 class AimTracker(Tracker):
     type = "aim"
 
-    def default_place(self, run: RunDirectory | None, experiment: str | None) -> RunPlace:
+    def default_place(self, run: RunDirectory | None, experiment: str) -> RunPlace:
         repo = self.settings.repo or str(output_folder(run) or Path.cwd())
-        return RunPlace(repo, experiment or "plait")
+        return RunPlace(repo, self.settings.experiment or experiment)
 
     def start(self, place: RunPlace, name: str | None, resume_id: str | None) -> str:
         aim = needs("aim", "aim")
@@ -35,7 +35,7 @@ class AimTracker(Tracker):
             if self.parent is not None:
                 run["parent_run"] = self.parent.run_id
         if "://" not in place.location:
-            run.set_artifacts_uri((Path(place.location).resolve() / "artifacts").as_uri())
+            run.set_artifacts_uri((Path(place.location).resolve() / "aim_artifacts").as_uri())
         return run.hash
 
     def log_params(self, params: dict[str, str]) -> None:

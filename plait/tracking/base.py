@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,7 +105,7 @@ class Tracker(Callback):
         self._run_directory, self._last_step, self._ended = run, 0, False
         if saved is not None and self.place is None:  # the store it was started in, whatever the default is now
             self.place = RunPlace(saved["location"], saved["experiment"])
-        self.place = self.place or self.default_place(run, _experiment_name(self.settings))
+        self.place = self.place or self.default_place(run, experiment_of(run))
         self.run_id = self.start(self.place, run_name(run), saved["run_id"] if saved else None)
         if run is not None:
             run.write_tracking_run(self.type, {"run_id": self.run_id, "location": self.place.location,
@@ -178,7 +179,8 @@ class Tracker(Callback):
     # ---- what each tool writes ----------------------------------------------------------------
 
     def default_place(self, run: RunDirectory | None, experiment: str) -> RunPlace:
-        """Where a run goes when its config item does not say (see the tool's config item)."""
+        """Where a run goes: the config item's settings, else the tool's environment variables,
+        else beside the run directory and named after its ``experiment``."""
         raise NotImplementedError
 
     def start(self, place: RunPlace, name: str | None, resume_id: str | None) -> str:
@@ -257,11 +259,11 @@ def _yaml(config: dict) -> str:
     return yaml_text({key: value for key, value in config.items() if key != "tracking"})
 
 
-def _experiment_name(settings) -> str | None:
-    for name in ("experiment_name", "project", "experiment", "project_name"):
-        if getattr(settings, name, None):
-            return getattr(settings, name)
-    return None
+def experiment_of(run: RunDirectory | None) -> str:
+    """The experiment a run directory belongs to: ``<name>_run_<n>`` is the CLI's
+    ``--experiment-name`` (experiment, hyperopt for a search); ``plait`` otherwise."""
+    match = re.fullmatch(r"(.+)_run_\d+", run.root.name) if run is not None else None
+    return match.group(1) if match else "plait"
 
 
 def _log_artifacts(settings) -> bool:

@@ -25,14 +25,14 @@ QUIET = dict(log_code=False, log_graph=False, auto_param_logging=False, auto_met
 class CometTracker(Tracker):
     type = "comet"
 
-    def default_place(self, run: RunDirectory | None, experiment: str | None) -> RunPlace:
+    def default_place(self, run: RunDirectory | None, experiment: str) -> RunPlace:
         """The location is the offline folder; None: online."""
         env = environ()
         online = env.get("COMET_API_KEY") and env.get("COMET_MODE", "").lower() != "offline"
         folder = self.settings.offline_directory
         if folder is None and not online:
             folder = str((output_folder(run) or Path.cwd()) / "comet")
-        return RunPlace(folder, self.settings.project_name or env.get("COMET_PROJECT_NAME") or experiment or "plait")
+        return RunPlace(folder, self.settings.project_name or env.get("COMET_PROJECT_NAME") or experiment)
 
     def start(self, place: RunPlace, name: str | None, resume_id: str | None) -> str:
         comet_ml = needs("comet_ml", "comet")

@@ -23,12 +23,12 @@ BATCH = 100
 class MLflowTracker(Tracker):
     type = "mlflow"
 
-    def default_place(self, run: RunDirectory | None, experiment: str | None) -> RunPlace:
+    def default_place(self, run: RunDirectory | None, experiment: str) -> RunPlace:
         uri = self.settings.tracking_uri or environ().get("MLFLOW_TRACKING_URI")
         folder = output_folder(run)
         if uri is None and folder is not None:
             uri = f"sqlite:///{folder / 'mlflow.db'}"
-        return RunPlace(uri, experiment or "plait")
+        return RunPlace(uri, self.settings.experiment_name or environ().get("MLFLOW_EXPERIMENT_NAME") or experiment)
 
     def _client(self):
         if getattr(self, "_live_client", None) is None:

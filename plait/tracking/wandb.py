@@ -19,10 +19,10 @@ from plait.tracking.base import RunPlace, Tracker, environ, needs, output_folder
 class WandbTracker(Tracker):
     type = "wandb"
 
-    def default_place(self, run: RunDirectory | None, experiment: str | None) -> RunPlace:
+    def default_place(self, run: RunDirectory | None, experiment: str) -> RunPlace:
         folder = environ().get("WANDB_DIR") or output_folder(run)
         return RunPlace(str(folder) if folder is not None else None,
-                        self.settings.project or environ().get("WANDB_PROJECT") or experiment or "plait")
+                        self.settings.project or environ().get("WANDB_PROJECT") or experiment)
 
     def start(self, place: RunPlace, name: str | None, resume_id: str | None) -> str:
         wandb = needs("wandb", "wandb")
