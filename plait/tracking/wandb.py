@@ -44,7 +44,8 @@ class WandbTracker(Tracker):
         self._live_run.log(metrics, step=step)
 
     def log_text(self, name: str, text: str) -> None:
-        self.log_file(temporary_text(name, text))
+        # The run's files/config.yaml is W&B's own (the params): plait's config goes beside it.
+        self.log_file(temporary_text(f"plait_{name}", text))
 
     def log_file(self, path: Path) -> None:
         self._live_run.save(str(path), base_path=str(path.parent), policy="now")
