@@ -240,6 +240,9 @@ def ray_cluster():
     import os
 
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    # Ray's workers get this environment when they start: search trials tracked by the tests
+    # log to MLflow's file store, which MLflow 3 opens only when allowed (tests/search/test_run.py).
+    os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
     ray = pytest.importorskip("ray")
     ray.init(num_cpus=4, object_store_memory=1 << 30, include_dashboard=False, log_to_driver=False)
     yield ray

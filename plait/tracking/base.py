@@ -7,7 +7,7 @@ the class. Names of metrics, the same for every tool (and as plait's TensorBoard
 
 * ``<split>/<output>/<metric>`` at each evaluation's step (split: training, validation);
 * ``speed/rows_per_s``, ``speed/data_wait_fraction`` at each epoch's last step, and with several
-  workers ``speed/rows_per_s/worker_<rank>`` and ``speed/data_wait_fraction/worker_<rank>``;
+  workers ``speed/worker_<rank>/rows_per_s`` and ``speed/worker_<rank>/data_wait_fraction``;
 * ``evaluation/<split>/<output>/<metric>`` for the evaluation after training (the experiment's
   test split), at the last step: its numbers alone (``scalar_metrics``).
 
@@ -249,7 +249,7 @@ def speed_metrics(speed: dict) -> dict[str, float]:
     metrics = {f"speed/{name}": float(speed[name]) for name in ("rows_per_s", "data_wait_fraction") if name in speed}
     for name in ("rows_per_s", "data_wait_fraction"):
         for rank, value in enumerate(speed.get(f"{name}_per_worker") or []):
-            metrics[f"speed/{name}/worker_{rank}"] = float(value)
+            metrics[f"speed/worker_{rank}/{name}"] = float(value)  # not under speed/<name>: a name is no folder
     return metrics
 
 

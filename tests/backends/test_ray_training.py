@@ -48,6 +48,19 @@ def test_two_workers_learn_a_simple_rule_with_each_strategy(tmp_path, strategy, 
     assert (run_dir / "checkpoints" / "latest.json").is_file()
     if strategy == "ddp":
         _check_relayed_callbacks(run.recorder, result)
+        _check_tracked_in_mlflow(run.mlflow_uri, result)
+
+
+def _check_tracked_in_mlflow(uri: str, result) -> None:
+    """The run's tracker, called in this process with rank 0's relayed events, logged every
+    evaluation and each worker's speed."""
+    import mlflow
+
+    client = mlflow.MlflowClient(uri)
+    [run] = client.search_runs([client.get_experiment_by_name("plait").experiment_id])
+    history = client.get_metric_history(run.info.run_id, "validation/y/accuracy")
+    assert sorted(m.step for m in history) == [r["step"] for r in result.training_statistics]
+    assert len(client.get_metric_history(run.info.run_id, "speed/worker_1/rows_per_s")) == 6
 
 
 def _check_relayed_callbacks(recorder, result) -> None:

@@ -32,6 +32,7 @@ def cache_entries(cache_dir: str) -> list[str]:
 def test_a_grid_search_runs_every_point_once_on_one_cache_entry(search_config, table, tmp_path, cache_dir, capsys):
     config = search_config({LR: {"space": "grid_search", "values": [0.003, 0.03]},
                             "combiner.output_size": {"space": "grid_search", "values": [8, 16]}})
+    config["tracking"] = [{"type": "mlflow", "tracking_uri": (tmp_path / "mlruns").as_uri()}]  # see the end
     result = hyperopt(config, table, output_directory=str(tmp_path / "out"))
 
     tried = sorted((t["parameters"][LR], t["parameters"]["combiner.output_size"]) for t in result.trials)
@@ -50,6 +51,25 @@ def test_a_grid_search_runs_every_point_once_on_one_cache_entry(search_config, t
     assert trial_config.trainer.learning_rate == result.best["parameters"][LR]
     assert trial_config.combiner.output_size == result.best["parameters"]["combiner.output_size"]
     assert "Search: 4 trials; validation y accuracy (maximize)" in capsys.readouterr().out
+    _check_trials_nested_in_the_searchs_mlflow_run(tmp_path / "mlruns", result)
+
+
+def _check_trials_nested_in_the_searchs_mlflow_run(store, result) -> None:
+    """The search is an MLflow run, and each trial a run nested under it (tracking, on the grid
+    search's trials rather than a search of its own: a search costs seconds)."""
+    import mlflow
+
+    client = mlflow.MlflowClient(store.as_uri())
+    runs = client.search_runs([client.get_experiment_by_name("hyperopt").experiment_id])
+    [search] = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    trials = [r for r in runs if r is not search]
+    assert search.info.run_name == result.run.root.name and search.info.status == "FINISHED"
+    assert search.data.metrics["hyperopt/best_metric_score"] == pytest.approx(result.best["metric_score"])
+    assert {r.data.tags["mlflow.parentRunId"] for r in trials} == {search.info.run_id}
+    assert sorted(r.info.run_name for r in trials) == sorted(t["trial_id"] for t in result.trials)
+    assert sorted(float(r.data.params[f"hyperopt.{LR}"]) for r in trials) == [0.003, 0.003, 0.03, 0.03]
+    assert all(r.info.status == "FINISHED" and len(client.get_metric_history(r.info.run_id, "validation/y/accuracy"))
+               == 2 for r in trials)
 
 
 def test_asha_stops_hopeless_trials_which_keep_a_model(search_config, table, tmp_path):
