@@ -37,10 +37,8 @@ def roc_points(truth: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.nd
 
 def precision_recall_points(truth: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(precisions, recalls, thresholds) as scikit-learn's precision_recall_curve gives them:
-    thresholds rising up to the one that first reaches full recall, then (1, 0) appended."""
+    at each distinct score, thresholds rising, then (1, 0) appended."""
     thresholds, tps, fps = _counts(truth, scores)
-    full = int(np.searchsorted(tps, tps[-1])) + 1  # lower thresholds add no recall
-    thresholds, tps, fps = thresholds[:full], tps[:full], fps[:full]
     precision = tps / np.maximum(tps + fps, 1)
     recall = tps / tps[-1] if tps[-1] else np.ones_like(tps, dtype=np.float64)
     return np.r_[precision[::-1], 1.0], np.r_[recall[::-1], 0.0], thresholds[::-1]

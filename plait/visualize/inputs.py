@@ -77,12 +77,12 @@ def training_statistics(path: str | os.PathLike, flag: str = "--training_statist
 def test_statistics(path: str | os.PathLike, flag: str = "--test_statistics") -> dict:
     """A ``test_statistics.json`` (or evaluation_statistics.json): ``{output: {metric: value}}``."""
     data = read_json(path, flag, TEST_STATISTICS)
+    if isinstance(data, list) or (isinstance(data, dict) and "training" in data and "validation" in data):
+        raise DataError(f"{flag} {str(path)!r} holds training statistics; give it to --training_statistics, or "
+                        f"give the run's {TEST_STATISTICS} here")
     if not isinstance(data, dict) or not data or not all(isinstance(v, dict) for v in data.values()):
         raise DataError(f"{flag} {str(path)!r} is not test statistics ({{output: {{metric: value}}}}); give the "
                         f"{TEST_STATISTICS} of plait experiment or the evaluation_statistics.json of plait evaluate")
-    if "training" in data and "validation" in data:
-        raise DataError(f"{flag} {str(path)!r} holds training statistics; give it to --training_statistics, or "
-                        f"give the run's {TEST_STATISTICS} here")
     return loaded(data, str(_file(path, flag, TEST_STATISTICS)))
 
 
