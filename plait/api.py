@@ -12,10 +12,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from plait import inference
+from plait.callbacks import Dispatcher, check_callbacks
 from plait.config import PlaitConfig, load_config, with_backend_type
 from plait.config.render import resolved_dict
 from plait.data.preprocess import PreprocessedData, preprocess
 from plait.errors import ModelError, UsageError
+from plait.evaluation.statistics import evaluation_frequency, training_statistics
 from plait.inference import CachedSplit, PredictorSpec, WrittenPredictions
 from plait.models import build_model
 from plait.models.saved import WEIGHTS, load_weights_into, read_model, save_model
@@ -32,19 +34,31 @@ log = logging.getLogger("plait")
 @dataclass
 class TrainResult:
     training_statistics: list
+    """One record per evaluation: ``{"epoch", "step", "training": {...}, "validation": {...}, ...}``."""
     preprocessed: PreprocessedData
     run_dir: RunDirectory | None
     restarts: list = field(default_factory=list)
     """The worker group's restarts after failures (Ray): ``[{"resumed_from_step": n or None}]``."""
+    evaluation_frequency: dict = field(default_factory=lambda: {"frequency": 1.0, "period": "epoch"})
+
+    def ludwig_statistics(self) -> dict:
+        """The statistics in Ludwig's layout, as ``training_statistics.json`` holds them
+        (``plait.evaluation.statistics``)."""
+        return training_statistics(self.training_statistics, self.evaluation_frequency, self.restarts)
 
 
 class Model:
     """A plait model: config, preprocessing metadata and (once trained) weights."""
 
-    def __init__(self, config: str | os.PathLike | dict | PlaitConfig, backend: str | None = None):
+    def __init__(self, config: str | os.PathLike | dict | PlaitConfig, backend: str | None = None,
+                 callbacks: list | None = None):
+        """``callbacks``: objects with Ludwig's hooks (``plait.callbacks.Callback``), called on the
+        coordinator on every backend."""
         self.config = load_config(config)
         if backend is not None:
             self.config = with_backend_type(self.config, backend)
+        self.callbacks = check_callbacks(callbacks)
+        self._events = Dispatcher(self.callbacks)
         self._backend = None
         self.metadata: dict | None = None
         self.module = None
@@ -70,8 +84,17 @@ class Model:
                 log.info("Preprocessing and training run on %s; prediction runs in this process.", self._backend.name)
         return self._backend
 
+    def _emit(self, hook: str, **arguments) -> None:
+        """A run's event for the callbacks, on the coordinator (a launcher's other ranks skip it)."""
+        if self._events and self.backend.is_coordinator:
+            self._events(hook, **arguments)
+
     def close(self) -> None:
-        """Release what the backend started (a local Ray instance, for example)."""
+        """Release what the backend started (a local Ray instance, for example); the callbacks'
+        ``on_ludwig_end``, once."""
+        if self._events and (self._backend is None or self._backend.is_coordinator):
+            events, self._events = self._events, Dispatcher()
+            events("on_ludwig_end")
         if self._backend is not None:
             self._backend.shutdown()
             self._backend = None
@@ -83,17 +106,28 @@ class Model:
         checkpoints and TensorBoard logs go there and ``resume=True`` continues from its last
         checkpoint. ``resume_from``: a checkpoint folder to continue from instead;
         ``on_evaluation``: see :class:`~plait.training.run.FitJob`."""
-        data = self.preprocess(dataset, training_set=training_set, validation_set=validation_set,
-                               test_set=test_set, random_seed=random_seed)
-        self.metadata = {"features": data.metadata["features"], "splits": data.metadata["splits"], "seed": random_seed}
         run = run_dir
         if run_dir is not None and not isinstance(run_dir, RunDirectory):  # a path or an fsspec URL
             run = RunDirectory(_location(run_dir, "run_dir"), self.config.backend.artifacts_credentials)
-        job = FitJob(self.config, self.metadata, data, random_seed, run, resume, progress_bar, resume_from, on_evaluation)
+        config, where = resolved_dict(self.config), run.root.url if run is not None else None
+        self._emit("on_train_init", config=config, run_directory=where, resume=resume)
+        self._emit("on_preprocess_start", config=config)
+        data = self.preprocess(dataset, training_set=training_set, validation_set=validation_set,
+                               test_set=test_set, random_seed=random_seed)
+        self._emit("on_preprocess_end", rows={split: data.rows(split) for split in ("training", "validation", "test")})
+        self.metadata = {"features": data.metadata["features"], "splits": data.metadata["splits"], "seed": random_seed}
+        job = FitJob(self.config, self.metadata, data, random_seed, run, resume, progress_bar, resume_from, on_evaluation,
+                     events=self._events or None)
         checkpoint_to_resume(job)  # nothing to resume fails here, before a backend starts workers
         if getattr(self.config.trainer, "type", None) == "none":  # an LLM used as it is: zero-shot
             self.module, self.path = build_model(self.config, self.metadata, load_pretrained=True), None
-            return TrainResult([], data, run)
+            return TrainResult([], data, run, evaluation_frequency=evaluation_frequency(self.config.trainer))
+        self._emit("on_train_start", config=config, run_directory=where)
+        result = self._fit(job, data, run)
+        self._emit("on_train_end", run_directory=where, training_statistics=result.ludwig_statistics())
+        return result
+
+    def _fit(self, job: FitJob, data: PreprocessedData, run: RunDirectory | None) -> TrainResult:
         output = self.backend.fit(job)
         self.module, self.path = output.module, None
         if getattr(self.config, "adapter", None) and self.config.adapter.postprocessor.merge_adapter_into_base_model:
@@ -101,7 +135,7 @@ class Model:
 
             self.module.merge_adapter()
             self.metadata[ADAPTER_MERGED] = True
-        return TrainResult(output.history, data, run, output.restarts)
+        return TrainResult(output.history, data, run, output.restarts, evaluation_frequency(self.config.trainer))
 
     # ---- evaluation and prediction -------------------------------------------------------------
 
@@ -109,7 +143,10 @@ class Model:
         """Metrics on a split of preprocessed data (as the experiment does for the test set),
         computed where the backend maps batches."""
         self.require_trained()
-        return inference.evaluate(self.backend, self.predictor_spec(), CachedSplit(data, split))
+        self._emit("on_evaluation_start", split=split)
+        statistics = inference.evaluate(self.backend, self.predictor_spec(), CachedSplit(data, split))
+        self._emit("on_evaluation_end", split=split, statistics=statistics)
+        return statistics
 
     def evaluate(self, dataset: Any, split: str = "full", random_seed: int | None = None) -> dict:
         """Metrics on raw data holding the output columns; rows missing a target are skipped.

@@ -230,7 +230,7 @@ def _train(args, model, data: dict, seed: int, run):
         if not args.skip_save_model:
             model.save(run.model_dir)
         if not args.skip_save_training_statistics:
-            run.write_statistics("training", result.training_statistics)
+            run.write_statistics("training", result.ludwig_statistics())
         _remove_skipped(args, run)
     return result
 
@@ -299,7 +299,9 @@ def _print_summary(run, result, test_stats, model_saved: bool = True) -> None:
     print(f"\nRun: {run}")
     where = f"model in {run.model_dir}" if model_saved else "model not saved (--skip-save-model)"
     print(f"Trained {history[-1]['epoch'] if history else 0} epochs, {history[-1]['step'] if history else 0} steps; {where}")
-    shown = test_stats if test_stats is not None else (best or {}).get("validation")
+    from plait.evaluation.statistics import scalar_metrics
+
+    shown = scalar_metrics(test_stats) if test_stats is not None else (best or {}).get("validation")
     if shown:
         print("Test metrics:" if test_stats is not None else "Last validation metrics:")
         for name, metrics in shown.items():
@@ -357,7 +359,9 @@ def evaluate(args) -> int:
         fs, folder = resolve(args.output_directory)
         ensure_dir(fs, folder)
         write_json(posixpath.join(folder, "evaluation_statistics.json"), stats, fs)
-    print(json.dumps({k: v for k, v in stats.items() if k != "combined"}, indent=2))
+    from plait.evaluation.statistics import scalar_metrics
+
+    print(json.dumps({k: v for k, v in scalar_metrics(stats).items() if k != "combined"}, indent=2))
     return 0
 
 

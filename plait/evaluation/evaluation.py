@@ -65,10 +65,11 @@ class Evaluation:
         self.rows += sum(table["rows"].to_pylist())
 
     def metrics_or_error(self) -> dict:
-        """The metrics; an error when no row had every target."""
+        """The metrics, with Ludwig's dataset-level entries (``evaluation/overall.py``); an error
+        when no row had every target."""
         if self.rows == 0:
             raise DataError("no rows to evaluate (the data has no rows, or every row lacks a target value)")
-        metrics = self.metrics.compute(self.stats)
+        metrics = self.metrics.compute(self.stats, overall=True)
         _warn_unseen_labels(metrics, self.rows, {name: m.type for name, m in self.metrics.outputs.items()})
         return metrics
 

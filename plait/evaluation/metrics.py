@@ -20,6 +20,7 @@ import torch
 
 from plait.models.ecd import feature_name
 from plait.models.sequence_heads import PAD, STOP
+from plait.evaluation.overall import binary_curves, confusion_statistics
 from plait.evaluation.sequence_metrics import BLEU_ORDER, corpus_bleu, edit_distance, ngram_matches, rouge_f
 
 AUC_BINS = 4096
@@ -51,6 +52,11 @@ class OutputMetrics:
         """The type's metrics (all but the loss) from its statistics over ``n`` rows."""
         raise NotImplementedError
 
+    def overall(self, s: dict[str, torch.Tensor]) -> dict:
+        """Ludwig's dataset-level entries of ``test_statistics.json`` (``evaluation/overall.py``)
+        from the statistics; none for most types."""
+        return {}
+
     def zeros(self, device="cpu") -> torch.Tensor:
         return torch.zeros(self.size, dtype=torch.float64, device=device)
 
@@ -66,13 +72,14 @@ class OutputMetrics:
         parts["loss_weight"] += _sum(rows.weights) if rows.weights is not None else rows.losses.numel()
         self.add(parts, logits, target)
 
-    def compute(self, stats: torch.Tensor) -> dict[str, float]:
+    def compute(self, stats: torch.Tensor, overall: bool = False) -> dict:
+        """The metrics; with ``overall``, Ludwig's dataset-level entries too."""
         s = {k: v.cpu() for k, v in self.unpack(stats).items()}
         n = float(s["count"].item())
         if n == 0:
             return {}
-        result = {"loss": self.loss(s), **self.metrics(s, n)}
-        return {k: float(v) for k, v in result.items()}
+        result = {k: float(v) for k, v in {"loss": self.loss(s), **self.metrics(s, n)}.items()}
+        return {**result, **self.overall(s)} if overall else result
 
     def loss(self, s: dict[str, torch.Tensor]) -> float:
         # finish_loss: a root mean square loss is the root of the rows' mean, not a mean of rows.
@@ -99,6 +106,13 @@ class BinaryMetrics(OutputMetrics):
         precision, recall = _ratio(tp, tp + fp), _ratio(tp, tp + fn)
         return {"accuracy": (tp + tn) / n, "precision": precision, "recall": recall,
                 "f1": _ratio(2 * precision * recall, precision + recall), "roc_auc": _auc(s["hist_pos"], s["hist_neg"])}
+
+    def overall(self, s):
+        # Ludwig's binary class names; the matrix's first row and column are the negatives.
+        cm = np.array([[s["tn"].item(), s["fp"].item()], [s["fn"].item(), s["tp"].item()]])
+        auc = _auc(s["hist_pos"], s["hist_neg"])
+        return {**confusion_statistics(cm, ["False", "True"]), **binary_curves(s["hist_pos"].numpy(), s["hist_neg"].numpy()),
+                "roc_auc_macro": auc, "roc_auc_micro": auc}
 
 
 class CategoryMetrics(OutputMetrics):
@@ -138,6 +152,12 @@ class CategoryMetrics(OutputMetrics):
             present = cm.sum(1) > 0  # macro averages over classes that occur in the data
             result.update(precision=precision[present].mean().item(), recall=recall[present].mean().item(), f1=f1[present].mean().item())
         return result
+
+    def overall(self, s):
+        if not s["confusion"].numel():  # over MAX_CONFUSION_CLASSES classes: no matrix is kept
+            return {}
+        cm = s["confusion"].reshape(self.classes, self.classes).numpy()
+        return confusion_statistics(cm, list(self.head.metadata["vocabulary"])[:self.classes])
 
 
 class NumberMetrics(OutputMetrics):
@@ -374,7 +394,9 @@ class MetricSet:
         flat = all_reduce_sum(torch.cat([stats[n] for n in names]))
         return dict(zip(names, torch.split(flat, [stats[n].numel() for n in names])))
 
-    def compute(self, stats: dict) -> dict[str, dict[str, float]]:
-        result = {name: m.compute(stats[name]) for name, m in self.outputs.items()}
+    def compute(self, stats: dict, overall: bool = False) -> dict[str, dict]:
+        """Each output's metrics and the combined loss; with ``overall``, Ludwig's dataset-level
+        entries too (a confusion matrix, curves: what ``test_statistics.json`` holds)."""
+        result = {name: m.compute(stats[name], overall) for name, m in self.outputs.items()}
         result["combined"] = {"loss": sum(self.weights[n] * result[n].get("loss", 0.0) for n in self.outputs)}
         return result

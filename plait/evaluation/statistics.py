@@ -93,3 +93,10 @@ def history_of(stats: dict) -> list[dict]:
                         record.setdefault(split, {}).setdefault(output, {})[metric] = value
     return records
 
+
+
+def scalar_metrics(statistics: dict) -> dict:
+    """Each output's numbers alone, without the confusion matrices and curves (what a summary
+    prints and a tracker logs as metrics)."""
+    return {output: {name: value for name, value in metrics.items() if isinstance(value, (int, float))}
+            for output, metrics in statistics.items()}

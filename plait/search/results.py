@@ -93,11 +93,12 @@ def _epochs(run: RunDirectory) -> int | None:
 
 
 def _own_history(run: RunDirectory, target: tuple[str, str, str]) -> list[dict]:
+    from plait.evaluation.statistics import history_of
     from plait.training import checkpoint as ckpt
 
     try:
         if run.has_statistics("training"):
-            records = run.read_statistics("training")
+            records = history_of(run.read_statistics("training"))
         else:
             latest = ckpt.latest_checkpoint(run.checkpoints)
             records = ckpt.saved_state(latest)["history"] if latest else []

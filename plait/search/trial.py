@@ -15,6 +15,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from plait.evaluation.statistics import history_of
 from plait.search.tune_parts import METRIC
 
 log = logging.getLogger("plait")
@@ -94,7 +95,7 @@ def run_trial(tune_config: dict, spec: SearchSpec) -> None:
     if donor is None and run.has_statistics("training") and run.has_model():
         # Finished before the search was interrupted (Tune's saved state may lag behind by a
         # second): its result stands, and nothing is trained again.
-        _report_last(spec.target, run.read_statistics("training"))
+        _report_last(spec.target, history_of(run.read_statistics("training")))
         return
     own = ckpt.latest_checkpoint(run.checkpoints)
     resumed_step = ckpt.saved_step(donor or own) if (donor or own) is not None else None  # read now: it may rotate out
@@ -105,7 +106,7 @@ def run_trial(tune_config: dict, spec: SearchSpec) -> None:
         result = model.train(**spec.data, random_seed=spec.seed, run_dir=run, resume=donor is None and own is not None,
                              resume_from=donor, progress_bar=False, on_evaluation=report)
         model.save(run.model_dir)
-        run.write_statistics("training", result.training_statistics)
+        run.write_statistics("training", result.ludwig_statistics())
     finally:
         model.close()
     if result.training_statistics and result.training_statistics[-1]["step"] == resumed_step:

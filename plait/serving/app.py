@@ -19,6 +19,7 @@ from fastapi import FastAPI, Request, Response
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
+from plait.serving import inference_protocol as oip
 from plait.serving.metrics import ServerMetrics
 from plait.serving.model import ServedModel
 from plait.serving.payloads import Batch, ClientError, off_loop, parse_batch, parse_row, read_body
@@ -28,7 +29,9 @@ from plait.serving.values import listed
 log = logging.getLogger("plait")
 
 ALIVE = {"message": "plait model server is alive"}
-ENDPOINTS = "GET /, /info, /metrics; POST /predict, /batch_predict"
+ENDPOINTS = ("GET /, /info, /metrics; POST /predict, /batch_predict; and the Open Inference Protocol's GET /v2, "
+             "/v2/health/live, /v2/health/ready, /v2/models/{name}, /v2/models/{name}/ready, POST "
+             "/v2/models/{name}/infer")
 
 
 def json_response(value: Any, status: int = 200) -> Response:
@@ -137,7 +140,64 @@ def build_app(model: ServedModel, runner: Runner, metrics: ServerMetrics | None 
     async def prometheus() -> Response:
         return Response(metrics.exposition(), media_type=metrics.content_type)
 
+    add_inference_protocol(app, model, runner, answer)
     return app
+
+
+def add_inference_protocol(app: FastAPI, model: ServedModel, runner: Runner, answer: Callable) -> None:
+    """The Open Inference Protocol's endpoints (``inference_protocol``), over the same checks
+    and runner as ``/batch_predict``."""
+    from plait import __version__
+
+    name = model.name
+    metadata = oip.model_metadata(name, model.info(), model.output_datatypes())
+
+    def the_model(asked: str) -> None:
+        if asked != name:
+            raise ClientError(404, f"there is no model {listed([asked])} on this server; it serves {listed([name])}")
+
+    async def infer(request: Request, body: bytes) -> Response:
+        batch, request_id, wanted = await off_loop(len(body), oip.parse_infer, body,
+                                                   request.headers.get("content-type") or "", model.settings.max_batch_rows)
+        columns = await off_loop(len(body), model.check_batch, batch.columns, blocks=model.reads_files)
+        predicted = await runner.predict_batch(columns, batch.rows)
+        return json_response(await off_loop(len(body), oip.infer_response, name, request_id, predicted, wanted))
+
+    @app.get("/v2")
+    async def server_metadata() -> Response:
+        return json_response(oip.server_metadata(__version__))
+
+    @app.get("/v2/health/live")
+    async def live() -> Response:
+        return json_response({"live": True})
+
+    @app.get("/v2/health/ready")
+    async def ready() -> Response:
+        return json_response({"ready": True})
+
+    @app.get("/v2/models/{asked}")
+    async def model_metadata(asked: str) -> Response:
+        try:
+            the_model(asked)
+        except ClientError as exc:
+            return error_response(exc.status, exc.message)
+        return json_response(metadata)
+
+    @app.get("/v2/models/{asked}/ready")
+    async def model_ready(asked: str) -> Response:
+        try:
+            the_model(asked)
+        except ClientError as exc:
+            return error_response(exc.status, exc.message)
+        return json_response({"name": name, "ready": True})
+
+    @app.post("/v2/models/{asked}/infer")
+    async def infer_endpoint(asked: str, request: Request) -> Response:
+        async def work(request: Request, body: bytes) -> Response:
+            the_model(asked)
+            return await infer(request, body)
+
+        return await answer("infer", request, work)
 
 
 def batch_answer(batch: Batch, columns: dict[str, Any]) -> Response:

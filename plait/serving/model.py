@@ -91,6 +91,18 @@ class ServedModel:
                                 for p in self.predictor.outputs],
         }
 
+    @property
+    def name(self) -> str:
+        """The model's name in the Open Inference Protocol: its folder's name."""
+        return self.model_dir.rstrip("/").replace("\\", "/").rsplit("/", 1)[-1] or "model"
+
+    def output_datatypes(self) -> dict[str, tuple[str, list[int]]]:
+        """Each prediction column's datatype and shape in the Open Inference Protocol."""
+        from plait.serving.inference_protocol import output_datatype
+
+        predicted = self.predictor.predict_columns(self._one_empty_row())
+        return {column: output_datatype(_values(values)) for column, values in predicted.items()}
+
     def _one_empty_row(self) -> pa.Table:
         return self._table([[None]] * len(self.columns))
 

@@ -38,11 +38,18 @@ class EpochMeter:
 
     def summary(self, strategy) -> dict:
         """Rows trained by all workers, rows per second and the mean fraction of the epoch each
-        worker waited on data (evaluation excluded). One all-reduce, once per epoch."""
-        elapsed = self.elapsed()
-        totals = strategy.all_reduce_sum(torch.tensor([float(self.rows), self.waiting / elapsed], dtype=torch.float64,
-                                                      device=strategy.device)).tolist()
-        return {"rows": int(totals[0]), "rows_per_s": totals[0] / elapsed, "data_wait_fraction": totals[1] / strategy.world_size}
+        worker waited on data (evaluation excluded); with several workers, each one's too. One
+        all-reduce, once per epoch: each worker fills its own slots of a zero vector."""
+        elapsed, n, rank = self.elapsed(), strategy.world_size, strategy.rank
+        mine = torch.zeros(3 * n, dtype=torch.float64, device=strategy.device)
+        mine[rank], mine[n + rank], mine[2 * n + rank] = float(self.rows), self.waiting / elapsed, elapsed
+        rows, waiting, seconds = strategy.all_reduce_sum(mine).cpu().view(3, n)
+        summary = {"rows": int(rows.sum()), "rows_per_s": float(rows.sum()) / elapsed,
+                   "data_wait_fraction": float(waiting.mean())}
+        if n > 1:
+            summary["rows_per_s_per_worker"] = (rows / seconds.clamp(min=1e-9)).tolist()
+            summary["data_wait_fraction_per_worker"] = waiting.tolist()
+        return summary
 
 
 class EpochBar:

@@ -47,6 +47,9 @@ class FitJob:
     on_evaluation: Callable[[dict, Strategy], None] | None = None
     """Called on every worker after each evaluation with its record (epoch, step, metrics) and
     the worker's strategy: a search reports the metric to its scheduler from here."""
+    events: Callable[..., None] | None = None
+    """Where the coordinator's training events go (``events(hook, **arguments)``): the model's
+    callbacks (``plait.callbacks.Dispatcher``) in this process; on Ray, a relay to the driver."""
     sizes: TrainingSizes | None = None
     """Batch sizes, accumulation and the schedule's arithmetic: worked out here, where the job is
     made (the driver), and carried to the workers with it."""
@@ -106,7 +109,7 @@ def fit(job: FitJob, strategy: Strategy, batches: tuple | None = None, watch=Non
                  job.data.rows("validation"), job.sizes.batch_size,
                  f" per worker x {strategy.world_size} workers" if strategy.world_size > 1 else "")
     trainer = Trainer(job.config, module, strategy, job.sizes, job.seed, job.run_dir, job.progress_bar,
-                      job.on_evaluation)
+                      job.on_evaluation, job.events)
     progress = trainer.fit(train, validation if validation is not None and validation.rows else None, resume=resume_from,
                            watch=watch)
     weights = trainer.final_weights()

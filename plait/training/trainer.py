@@ -57,9 +57,10 @@ class Progress:
 
 class Trainer:
     def __init__(self, config, model, strategy: Strategy, sizes: TrainingSizes, seed: int,
-                 run_dir: RunDirectory | None = None, progress_bar: bool = True, on_evaluation=None):
+                 run_dir: RunDirectory | None = None, progress_bar: bool = True, on_evaluation=None, events=None):
         self.config, self.options = config, config.trainer
         self.on_evaluation = on_evaluation
+        self.events = events
         self.strategy = strategy
         self.sizes = sizes
         self.seed = seed
@@ -94,6 +95,7 @@ class Trainer:
         total = self._build_schedule()
         if resume is not None:
             self._resume(resume)
+            self._emit("on_resume_training", step=self.state.step)
         self.reporter.open()
         try:
             with self.stop.on_sigint(), (watch(self.stop) if watch else contextlib.nullcontext()):
@@ -139,6 +141,7 @@ class Trainer:
         self.model.train()
         if state.batch_in_epoch == 0:
             state.epoch_loss = 0.0
+            self._emit("on_epoch_start", epoch=state.epoch + 1, step=state.step)
         meter = EpochMeter()
         bar = self.reporter.epoch_bar(len(train), state.epoch, meter)
         try:
@@ -185,6 +188,7 @@ class Trainer:
         batches_run = max(1, state.batch_in_epoch)  # fewer than len(train) when train_steps ends the epoch
         state.epoch += 1
         state.batch_in_epoch = 0
+        self._emit("on_epoch_end", epoch=state.epoch, step=state.step, speed=self.epoch_speed)
         if not self.eval_every:
             self._evaluate_and_checkpoint(validation, state.epoch_loss / batches_run)
 
@@ -300,6 +304,7 @@ class Trainer:
 
     def _evaluate_and_checkpoint(self, validation: Batches | None, train_loss: float) -> None:
         state = self.state
+        self._emit("on_eval_start", epoch=state.epoch, step=state.step)
         record = {"epoch": state.epoch, "step": state.step, "training": {"combined": {"loss": self._mean_over_workers(train_loss)}}}
         if self.epoch_speed is not None:
             record.update(self.epoch_speed)
@@ -311,6 +316,7 @@ class Trainer:
             record["validation"] = self.evaluate(validation)
             if self.early_stopping.observe(state, record["validation"]):
                 self.best.keep_current()
+                self._emit("on_save_best_checkpoint", step=state.step)
         else:
             self.best.forget()
         if evaluating and self.plateau.active and self.plateau.observe(state, record):
@@ -319,11 +325,17 @@ class Trainer:
                 log.info("No improvement on a plateau: learning rate reduced to %g.", self.optimizer.param_groups[0]["lr"])
         state.history.append(record)
         self.reporter.evaluation(record)
+        self._emit("on_eval_end", record=record)
         if self.run_dir is not None:
             self._save_checkpoint()
         if self.on_evaluation is not None:  # after the checkpoint, which a search may point its scheduler at
             self.on_evaluation(record, self.strategy)
         self.strategy.barrier()
+
+    def _emit(self, hook: str, **arguments) -> None:
+        """A training event for the callbacks (``plait.callbacks``), from the coordinator only."""
+        if self.events is not None and self.strategy.is_coordinator:
+            self.events(hook, **arguments)
 
     def _mean_over_workers(self, value: float) -> float:
         """The mean of a per-worker value over the workers: decisions taken on it (reductions on

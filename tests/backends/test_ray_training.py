@@ -46,6 +46,22 @@ def test_two_workers_learn_a_simple_rule_with_each_strategy(tmp_path, strategy, 
     assert logs == ["rank-0.log", "rank-1.log"] and "Training on" in (run_dir / "logs" / "rank-0.log").read_text()
     assert accuracy > 0.9
     assert (run_dir / "checkpoints" / "latest.json").is_file()
+    if strategy == "ddp":
+        _check_relayed_callbacks(run.recorder, result)
+
+
+def _check_relayed_callbacks(recorder, result) -> None:
+    """Rank 0's events reach the callbacks in this process, each once, in order; the epochs'
+    speeds are each worker's too."""
+    assert recorder.processes == {os.getpid()}
+    assert recorder.hooks()[:4] == ["on_train_init", "on_preprocess_start", "on_preprocess_end", "on_train_start"]
+    assert recorder.hooks()[-1] == "on_train_end"
+    assert [a["epoch"] for name, a in recorder.calls if name == "on_epoch_start"] == list(range(1, 7))
+    assert [a["record"] for name, a in recorder.calls if name == "on_eval_end"] == result.training_statistics
+    speeds = [a["speed"] for name, a in recorder.calls if name == "on_epoch_end"]
+    assert len(speeds) == 6 and all(len(s["data_wait_fraction_per_worker"]) == 2 for s in speeds)
+    per_worker = result.ludwig_statistics()["plait"]["rows_per_s_per_worker"]
+    assert len(per_worker) == 6 and all(len(v) == 2 and min(v) > 0 for v in per_worker)
 
 
 def test_one_ray_worker_gives_the_local_metrics(tmp_path):

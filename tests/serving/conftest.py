@@ -122,3 +122,36 @@ def wait_for(url: str, seconds: float = 60) -> None:
         time.sleep(0.2)
 
 
+
+
+def complete_rows(rows: pd.DataFrame) -> list[int]:
+    """The positions of rows without a missing value (an inference protocol tensor has no null)."""
+    return [i for i, keep in enumerate(rows.notna().all(axis=1)) if keep]
+
+
+def infer_with_triton(url: str, rows: pd.DataFrame) -> list[dict]:
+    """Every output of the model for ``rows``, asked through Triton's HTTP client (the Open
+    Inference Protocol), one dict per row: inputs as tensors, numbers FP64, a vector [rows, n]."""
+    import tritonclient.http as httpclient
+
+    client = httpclient.InferenceServerClient(url.removeprefix("http://"))
+    assert client.is_server_live() and client.is_server_ready() and client.is_model_ready("model")
+    metadata = client.get_model_metadata("model")
+    assert {t["name"] for t in metadata["inputs"]} == set(rows.columns)
+    tensors = []
+    for column in rows.columns:
+        values = rows[column]
+        if column == "vec":
+            array = np.array([[float(x) for x in v.split()] for v in values], dtype=np.float64)
+        elif values.dtype.kind == "f":
+            array = values.to_numpy(dtype=np.float64)
+        else:
+            array = np.array([str(v) for v in values], dtype=object)
+        tensor = httpclient.InferInput(column, list(array.shape), "FP64" if array.dtype == np.float64 else "BYTES")
+        tensor.set_data_from_numpy(array, binary_data=False)
+        tensors.append(tensor)
+    outputs = [o["name"] for o in metadata["outputs"]]
+    answer = client.infer("model", tensors, outputs=[httpclient.InferRequestedOutput(n, binary_data=False) for n in outputs])
+    columns = {name: answer.as_numpy(name) for name in outputs}
+    return [{name: (v[i].decode() if isinstance(v[i], bytes) else v[i]) for name, v in columns.items()}
+            for i in range(len(rows))]

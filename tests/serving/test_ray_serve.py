@@ -8,7 +8,8 @@ import socket
 import pytest
 import requests
 
-from tests.serving.conftest import assert_same_predictions, row_request, split_request, wait_for
+from tests.serving.conftest import (assert_same_predictions, complete_rows, infer_with_triton, row_request, split_request,
+                                   wait_for)
 
 
 @pytest.fixture(scope="module")
@@ -39,6 +40,9 @@ def test_two_replicas_answer_single_rows_and_share_a_batch_as_plait_predict(ray_
     answer = requests.post(f"{ray_served}/batch_predict", json=split_request(rows)).json()
     assert_same_predictions([dict(zip(answer["columns"], r)) for r in answer["data"]], expected, exact=False)
     assert requests.post(f"{ray_served}/predict", json={"nope": 1}).status_code == 400
+    kept = complete_rows(rows.head(30))  # the Open Inference Protocol, through Triton's client
+    assert_same_predictions(infer_with_triton(ray_served, rows.iloc[kept].reset_index(drop=True)),
+                            expected.iloc[kept].reset_index(drop=True), exact=False)
 
 
 def test_replicas_the_cluster_cannot_hold_are_refused_before_deploying(ray_cluster, trained):

@@ -105,6 +105,7 @@ def fit_on_ray(job: FitJob, settings) -> FitOutput:
 
 def _fit_in_run_directory(job: FitJob, settings) -> FitOutput:
     scaling = plan_with_room(partial(plan, settings), settings.scheduling_timeout_s)
+    events = job.events  # called here, in the driver, with what rank 0 relays
     job = _for_workers(job)
     # Settings a worker would refuse, refused here and now.
     check_strategy(settings.strategy, StepPlan.of(job.sizes, job.config.trainer.gradient_clipping))
@@ -119,14 +120,14 @@ def _fit_in_run_directory(job: FitJob, settings) -> FitOutput:
         window = shuffle_rows(job.data, loader, job.sizes.batch_size) if job.config.trainer.should_shuffle else None
         filler = filler_table(datasets["training"])
     restarts: list[dict] = []
-    with _relayed_worker_logs() as log_queue:
+    with _relayed_worker_logs(events) as log_queue:
         logs = Folder(settings.logdir).resolved() if settings.logdir else job.run_dir.logs
         while True:
             # Checkpoints already there were not written by this group: Ray's own restarts resume
             # only from newer ones (see worker._fit).
             before = ckpt.latest_checkpoint(job.run_dir.checkpoints)
             task = WorkerTask(job, log_queue, logs, filler=filler, shuffle_rows=window,
-                              checkpoint_before=before and before.name, splits=splits)
+                              checkpoint_before=before and before.name, splits=splits, relay_events=events is not None)
             trainer = _trainer(task, settings, scaling, datasets)
             try:
                 with _own_sigint_handler(), _controller_settings(scaling):
@@ -144,7 +145,8 @@ def _for_workers(job: FitJob) -> FitJob:
     data = job.data
     if is_local(data.fs):
         data = replace(data, location=os.path.abspath(data.location))
-    return replace(job, data=data, run_dir=run, progress_bar=False)  # worker output does not reach this terminal
+    # Worker output does not reach this terminal; the callbacks stay here (rank 0 relays events).
+    return replace(job, data=data, run_dir=run, progress_bar=False, events=None)
 
 
 def _warn_if_nodes_do_not_share(run: RunDirectory) -> None:
@@ -283,10 +285,12 @@ def _output(job: FitJob, result, restarts: list) -> FitOutput:
 
 
 @contextlib.contextmanager
-def _relayed_worker_logs():
+def _relayed_worker_logs(events=None):
     """Rank 0's plait log lines (one per evaluation, not per batch) shown here as they come:
-    Ray does not forward worker output to this process. The queue's actor runs on this node,
-    which a run cannot lose and go on; should it die all the same, lines stop, training not."""
+    Ray does not forward worker output to this process. With ``events`` (the model's callbacks),
+    rank 0's training events come the same way and are called here, in the order sent. The
+    queue's actor runs on this node, which a run cannot lose and go on; should it die all the
+    same, lines stop, training not. A callback that raises ends the run when training returns."""
     import threading
 
     import ray
@@ -295,12 +299,21 @@ def _relayed_worker_logs():
 
     here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
     queue = Queue(maxsize=10_000, actor_options={"num_cpus": 0, "scheduling_strategy": here})
-    done = threading.Event()
+    done, failures = threading.Event(), []
+
+    def handle(item) -> None:
+        if not isinstance(item, tuple):
+            log.info("%s", item)
+        elif events is not None and not failures:
+            try:
+                events(item[1], **item[2])
+            except Exception as error:  # noqa: BLE001 (raised in the driver's thread below)
+                failures.append(error)
 
     def show():
         while not done.is_set():
             try:
-                log.info("%s", queue.get(timeout=0.5))
+                handle(queue.get(timeout=0.5))
             except Empty:
                 pass
             except ray.exceptions.RayError:  # the queue's actor is gone
@@ -315,7 +328,7 @@ def _relayed_worker_logs():
         thread.join()
         with contextlib.suppress(ray.exceptions.RayError):
             while not queue.empty():
-                log.info("%s", queue.get_nowait())
+                handle(queue.get_nowait())
             queue.shutdown()
-
-
+    if failures:
+        raise failures[0]

@@ -51,6 +51,23 @@ class WorkerTask:
     splits: dict | None = None
     """Small splits, whole: ``{split: object reference to its table}`` (``loader.whole_splits``);
     None: each worker's shards stream from the Ray Data loader."""
+    relay_events: bool = False
+    """Send rank 0's training events to the driver, whose callbacks take them."""
+
+
+@dataclass(frozen=True)
+class RelayedEvents:
+    """Rank 0's training events, put on the driver's log queue as ``("event", hook, arguments)``
+    (a log line is a string). Unlike a log line, an event waits for room in the queue: a tracker
+    must get every evaluation. A queue that is gone loses the events, never the training."""
+
+    queue: Any
+
+    def __call__(self, hook: str, **arguments) -> None:
+        try:
+            self.queue.put(("event", hook, arguments), timeout=60)
+        except Exception:  # noqa: BLE001 (the queue's actor is gone, or full for a minute)
+            logging.getLogger("plait").warning("the driver's queue took no %s event: it is lost", hook)
 
 
 def train_on_worker(task: WorkerTask) -> None:
@@ -59,6 +76,9 @@ def train_on_worker(task: WorkerTask) -> None:
     _share_cores()
     job = task.job
     _relay_logs(task.log_queue, job.run_dir.staging(task.logs))
+    if task.relay_events:  # only the coordinator emits events (see Trainer._emit)
+        job = replace(job, events=RelayedEvents(task.log_queue))
+        task = replace(task, job=job)
     section = job.config.backend.trainer.strategy
     strategy = build_strategy(section, **strategy_options(section.type, _assigned_gpu()))
     try:
