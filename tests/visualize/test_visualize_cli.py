@@ -147,3 +147,13 @@ def test_plait_help_does_not_import_matplotlib():
     code = ("import sys; from plait.cli import build_parser; build_parser().format_help(); "
             "sys.exit('matplotlib' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def test_the_runs_confusion_matrix_counts_its_predictions_against_the_true_classes(files):
+    from plait.visualize.confusion import confusion_counts
+
+    metadata = inputs.model_metadata(files["model"])
+    labels = inputs.class_labels(metadata, "label")
+    truth = inputs.ground_truth(inputs.GroundTruth(str(files["data"]), str(files["model"]), "test"), "label")
+    counts = confusion_counts(truth, inputs.predictions(files["run"], "label", labels), len(labels))
+    assert counts.tolist() == inputs.test_statistics(files["run"])["label"]["confusion_matrix"]
