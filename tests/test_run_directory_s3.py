@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from plait.cli import main
+from plait.evaluation.statistics import history_of
 
 SECRET = "plait-test-secret-value"
 
@@ -82,7 +83,7 @@ def test_a_run_in_the_bucket_resumes_and_its_model_predicts_from_there(bucket_fs
     # Resume with a longer schedule: the run goes on from its checkpoint in the bucket.
     _, err = _run(capsys, "train", "--resume", run, "--config", _config(tmp_path, credentials, epochs=4))
     assert f"Resumed from {run}/checkpoints/step-" in err
-    history = json.loads(fs.cat(f"{run}/training_statistics.json"))
+    history = history_of(json.loads(fs.cat(f"{run}/training_statistics.json")))
     assert [record["epoch"] for record in history] == [1, 2, 3, 4]
 
     # predict and evaluate take no config: the storage's own credentials come from the environment.
