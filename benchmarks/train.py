@@ -309,7 +309,9 @@ def train_launched(df: pd.DataFrame, config: dict, args) -> dict:
         subprocess.run(command, cwd=folder, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wall = time.perf_counter() - started
         run_dir = folder / "results" / "experiment_run_0"
-        history = json.loads((run_dir / "training_statistics.json").read_text())
+        from plait.evaluation.statistics import history_of
+
+        history = history_of(json.loads((run_dir / "training_statistics.json").read_text()))
         accuracy = Model.load(run_dir / "model").evaluate(df, split="test", random_seed=args.seed)[OUTPUT_COLUMN]["accuracy"]
     return {**epoch_figures(history), "train_call_s": wall, "test_accuracy": accuracy}
 

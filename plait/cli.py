@@ -296,6 +296,71 @@ def _add_config_verbs(sub) -> None:
         "plait synthesizes data for a config's features: put them in a config file and pass --config"))
 
 
+def _add_visualize(sub) -> None:
+    p = sub.add_parser("visualize", help="draw Ludwig's plots of runs' results (learning curves, confusion "
+                                         "matrices, ROC and calibration curves, hyperopt reports...)")
+    p.add_argument("--visualization", "-v", required=True, metavar="NAME",
+                   help="the plot: learning_curves, compare_performance, confusion_matrix, roc_curves, "
+                        "calibration_1_vs_all, hyperopt_report, throughput, ... (README lists them all)")
+    g = p.add_argument_group("what to plot (several files compare models)")
+    for names, help_text in (
+            (("--training_statistics", "--training-statistics", "-trs"), "training_statistics.json of runs"),
+            (("--test_statistics", "--test-statistics", "-tes"), "test_statistics.json (or evaluation_statistics.json)"),
+            (("--probabilities", "-prob"), "predictions.parquet files (each class's probability)"),
+            (("--predictions", "-pred"), "predictions.parquet files (the predicted classes)")):
+        g.add_argument(*names, nargs="+", default=[], metavar="FILE", help=help_text)
+    g.add_argument("--hyperopt_stats_path", "--hyperopt-stats-path", "-hs", metavar="FILE",
+                   help="a search's hyperopt_statistics.json")
+    g.add_argument("--ground_truth", "--ground-truth", "-g", metavar="DATASET",
+                   help="the dataset holding the true values (for plots from predictions or probabilities)")
+    g.add_argument("--ground_truth_split", "--ground-truth-split", "-gts", default="2",
+                   choices=["0", "1", "2", "training", "validation", "test", "full"],
+                   help="the rows of --ground_truth that were predicted: 0 training, 1 validation, 2 test (default), "
+                        "as the model's config and seed split them; full: every row")
+    g.add_argument("--ground_truth_metadata", "--ground-truth-metadata", "-gm", metavar="FILE",
+                   help="the model's model/training_set_metadata.json (its classes, and its config's split)")
+    g = p.add_argument_group("options")
+    g.add_argument("--output_directory", "--output-directory", "-od", default="visualizations",
+                   help="where the figures are written (default ./visualizations)")
+    g.add_argument("--file_format", "--file-format", "-ff", choices=["pdf", "png", "svg"], default="pdf",
+                   help="the figures' format (default pdf, as Ludwig)")
+    g.add_argument("--output_feature_name", "--output-feature-name", "-ofn", help="the output to plot (default: all, "
+                   "or the model's only output)")
+    g.add_argument("--model_names", "--model-names", "-mn", nargs="+", help="the models' names in legends, in the "
+                   "order of the files")
+    g.add_argument("--top_n_classes", "--top-n-classes", "-tn", nargs="+", type=int, default=[0],
+                   help="plot the first n classes (0: all); hits_at_k's k in the _from_prob comparison")
+    g.add_argument("--labels_limit", "--labels-limit", "-ll", type=int, default=0,
+                   help="classes from this index on are counted as one (0: no limit)")
+    g.add_argument("--normalize", "-n", action="store_true", help="confusion_matrix: each row as fractions")
+    g.add_argument("--metrics", "-m", nargs="+", help="learning_curves: the metrics to draw (default: loss, "
+                   "accuracy, hits_at_k and edit_distance where recorded)")
+    g.add_argument("--positive_label", "--positive-label", "-pl", default="1",
+                   help="the class ROC and precision-recall curves are drawn for: an index (default 1) or a name; "
+                        "a binary output's is True")
+    g.add_argument("--logging-level", "--logging_level", "-l", choices=list(LOG_LEVELS), help="the plait logger's level")
+    _refuse(g, ("-sf", "--split_file"), nargs=1, advice=(
+        "plait splits --ground_truth with the model's own config and seed; choose the split with --ground_truth_split"))
+    _refuse(g, ("-tf", "--threshold_output_feature_names"), nargs="+", advice=(
+        "it is for Ludwig's confidence_thresholding_2thresholds plots, which plait does not draw"))
+    _refuse(g, ("-k", "--top_k"), nargs=1, advice=(
+        "it is for Ludwig's compare_classifiers_performance_changing_k, which plait does not draw; "
+        "compare_classifiers_performance_from_prob takes hits_at_k's k from --top_n_classes"))
+    _refuse(g, ("-ss", "--subset"), nargs=1, advice=(
+        "it is for Ludwig's _subset plots, which plait does not draw"))
+    _refuse(g, ("--comet", "--wandb", "--mlflow", "--aim"), advice="plait has no experiment-tracker callbacks")
+
+
+def _add_report(sub) -> None:
+    p = sub.add_parser("report", help="write one self-contained HTML page about a run or a search: config, data, "
+                                      "learning curves, test metrics, confusion matrices, calibration, throughput")
+    p.add_argument("run_directory", metavar="RUN_DIR", help="a run directory (plait train or experiment) or a search "
+                                                            "directory (plait hyperopt)")
+    p.add_argument("--output", "-o", help="the HTML file to write (default RUN_DIR/report.html)")
+    p.add_argument("--dataset", help="the data the run was trained on, to read the test split's true classes from "
+                                     "(default: the dataset the run's description.json names)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="plait",
@@ -316,6 +381,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_predict(sub)
     _add_forecast(sub)
     _add_serve(sub)
+    _add_visualize(sub)
+    _add_report(sub)
     return parser
 
 
@@ -324,7 +391,6 @@ LOG_LEVELS = {"critical": logging.CRITICAL, "error": logging.ERROR, "warning": l
 """Ludwig's --logging_level names (notset, which lets everything through there, is debug here)."""
 
 LUDWIG_VERBS_NOT_IMPLEMENTED = {
-    "visualize": "plait has no plots; read training_statistics.json or run tensorboard --logdir results",
     "benchmark": "run plait experiment once per dataset and config",
     "collect_summary": "plait has no collect commands; print(plait.Model.load(path).module) shows the layers",
     "collect_weights": "plait has no collect commands; the weights are model/model_weights.safetensors",

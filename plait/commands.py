@@ -424,3 +424,31 @@ def serve(args) -> int:
         settings["autoscaling"] = scaling
     serve_model(args.model_path, args.host, args.port, backend=args.backend, settings=settings)
     return 0
+
+
+# ---- visualize / report --------------------------------------------------------------------------
+
+def visualize(args) -> int:
+    """Ludwig's plots (plait visualize --visualization NAME) from the files named; prints the
+    figures written."""
+    from plait.visualize.files import from_files
+
+    written = from_files(
+        args.visualization, training_statistics=args.training_statistics, test_statistics=args.test_statistics,
+        probabilities=args.probabilities, predictions=args.predictions, ground_truth=args.ground_truth,
+        ground_truth_split=args.ground_truth_split, ground_truth_metadata=args.ground_truth_metadata,
+        hyperopt_stats_path=args.hyperopt_stats_path, output_directory=args.output_directory,
+        file_format=args.file_format, output_feature_name=args.output_feature_name, model_names=args.model_names,
+        top_n_classes=args.top_n_classes, labels_limit=args.labels_limit, normalize=args.normalize,
+        metrics=args.metrics, positive_label=args.positive_label)
+    print(json.dumps({"visualization": args.visualization, "files": written}))
+    return 0
+
+
+def report(args) -> int:
+    """One self-contained HTML page about a run or a search."""
+    from plait.report import write_report
+
+    path = write_report(args.run_directory, args.output, dataset=args.dataset)
+    print(json.dumps({"report": path}))
+    return 0

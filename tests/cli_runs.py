@@ -28,3 +28,24 @@ def train_with_the_cli(root: Path, inputs: list, outputs: list, trainer: dict) -
         logger.handlers[:], logger.level, logger.propagate = saved
     assert code == 0
     return root / "runs" / "experiment_run_0"
+
+
+def experiment_with_the_cli(root: Path, config: dict, rows: int = 200) -> Path:
+    """``plait experiment`` on ``rows`` rows synthesized for ``config`` (written to
+    ``root/data.csv``), its cache in ``root``; returns the run directory, which holds training
+    and test statistics, predictions of the test split and the model."""
+    from plait.cli import main
+    from plait.synthesize import synthesize_dataset
+
+    config = {**config, "backend": {"type": "local", "cache_dir": str(root / "cache")}}
+    (root / "config.yaml").write_text(yaml.safe_dump(config))
+    synthesize_dataset(config, rows, seed=3).to_csv(root / "data.csv", index=False)
+    logger = logging.getLogger("plait")
+    saved = (list(logger.handlers), logger.level, logger.propagate)
+    try:
+        code = main(["experiment", "--config", str(root / "config.yaml"), "--dataset", str(root / "data.csv"),
+                     "--output-directory", str(root / "runs")])
+    finally:
+        logger.handlers[:], logger.level, logger.propagate = saved
+    assert code == 0
+    return root / "runs" / "experiment_run_0"

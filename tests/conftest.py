@@ -337,3 +337,22 @@ def sequence_frame(n: int = 300, seed: int = 0) -> pd.DataFrame:
 def sequence_data():
     """sequence_data(n=300, seed=0) -> a DataFrame of sequences and outputs computed from them."""
     return sequence_frame
+
+
+# ---- a finished run, for the tests of what reads one (plait visualize, plait report) ----------------
+
+CLASSIFIER_RUN_CONFIG = {
+    "input_features": [{"name": "x1", "type": "number"}, {"name": "x2", "type": "number"},
+                       {"name": "c", "type": "category"}],
+    "output_features": [{"name": "label", "type": "category"}, {"name": "flag", "type": "binary"}],
+    "trainer": {"epochs": 3, "batch_size": 32},
+}
+
+
+@pytest.fixture(scope="session")
+def classifier_run(tmp_path_factory) -> Path:
+    """A plait experiment of a category and a binary output on 200 synthesized rows (trained
+    once per session, in about 3 s): its run directory, whose data.csv is beside runs/."""
+    from cli_runs import experiment_with_the_cli
+
+    return experiment_with_the_cli(tmp_path_factory.mktemp("classifier_run"), CLASSIFIER_RUN_CONFIG)

@@ -80,6 +80,8 @@ LAYERS = [
     {"backends"},                  # where work runs
     {"api", "serving"},
     {"search"},                    # trials are runs of the public API
+    {"visualize"},                 # plots of what runs and searches wrote
+    {"report"},                    # one HTML page of a run or a search, drawn by visualize
     {"commands"},
     {"cli"},
     {"__main__"},

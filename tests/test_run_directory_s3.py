@@ -12,6 +12,8 @@ import pytest
 import yaml
 
 from plait.cli import main
+from plait.evaluation.statistics import history_of
+from same_statistics import assert_same_statistics  # tests/same_statistics.py
 
 SECRET = "plait-test-secret-value"
 
@@ -82,7 +84,7 @@ def test_a_run_in_the_bucket_resumes_and_its_model_predicts_from_there(bucket_fs
     # Resume with a longer schedule: the run goes on from its checkpoint in the bucket.
     _, err = _run(capsys, "train", "--resume", run, "--config", _config(tmp_path, credentials, epochs=4))
     assert f"Resumed from {run}/checkpoints/step-" in err
-    history = json.loads(fs.cat(f"{run}/training_statistics.json"))
+    history = history_of(json.loads(fs.cat(f"{run}/training_statistics.json")))
     assert [record["epoch"] for record in history] == [1, 2, 3, 4]
 
     # predict and evaluate take no config: the storage's own credentials come from the environment.
@@ -145,8 +147,32 @@ def test_an_experiment_on_ray_writes_its_run_directory_to_the_bucket(ray_cluster
     assert len(predictions) == test_split.rows("test")
     local = model.evaluate_preprocessed(test_split, "test")
     stats = json.loads(fs.cat(f"{run}/test_statistics.json"))
-    assert stats["y"]["accuracy"] == pytest.approx(local["y"]["accuracy"], abs=1e-6)
+    # Every entry, Ludwig's confusion matrix, per-class table and curves included.
+    assert_same_statistics(stats, local)
     model.close()
+    fs.get(run, str(tmp_path / "ray_run"), recursive=True)
+    _every_visualization_of_one_run(tmp_path / "ray_run", data, tmp_path / "figures", capsys)
+
+
+def _every_visualization_of_one_run(run, data: str, figures, capsys) -> None:
+    """Each plot a single run's files can give (not a search's), drawn from them."""
+    from plait.visualize import VISUALIZATIONS
+
+    for name, visualization in VISUALIZATIONS.items():
+        if "hyperopt_statistics" in visualization.needs:
+            continue
+        if "training_statistics" in visualization.needs:
+            flags = ["-trs", run / "training_statistics.json"]
+        elif "test_statistics" in visualization.needs:
+            flags = ["-tes", run / "test_statistics.json", "-gm", run / "model"]
+        else:
+            kind = "-prob" if "probabilities" in visualization.needs else "-pred"
+            flags = [kind, run / "predictions.parquet", "-g", data, "-gm", run / "model", "-ofn", "y"]
+        code = main([str(a) for a in ["visualize", "-v", name, *flags, "-od", figures / name, "-ff", "png"]])
+        out, err = capsys.readouterr()
+        if code == 2 and "plots category outputs" in err:  # this run's output is binary
+            continue
+        assert code == 0 and json.loads(out)["files"], (name, err)
 
 
 def test_a_bucket_that_does_not_exist_is_one_line(bucket_fs, tmp_path, cli_error):

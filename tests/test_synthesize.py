@@ -14,6 +14,7 @@ from plait.cli import main
 from plait.config import load_config
 from plait.errors import UsageError
 from plait.synthesize import synthesize_dataset, write_dataset
+from plait.evaluation.statistics import history_of
 
 EVERY_INPUT = [
     {"name": "n", "type": "number"},
@@ -100,7 +101,7 @@ def test_cli_data_for_every_feature_type_validates_and_trains(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["rows"] == 120
     assert main(["train", "-c", str(tmp_path / "c.yaml"), "--dataset", str(tmp_path / "data.csv"),
                  "--output-directory", str(tmp_path / "runs")]) == 0
-    history = json.loads((tmp_path / "runs" / "experiment_run_0" / "training_statistics.json").read_text())
+    history = history_of(json.loads((tmp_path / "runs" / "experiment_run_0" / "training_statistics.json").read_text()))
     assert [record["epoch"] for record in history] == [1]
 
 

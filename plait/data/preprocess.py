@@ -315,9 +315,10 @@ def _split_rows(engine: DataEngine, steps: PartitionSteps, data) -> tuple[list, 
 
 def transform_split(config: PlaitConfig, features: dict, source: Any, seed: int, split: str) -> pa.Table:
     """The rows of raw data that a run with this config and seed put in ``split``, transformed
-    with saved feature metadata (to evaluate a saved model on exactly its test set, say)."""
+    with saved feature metadata (to evaluate a saved model on exactly its test set, say);
+    ``split="full"``: every row the cleaning keeps, in order."""
     seed = sp.check_seed(seed)
-    if split not in sp.SPLIT_NAMES:
+    if split not in (*sp.SPLIT_NAMES, "full"):
         raise UsageError(f"split {split!r}: give one of {', '.join(sp.SPLIT_NAMES)} (or full, for every row)")
     processors = processors_for(config, data_directory(source))
     engine = get_engine("local")
@@ -327,8 +328,11 @@ def transform_split(config: PlaitConfig, features: dict, source: Any, seed: int,
     data = _cleaned(engine, steps, data, splits_given=False)
     if steps.drops_after_fit:
         data = engine.map(data, lambda part: steps.drop_after_fit(part, features))
-    code = sp.SPLIT_NAMES.index(split)
-    parts = engine.map(data, lambda part: steps.transform(part.filter(pc.equal(part[SPLIT], code)), features))
+
+    def rows(part):
+        return part if split == "full" else part.filter(pc.equal(part[SPLIT], sp.SPLIT_NAMES.index(split)))
+
+    parts = engine.map(data, lambda part: steps.transform(rows(part), features))
     return pa.concat_tables(parts).drop_columns([SPLIT])
 
 

@@ -68,6 +68,19 @@ def _read_model_files(path: Path, shown: str) -> tuple[dict, dict, dict]:
     return upgrade(version, config, metadata, _read_weights(path, shown))
 
 
+def read_description(path: str | os.PathLike) -> tuple[dict, dict]:
+    """(config dict, metadata) of a local saved model, in today's layout, without its weights
+    (to read a model's classes and data split where its weights are not needed)."""
+    path = Path(path)
+    if not (path / DESCRIPTION).is_file():
+        raise ModelError(f"{str(path)!r} is not a plait model: it has no {DESCRIPTION}")
+    version = _check_version(read_json_part(path, DESCRIPTION), path)
+    config, metadata, _ = upgrade(version, read_json_part(path, CONFIG), read_json_part(path, METADATA), {})
+    if not isinstance(metadata.get("features"), dict):
+        raise ModelError(damaged(path, METADATA, "has no 'features' object"))
+    return config, metadata
+
+
 def damaged(path: Path | str, file: str, what: str) -> str:
     """The message for a damaged file of a saved model: which file, what is wrong, what to do."""
     return (f"the model at {str(path)!r} is incomplete or damaged: {file} {what}; restore the model folder "

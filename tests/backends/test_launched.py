@@ -15,6 +15,7 @@ import yaml
 
 from distributed_rule import rule_config, rule_data  # a module beside this file
 from plait import Model
+from plait.evaluation.statistics import history_of
 
 BIN = Path(sys.executable).parent
 
@@ -52,7 +53,7 @@ def test_torchrun_with_two_processes_trains_like_ray_ddp(tmp_path, ray_ddp_rule_
         assert f"plait: rank {rank} of 2 (torchrun, strategy ddp); only rank 0 writes outputs." in result.stderr
     assert "backend.trainer.num_workers is 4 but torchrun started 2 processes: the launcher's 2 win." in result.stderr
     run_dir = only_one_run_directory(tmp_path / "out")
-    history = json.loads((run_dir / "training_statistics.json").read_text())
+    history = history_of(json.loads((run_dir / "training_statistics.json").read_text()))
     training_rows = history[0]["rows"]
     assert [r["epoch"] for r in history] == list(range(1, 7))
     assert all(r["rows"] == training_rows for r in history), "each row once per epoch over both ranks"

@@ -14,6 +14,7 @@ import pytest
 
 from plait import Model
 from plait.errors import TrainingError
+from plait.evaluation.statistics import history_of
 from distributed_rule import rule_config, rule_data  # modules beside this file
 from ray_processes import session_processes
 
@@ -201,10 +202,9 @@ def test_resume_after_the_driver_is_killed(tmp_path, ray_cluster):
     resumed = subprocess.run([*plait, "train", "--resume", str(run)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "Trained 12 epochs" in resumed.stdout + resumed.stderr
-    history = (run / "training_statistics.json").read_text()
     import json
 
-    epochs = [r["epoch"] for r in json.loads(history)]
+    epochs = [r["epoch"] for r in history_of(json.loads((run / "training_statistics.json").read_text()))]
     assert epochs == list(range(1, 13))
 
 
