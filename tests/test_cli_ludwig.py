@@ -64,6 +64,12 @@ def test_plaits_own_spellings_still_work():
     assert args["skip_save_model"] and args["skip_save_predictions"] and args["skip_save_test_statistics"]
 
 
+@pytest.mark.parametrize("command", ["train", "experiment", "hyperopt"])
+def test_the_tracker_flags_name_the_tools_a_training_run_logs_to(command):
+    args = parsed(command, "--config", "c.yaml", "--mlflow", "--wandb", "--comet", "--aim")
+    assert args["trackers"] == ["mlflow", "wandb", "comet", "aim"]  # added to the config's tracking list
+
+
 # ---- refused by name, with what to do ---------------------------------------------------------------
 
 @pytest.mark.parametrize(("argv", "message"), [
@@ -72,8 +78,8 @@ def test_plaits_own_spellings_still_work():
     (["train", "-gml", "0.5"], "-gml: plait does not cap GPU memory"),
     (["train", "--disable_parallel_threads"], "--disable_parallel_threads: set OMP_NUM_THREADS=1"),
     (["train", "-dpt"], "-dpt: set OMP_NUM_THREADS=1"),
-    (["train", "--mlflow"], "--mlflow: plait has no experiment-tracker callbacks"),
-    (["experiment", "--comet"], "--comet: plait has no experiment-tracker callbacks"),
+    (["predict", "-m", "m", "--dataset", "d.csv", "--mlflow"], "--mlflow: experiment trackers follow training runs"),
+    (["evaluate", "-m", "m", "--dataset", "d.csv", "--comet"], "--comet: experiment trackers follow training runs"),
     (["train", "-mlp", "m"], "-mlp: plait does not start training from another model's weights"),
     (["train", "--training_set_metadata", "m.json"], "--training_set_metadata: plait keeps the preprocessing metadata"),
     (["train", "-sspi"], "-sspi: plait trains from its preprocessed cache"),
