@@ -56,7 +56,7 @@ def test_validate_prints_the_config_with_every_default_as_yaml(cli, write_config
     assert shown["trainer"]["epochs"] == 100
     assert shown["backend"]["trainer"]["strategy"]["type"] == "ddp"
     assert set(shown) == {"input_features", "output_features", "preprocessing", "defaults", "combiner", "trainer",
-                          "backend", "model_type", "ludwig_version", "hyperopt", "preset", "serve"}
+                          "backend", "model_type", "ludwig_version", "hyperopt", "preset", "serve", "tracking"}
 
 
 def test_validate_masks_cache_credentials(cli, write_config):

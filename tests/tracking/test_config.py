@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from conftest import FEATURES  # tests/tracking/conftest.py
+from tracked_runs import FEATURES  # tests/tracking/tracked_runs.py
 from plait.config import load_config
 from plait.config.tracking import with_trackers
 from plait.errors import ConfigError, UsageError

@@ -8,7 +8,7 @@ import json
 import pandas as pd
 import pytest
 
-from conftest import SECRET, offline_environment, small_config  # tests/tracking/conftest.py
+from tracked_runs import SECRET, offline_environment, small_config  # tests/tracking/tracked_runs.py
 
 mlflow = pytest.importorskip("mlflow")
 
