@@ -89,7 +89,9 @@ def test_the_tracker_flags_name_the_tools_a_training_run_logs_to(command):
     (["evaluate", "-m", "m", "--dataset", "d.csv", "--batch_size", "64"], "--batch_size: plait sizes prediction batches"),
     (["predict", "-m", "m", "--dataset", "d.csv", "-gc", "g.yaml"], "-gc: generation settings are for Ludwig's LLMs"),
     (["hyperopt", "-c", "c.yaml", "--skip_save_model"], "--skip_save_model: a search keeps every trial's checkpoints"),
-    (["visualize"], "Ludwig's visualize command is not part of plait"),
+    (["check_install"], "Ludwig's check_install command is not part of plait"),
+    (["visualize", "-v", "confidence_thresholding_2thresholds_3d"],
+     "Ludwig's confidence_thresholding_2thresholds_3d is not part of plait"),
 ])
 def test_a_ludwig_flag_plait_does_not_have_is_refused_by_name(cli, argv, message):
     config = ["-c", "c.yaml"] if argv[0] in ("train", "experiment") else []
