@@ -175,21 +175,20 @@ def add_inference_protocol(app: FastAPI, model: ServedModel, runner: Runner, ans
     async def ready() -> Response:
         return json_response({"ready": True})
 
-    @app.get("/v2/models/{asked}")
-    async def model_metadata(asked: str) -> Response:
+    def about_the_model(asked: str, answer_value: dict) -> Response:
         try:
             the_model(asked)
         except ClientError as exc:
             return error_response(exc.status, exc.message)
-        return json_response(metadata)
+        return json_response(answer_value)
+
+    @app.get("/v2/models/{asked}")
+    async def model_metadata(asked: str) -> Response:
+        return about_the_model(asked, metadata)
 
     @app.get("/v2/models/{asked}/ready")
     async def model_ready(asked: str) -> Response:
-        try:
-            the_model(asked)
-        except ClientError as exc:
-            return error_response(exc.status, exc.message)
-        return json_response({"name": name, "ready": True})
+        return about_the_model(asked, {"name": name, "ready": True})
 
     @app.post("/v2/models/{asked}/infer")
     async def infer_endpoint(asked: str, request: Request) -> Response:
