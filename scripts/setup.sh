@@ -15,15 +15,19 @@ pip_install() {
     exit 1
   fi
 }
+# The report's browser test opens the page in Debian's Chromium: installed (once per machine)
+# beside pip's work, which it does not touch.
+bash scripts/install_chromium.sh &
+chromium=$!
 pip_install --upgrade "pip>=24"
 # torch first and alone, pinned: an unpinned resolve could pull a multi-GB CUDA build.
 pip_install -c constraints.txt "torch==2.13.0"
 # DS_BUILD_OPS=0: DeepSpeed installs without compiling its C++ ops (plait uses none of them).
 DS_BUILD_OPS=0 pip_install -c constraints.txt -e ".[ray,modin,s3,serve,audio,image,hf,test,deepspeed,viz,tracking]"
-bash scripts/install_chromium.sh  # the report's test opens the page in Debian's Chromium
 bash scripts/build_horovod.sh  # no Horovod wheels for this torch: built once per machine (minutes), then cached
 # plait's own modules byte-compiled once, as pip does those of every package it installs (an
 # editable install is not): where PYTHONDONTWRITEBYTECODE is set, every process (each Ray worker
 # and actor, each CLI run) would otherwise compile them again, about 0.35 s each.
 .venv/bin/python -m compileall -q plait >/dev/null
+wait "$chromium"
 .venv/bin/python -c "import plait, torch, pyarrow; print(f'plait {plait.__version__} ready (torch {torch.__version__}, pyarrow {pyarrow.__version__})')"

@@ -92,6 +92,10 @@ NOT_CARRIED = {
     "horovod": "the horovod strategy: no wheel exists (scripts/build_horovod.sh builds one per machine); not checked there",
     "modin": "backend.processor.type modin: not part of the device check",
     "soundfile": "audio features: not part of the device check",
+    "mlflow-skinny": "experiment tracking (--mlflow): not part of the device check; its tests run on CPU",
+    "wandb": "experiment tracking (--wandb): not part of the device check; its tests run on CPU",
+    "aim": "experiment tracking (--aim): not part of the device check; its tests run on CPU",
+    "comet-ml": "experiment tracking (--comet): not part of the device check; its tests run on CPU",
 }
 """Packages plait imports (lazily, for optional features) that the carry leaves out, and why."""
 
