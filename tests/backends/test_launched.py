@@ -29,10 +29,10 @@ def launched_config(tmp_path: Path, **backend) -> Path:
     return path
 
 
-def run(command: list[str], cwd: Path) -> subprocess.CompletedProcess:
+def run(command: list[str], cwd: Path, **environment: str) -> subprocess.CompletedProcess:
     # No Ray here: auto-detection must pick the launcher, not the test session's cluster.
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    env["OMP_NUM_THREADS"] = "1"
+    env.update(OMP_NUM_THREADS="1", **environment)
     result = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=420)
     assert result.returncode == 0, result.stderr[-4000:]
     return result
@@ -47,8 +47,10 @@ def only_one_run_directory(out: Path) -> Path:
 def test_torchrun_with_two_processes_trains_like_ray_ddp(tmp_path, ray_ddp_rule_run):
     # num_workers says 4: the launcher's count wins, and plait says so.
     config = launched_config(tmp_path, trainer={"num_workers": 4})
+    store = (tmp_path / "mlruns").as_uri()  # tracked from rank 0 only: one run in the store
     result = run([str(BIN / "torchrun"), "--nproc-per-node", "2", "-m", "plait", "train", "--config", str(config),
-                  "--dataset", "data.csv", "--output-directory", "out"], cwd=tmp_path)
+                  "--dataset", "data.csv", "--output-directory", "out", "--mlflow"], cwd=tmp_path,
+                 MLFLOW_TRACKING_URI=store, MLFLOW_ALLOW_FILE_STORE="true")
     for rank in (0, 1):
         assert f"plait: rank {rank} of 2 (torchrun, strategy ddp); only rank 0 writes outputs." in result.stderr
     assert "backend.trainer.num_workers is 4 but torchrun started 2 processes: the launcher's 2 win." in result.stderr
@@ -61,6 +63,15 @@ def test_torchrun_with_two_processes_trains_like_ray_ddp(tmp_path, ray_ddp_rule_
     assert accuracy > 0.9
     # The same config on Ray Train with two ddp workers (documented figure: within a point or two).
     assert accuracy == pytest.approx(ray_ddp_rule_run.accuracy, abs=0.03)
+    _check_one_tracked_run(store, len(history))
+
+
+def _check_one_tracked_run(store: str, evaluations: int) -> None:
+    mlflow = pytest.importorskip("mlflow")
+    client = mlflow.MlflowClient(store)
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    assert len(runs) == 1, [r.info.run_name for r in runs]
+    assert len(client.get_metric_history(runs[0].info.run_id, "training/combined/loss")) == evaluations
 
 
 @pytest.mark.skipif(shutil.which("horovodrun", path=str(BIN)) is None, reason="Horovod is not installed")

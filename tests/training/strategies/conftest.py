@@ -71,7 +71,7 @@ def _run_workers(fn, world_size: int = 2, *args, backend: str = "gloo", timeout:
     return [outcomes[rank] for rank in range(world_size)]
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def run_workers():
     """run_workers(fn, world_size=2, *args, backend="gloo") -> [fn's result on rank 0, rank 1, ...];
     ``fn`` must be a module-level function (it is pickled into spawned processes)."""

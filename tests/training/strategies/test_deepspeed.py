@@ -188,9 +188,26 @@ def assert_close(first: dict, second: dict, atol: float, what: str) -> None:
         assert torch.allclose(first[name], second[name], atol=atol), f"{what}: {name}: {first[name]} != {second[name]}"
 
 
-def test_every_zero_stage_and_bf16_train_as_one_process_on_all_rows(run_workers):
-    fp32 = [(stage, False) for stage in (0, 1, 2, 3)]
-    first, second = run_workers(_train, 2, fp32 + [(2, True)])
+TRAINED = [(stage, False) for stage in (0, 1, 2, 3)] + [(2, True)]
+RESUMED = [(0, False), (1, False), (3, False), (0, True)]  # stage 0 bf16: DeepSpeed's half-precision optimizer
+STEPPED = [0, 1, 2, 3]
+
+
+def _every_part(rank: int, folder: str) -> tuple[dict, dict, dict]:
+    """The three checks below in one process group: each group's start (two processes importing
+    torch and DeepSpeed) costs about 6 s of the suite."""
+    return _train(rank, TRAINED), _resume_from_checkpoint(rank, folder, RESUMED), _step_semantics(rank, STEPPED)
+
+
+@pytest.fixture(scope="module")
+def group_results(run_workers, tmp_path_factory):
+    """[(trained, resumed, stepped) of rank 0, ... of rank 1] and the checkpoints' folder."""
+    folder = tmp_path_factory.mktemp("deepspeed")
+    return run_workers(_every_part, 2, str(folder)), folder
+
+
+def test_every_zero_stage_and_bf16_train_as_one_process_on_all_rows(group_results):
+    (first, _, _), (second, _, _) = group_results[0]
     expected = plain_training()
     for stage, bf16 in first:
         what = f"stage {stage}{' bf16' if bf16 else ''}"
@@ -206,9 +223,8 @@ def test_every_zero_stage_and_bf16_train_as_one_process_on_all_rows(run_workers)
         assert all(math.isfinite(n) for n in norms) and max(norms) > CLIP, f"{what}: {norms}"  # clipping was on
 
 
-def test_checkpoint_resumes_into_a_fresh_engine(run_workers, tmp_path):
-    # Stage 0 bf16 is DeepSpeed's half-precision optimizer without ZeRO: another state dict.
-    results = run_workers(_resume_from_checkpoint, 2, str(tmp_path), [(0, False), (1, False), (3, False), (0, True)])
+def test_checkpoint_resumes_into_a_fresh_engine(group_results):
+    results, tmp_path = [resumed for _, resumed, _ in group_results[0]], group_results[1]
     for rank, result in enumerate(results):
         for run, weights in result.items():
             assert_close(weights["resumed"], weights["uninterrupted"], 0.0, f"rank {rank}, (stage, bf16) {run}")
@@ -217,8 +233,8 @@ def test_checkpoint_resumes_into_a_fresh_engine(run_workers, tmp_path):
         "deepspeed.json", "frozen.safetensors", "optimizer-rank0.pt", "optimizer-rank1.pt"]
 
 
-def test_step_uses_the_scheduled_learning_rate_and_skips_a_non_finite_gradient(run_workers):
-    results, _ = run_workers(_step_semantics, 2, [0, 1, 2, 3])
+def test_step_uses_the_scheduled_learning_rate_and_skips_a_non_finite_gradient(group_results):
+    results = group_results[0][0][2]
     for stage, result in results.items():
         lr = result["lr"]
         assert lr["engine_lr"] == [0.0], stage

@@ -46,8 +46,8 @@ def _replicas_after_steps(rank: int) -> dict:
     return {"weights": weights, "norms": norms}
 
 
-def test_replicas_stay_equal_with_the_averaged_gradient_update(run_workers):
-    first, second = run_workers(_replicas_after_steps, 2)
+def test_replicas_stay_equal_with_the_averaged_gradient_update(group_results):
+    first, second = (replicas for replicas, _, _ in group_results)
     for name in first["weights"]:
         assert torch.equal(first["weights"][name], second["weights"][name]), name
     # The loss is the sum of 4 rows, over 2 micro-steps: rank 0's inputs are 1s, rank 1's 2s, so
@@ -74,8 +74,8 @@ def _collectives(rank: int) -> dict:
     return result
 
 
-def test_all_reduce_sum_and_broadcast_object(run_workers):
-    results = run_workers(_collectives, 2)
+def test_all_reduce_sum_and_broadcast_object(group_results):
+    results = [collectives for _, collectives, _ in group_results]
     for rank, result in enumerate(results):
         assert (result["rank"], result["world_size"]) == (rank, 2)
         assert torch.equal(result["total"], torch.tensor([3.0, 20.0]))
@@ -120,8 +120,20 @@ def _resume_continues_identically(rank: int, directory: str) -> dict:
     return {"uninterrupted": uninterrupted, "resumed": resumed}
 
 
-def test_checkpoint_resumes_identically(run_workers, tmp_path):
-    first, second = run_workers(_resume_continues_identically, 2, str(tmp_path))
+def _every_part(rank: int, directory: str) -> tuple[dict, dict, dict]:
+    """The three checks' work in one process group, each a Horovod job of its own (as a
+    restarted worker group's would be): a group's start costs about 2 s of the suite."""
+    return _replicas_after_steps(rank), _collectives(rank), _resume_continues_identically(rank, directory)
+
+
+@pytest.fixture(scope="module")
+def group_results(run_workers, tmp_path_factory) -> list:
+    """[(replicas, collectives, resumed) of rank 0, ... of rank 1]."""
+    return run_workers(_every_part, 2, str(tmp_path_factory.mktemp("horovod")))
+
+
+def test_checkpoint_resumes_identically(group_results):
+    first, second = (resumed for _, _, resumed in group_results)
     for name, value in first["uninterrupted"].items():
         assert torch.equal(first["resumed"][name], value), name
         assert torch.equal(second["resumed"][name], value), name
