@@ -17,7 +17,7 @@ from plait.config import PlaitConfig, load_config, with_backend_type
 from plait.config.render import resolved_dict
 from plait.data.preprocess import PreprocessedData, preprocess
 from plait.errors import ModelError, UsageError
-from plait.evaluation.statistics import evaluation_frequency, training_statistics
+from plait.evaluation.statistics import EVERY_EPOCH, evaluation_frequency, training_statistics
 from plait.inference import CachedSplit, PredictorSpec, WrittenPredictions
 from plait.models import build_model
 from plait.models.saved import WEIGHTS, load_weights_into, read_model, save_model
@@ -39,7 +39,7 @@ class TrainResult:
     run_dir: RunDirectory | None
     restarts: list = field(default_factory=list)
     """The worker group's restarts after failures (Ray): ``[{"resumed_from_step": n or None}]``."""
-    evaluation_frequency: dict = field(default_factory=lambda: {"frequency": 1.0, "period": "epoch"})
+    evaluation_frequency: dict = field(default_factory=lambda: dict(EVERY_EPOCH))
 
     def ludwig_statistics(self) -> dict:
         """The statistics in Ludwig's layout, as ``training_statistics.json`` holds them
@@ -111,7 +111,8 @@ class Model:
         run = run_dir
         if run_dir is not None and not isinstance(run_dir, RunDirectory):  # a path or an fsspec URL
             run = RunDirectory(_location(run_dir, "run_dir"), self.config.backend.artifacts_credentials)
-        config, where = resolved_dict(self.config), run.root.url if run is not None else None
+        # The resolved config is built only for callbacks (seconds for a config of thousands of features).
+        config, where = resolved_dict(self.config) if self._events else None, run.root.url if run is not None else None
         self._emit("on_train_init", config=config, run_directory=where, resume=resume)
         self._emit("on_preprocess_start", config=config)
         data = self.preprocess(dataset, training_set=training_set, validation_set=validation_set,
@@ -126,7 +127,8 @@ class Model:
             return TrainResult([], data, run, evaluation_frequency=evaluation_frequency(self.config.trainer))
         self._emit("on_train_start", config=config, run_directory=where)
         result = self._fit(job, data, run)
-        self._emit("on_train_end", run_directory=where, training_statistics=result.ludwig_statistics())
+        if self._events:
+            self._emit("on_train_end", run_directory=where, training_statistics=result.ludwig_statistics())
         return result
 
     def _fit(self, job: FitJob, data: PreprocessedData, run: RunDirectory | None) -> TrainResult:

@@ -31,6 +31,10 @@ PLAIT_FIELDS = ("epoch", "step", "rows", "rows_per_s", "data_wait_fraction", "ro
 """What plait records at each evaluation besides the metrics (speed only where an epoch ended)."""
 
 
+EVERY_EPOCH = {"frequency": 1.0, "period": "epoch"}
+"""Ludwig's evaluation frequency when nothing else is set: once per epoch."""
+
+
 def evaluation_frequency(trainer) -> dict:
     """How often training evaluated, as Ludwig writes it: every N steps, or every fraction of an
     epoch."""
@@ -38,13 +42,13 @@ def evaluation_frequency(trainer) -> dict:
         return {"frequency": float(trainer.steps_per_checkpoint), "period": "step"}
     if getattr(trainer, "checkpoints_per_epoch", 0):
         return {"frequency": 1.0 / trainer.checkpoints_per_epoch, "period": "epoch"}
-    return {"frequency": 1.0, "period": "epoch"}
+    return dict(EVERY_EPOCH)
 
 
 def training_statistics(history: list[dict], frequency: dict | None = None, restarts: list | None = None) -> dict:
     """The Ludwig-layout statistics of a history of evaluation records."""
     stats: dict[str, Any] = {split: _metric_lists(history, split) for split in SPLITS}
-    stats["evaluation_frequency"] = frequency or {"frequency": 1.0, "period": "epoch"}
+    stats["evaluation_frequency"] = frequency or dict(EVERY_EPOCH)
     plait = {name: [record.get(name) for record in history] for name in PLAIT_FIELDS}
     stats[PLAIT] = {name: values for name, values in plait.items() if any(v is not None for v in values)}
     stats[PLAIT]["restarts"] = list(restarts or [])
