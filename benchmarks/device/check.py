@@ -57,12 +57,12 @@ class Step:
 
 
 STEPS = (
-    Step("env", 25, ("versions", "gpu", "ranges", "api")),
+    Step("env", 45, ("versions", "gpu", "ranges", "api")),
     Step("probes", 15, ("local_device", "launched_device", "process_group", "autocast", "fp16", "ray_train_plan",
                         "ray_data_plan", "serve_replica")),
     Step("ecd", 80, ("wine", "synthetic", "precision")),
-    Step("pytest_gpu", 45, ("pytest",)),
-    Step("ray", 130, ("train", "predict", "serve"), module="ray_backend"),
+    Step("pytest_gpu", 90, ("pytest",)),
+    Step("ray", 150, ("train", "predict", "serve"), module="ray_backend"),
     Step("strategies", 80, ("ddp", "fsdp", "zero2", "zero3")),
     Step("llm", 55, ("write_model", "lora_plain", "lora_plain_fp32", "lora_plait", "qlora_plain", "qlora_plait")),
     Step("scaling", 420, ("strong_scaling",), by_default=False),

@@ -155,8 +155,8 @@ def serve_replica(context: StepContext, size: dict, state: dict) -> dict:
             latencies.append(1000 * (time.perf_counter() - started))
             answer.raise_for_status()
             answers.append(answer.json())
-    finally:
-        stop(server)
+    finally:  # what was measured must be recorded before the step's limit: Serve's shutdown is slow
+        stop(server, grace_s=min(30, max(1, context.seconds_left() - 10)))
     label = f"{train.OUTPUT_COLUMN}_predictions"
     matching = sum(a[label] == b for a, b in zip(answers, local[label]))
     result = {"replica": "cpu" if context.cpu else "1 GPU", "start_s": round(start_s, 1), "requests": len(answers),
@@ -183,9 +183,10 @@ def wait_for(url: str, server: subprocess.Popen, context: StepContext) -> None:
     raise TimeoutError(f"plait serve did not answer at {url} in time")
 
 
-def stop(server: subprocess.Popen) -> None:
-    """SIGTERM (plait serve removes its application and stops its Ray), then SIGKILL, by group id."""
-    for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 5)):
+def stop(server: subprocess.Popen, grace_s: float = 30) -> None:
+    """SIGTERM (plait serve removes its application and stops its Ray), then after ``grace_s``
+    SIGKILL, by group id."""
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5)):
         try:
             os.killpg(server.pid, sig)
             server.wait(timeout=wait)
