@@ -1,4 +1,4 @@
-"""The device check: plait on a GPU and on 16 cores, in one command of at most 8 minutes.
+"""The device check: plait on a GPU and on 16 cores, in one command of at most 9 minutes.
 
     python3 benchmarks/device/check.py --out $OUT                      # on the device (README.md)
     .venv/bin/python benchmarks/device/check.py --cpu                  # the dry-run here
@@ -40,8 +40,8 @@ from record import Recorder, StepContext, failure, write_json  # noqa: E402
 DEFAULT_OUT = ROOT / "benchmarks" / "out"
 CPU_SLOWDOWN = 3.0
 """The CPU dry-run's budgets are the device's times this (small sizes on 2 cores)."""
-DEVICE_BUDGET_S = 480
-"""The whole check on the device: 8 minutes, inside the device tool's 10-minute command."""
+DEVICE_BUDGET_S = 520
+"""The whole check on the device: under 9 minutes, inside `timeout 560` and the device tool's 10-minute command."""
 
 
 @dataclass(frozen=True)
