@@ -217,6 +217,14 @@ class Model:
         self.path = saved.resolved().local() if saved.is_local else None
         return Path(saved.url) if saved.is_local else saved.url
 
+    def export_model(self, output_path: str | os.PathLike, format: str = "onnx") -> Path:
+        """Write this model to the new local folder ``output_path`` for use outside plait:
+        ``onnx`` (its preprocessing included; run with the folder's plait_onnx.py, numpy and
+        onnxruntime), ``torch_export`` or ``safetensors``. See plait.export."""
+        from plait.export import export_model
+
+        return export_model(self, output_path, format)
+
     @classmethod
     def load(cls, path: str | os.PathLike, backend: str | None = None) -> "Model":
         """A saved model, from a local path or an fsspec URL (``s3://...``), run on ``backend``

@@ -266,6 +266,20 @@ def _add_serve(sub) -> None:
     _add_runtime(p)
 
 
+def _add_export_model(sub) -> None:
+    p = sub.add_parser("export_model", aliases=["export-model"],
+                       help="write a trained model for use outside plait: onnx (its preprocessing included, run by "
+                            "onnxruntime and numpy alone), torch_export or safetensors")
+    _add_model_path(p)
+    p.add_argument("--output-path", "--output_path", "-op", default="exported_model",
+                   help="the folder to write; it must not exist or be empty (default ./exported_model)")
+    p.add_argument("--format", "-f", choices=["onnx", "torch_export", "safetensors"], default="onnx",
+                   help="onnx (default): one graph from raw columns to plait predict's columns, with plait_onnx.py "
+                        "to run it; torch_export: the network as a torch.export program; safetensors: the weights "
+                        "with the config and metadata")
+    _add_runtime(p)
+
+
 def _add_preprocess(sub) -> None:
     p = sub.add_parser("preprocess", help="preprocess a dataset into the cache")
     g = p.add_mutually_exclusive_group(required=True)
@@ -381,6 +395,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_predict(sub)
     _add_forecast(sub)
     _add_serve(sub)
+    _add_export_model(sub)
     _add_visualize(sub)
     _add_report(sub)
     return parser
@@ -397,7 +412,6 @@ LUDWIG_VERBS_NOT_IMPLEMENTED = {
     "collect_activations": "plait has no collect commands",
     "datasets": "plait does not download datasets; give --dataset a path or URL",
     "export_mlflow": "plait does not export models",
-    "export_model": "plait does not export models; the weights are model/model_weights.safetensors",
     "inspect": "the model's config is model/model_hyperparameters.json and its weights model_weights.safetensors",
     "export_schema": "plait's config reference is docs/config.md",
     "generate_config": "write the config by hand; plait validate checks it",

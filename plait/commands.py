@@ -426,6 +426,15 @@ def serve(args) -> int:
     return 0
 
 
+def export_model(args) -> int:
+    """The model written in another format (plait.export); prints where."""
+    from plait.api import Model
+
+    model = Model.load(args.model_path, backend="local")
+    print(json.dumps({"export": str(model.export_model(args.output_path, format=args.format)), "format": args.format}))
+    return 0
+
+
 # ---- visualize / report --------------------------------------------------------------------------
 
 def visualize(args) -> int:

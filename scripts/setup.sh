@@ -23,7 +23,7 @@ pip_install --upgrade "pip>=24"
 # torch first and alone, pinned: an unpinned resolve could pull a multi-GB CUDA build.
 pip_install -c constraints.txt "torch==2.13.0"
 # DS_BUILD_OPS=0: DeepSpeed installs without compiling its C++ ops (plait uses none of them).
-DS_BUILD_OPS=0 pip_install -c constraints.txt -e ".[ray,modin,s3,serve,audio,image,hf,test,deepspeed,viz,tracking]"
+DS_BUILD_OPS=0 pip_install -c constraints.txt -e ".[ray,modin,s3,serve,audio,image,hf,test,deepspeed,viz,tracking,export]"
 bash scripts/build_horovod.sh  # no Horovod wheels for this torch: built once per machine (minutes), then cached
 # plait's own modules byte-compiled once, as pip does those of every package it installs (an
 # editable install is not): where PYTHONDONTWRITEBYTECODE is set, every process (each Ray worker

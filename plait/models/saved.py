@@ -27,11 +27,11 @@ def save_model(path: str | os.PathLike | Folder, config_dict: dict, metadata: di
     that one as it was. The description, written last, marks a complete model."""
     final = path if isinstance(path, Folder) else Folder(path)
     with built_locally(final, marker=DESCRIPTION) as folder:
-        _write_model_files(folder, config_dict, metadata, state_dict)
+        write_model_files(folder, config_dict, metadata, state_dict)
     return final
 
 
-def _write_model_files(folder: Path, config_dict: dict, metadata: dict, state_dict: dict) -> None:
+def write_model_files(folder: Path, config_dict: dict, metadata: dict, state_dict: dict) -> None:
     from safetensors.torch import save_file
 
     (folder / CONFIG).write_text(json.dumps(config_dict, indent=2))

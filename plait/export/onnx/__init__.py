@@ -1,0 +1,131 @@
+"""ONNX export with the preprocessing inside: raw columns in, ``plait predict``'s columns out.
+
+One graph holds three parts: each input's preprocessing (``features/<type>.py``), the network
+(``torch.onnx.export`` of :class:`~plait.export.network.ExportedNetwork`) and each output's
+postprocessing. Beside it, ``plait_onnx.py`` (a copy of ``runner.py``: numpy and onnxruntime
+alone) turns Python values into the graph's typed inputs, and ``export.json`` lists the inputs
+(column, element type) and outputs.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import warnings
+from pathlib import Path
+
+import onnx
+from onnx import helper
+
+import plait
+from plait.export.network import ExportedNetwork, example_tensors
+from plait.export.onnx.features import INPUTS, OUTPUTS, RAW_TYPES
+from plait.export.onnx.graph import ML_DOMAIN, GraphBuilder
+
+MODEL_FILE = "model.onnx"
+RUNNER_FILE = "plait_onnx.py"
+OPSET = 21
+"""ONNX's default-domain opset of the graph (onnxruntime 1.18 and later run it)."""
+ML_OPSET = 3
+"""ai.onnx.ml's: LabelEncoder with string, int64 and float keys and values."""
+ROWS = "rows"
+
+
+def refusals(model) -> list[str]:
+    """Every feature of ``model`` the ONNX graph cannot hold, by name, with why."""
+    from plait.utils.tokens import CACHED_EMBEDDING
+
+    if model.config.model_type != "ecd":
+        return [f"model_type {model.config.model_type!r}: only ECD models (model_type: ecd) export to ONNX"]
+    features = model.metadata["features"]
+    found = []
+    for feature in model.config.input_features:
+        if feature.type not in INPUTS:
+            found.append(f"input feature {feature.name!r} is of type {feature.type}, whose preprocessing has no ONNX "
+                         f"form (exportable inputs: {', '.join(sorted(INPUTS))})")
+        elif CACHED_EMBEDDING in features[feature.name]:
+            found.append(f"input feature {feature.name!r} is encoded by a pretrained model at preprocessing "
+                         "(a cached embedding), which the graph cannot run")
+    for feature in model.config.output_features:
+        if feature.type not in OUTPUTS:
+            found.append(f"output feature {feature.name!r} is of type {feature.type}, whose predictions have no ONNX "
+                         f"form (exportable outputs: {', '.join(sorted(OUTPUTS))})")
+    return found
+
+
+def write(model, folder: Path) -> None:
+    network = ExportedNetwork(model.module)
+    graph_model, raw_columns = with_pre_and_postprocessing(model, network, network_graph(model, network))
+    onnx.checker.check_model(graph_model)
+    onnx.save(graph_model, str(folder / MODEL_FILE))
+    shutil.copyfile(Path(__file__).with_name("runner.py"), folder / RUNNER_FILE)
+    description = {"format": "onnx", "plait_version": plait.__version__, "model": MODEL_FILE, "runner": RUNNER_FILE,
+                   "inputs": raw_columns, "outputs": [o.name for o in graph_model.graph.output]}
+    (folder / "export.json").write_text(json.dumps(description, indent=2))
+
+
+def network_graph(model, network: ExportedNetwork) -> onnx.ModelProto:
+    """The network alone, from ``torch.onnx.export``: inputs and outputs named ``plait/net/...``."""
+    import torch
+
+    examples = example_tensors(model.module, model.metadata["features"])
+    rows = torch.export.Dim("rows", min=1)
+    with warnings.catch_warnings():  # torch's own deprecations inside the exporter, not the user's to act on
+        warnings.simplefilter("ignore", FutureWarning)
+        warnings.filterwarnings("ignore", ".*The axis name", UserWarning)
+        program = torch.onnx.export(network, examples, dynamo=True, opset_version=OPSET, verbose=False,
+                                    dynamic_shapes=(tuple({0: rows} for _ in examples),),  # forward(*tensors): one argument
+                                    input_names=[f"plait/net/in/{name}" for name in network.inputs],
+                                    output_names=[f"plait/net/out/{name}/{key}" for name, key in network.outputs])
+    return program.model_proto
+
+
+def with_pre_and_postprocessing(model, network: ExportedNetwork, net: onnx.ModelProto) -> tuple[onnx.ModelProto, list]:
+    """``net`` with raw-column inputs before it and ``plait predict``'s columns after it; and the
+    raw columns as export.json lists them."""
+    g = GraphBuilder()
+    raw_inputs, raw_columns = preprocessing(g, model, network, net)
+    preprocessing_nodes = len(g.nodes)
+    outputs = postprocessing(g, model, network, net)
+    graph = helper.make_graph(g.nodes[:preprocessing_nodes] + list(net.graph.node) + g.nodes[preprocessing_nodes:],
+                              "plait", raw_inputs, outputs, initializer=list(net.graph.initializer) + g.initializers,
+                              value_info=list(net.graph.value_info))
+    opsets = {o.domain: o.version for o in net.opset_import}
+    opsets[""] = max(opsets.get("", OPSET), OPSET)
+    opsets[ML_DOMAIN] = max(opsets.get(ML_DOMAIN, ML_OPSET), ML_OPSET)
+    combined = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets.items()],
+                                 functions=list(net.functions), producer_name="plait",
+                                 producer_version=plait.__version__)
+    combined.ir_version = net.ir_version
+    # The output columns' element types and shapes, which ONNX's shape inference writes in.
+    return onnx.shape_inference.infer_shapes(combined, strict_mode=True), raw_columns
+
+
+def preprocessing(g: GraphBuilder, model, network: ExportedNetwork, net: onnx.ModelProto) -> tuple[list, list]:
+    """The nodes from each raw column to the network's input; the graph's inputs, one per column
+    (two features may read one), and their export.json entries."""
+    features, by_name = model.metadata["features"], {f.name: f for f in model.config.input_features}
+    inputs, columns = {}, []
+    for feature_name, net_input in zip(network.inputs, net.graph.input):
+        feature = by_name[feature_name]
+        export, column = INPUTS[feature.type], feature.source_column
+        if column not in inputs:
+            shape = [ROWS, *(f"{column}/{d}" for d in export.raw_dimensions)]
+            inputs[column] = helper.make_tensor_value_info(column, RAW_TYPES[export.raw_type], shape)
+            columns.append({"name": column, "type": export.raw_type, "shape": shape, "feature": feature.name,
+                            "feature_type": feature.type})
+        g.op("Identity", export.build(g, column, features[feature_name], feature), name=net_input.name)
+    return list(inputs.values()), columns
+
+
+def postprocessing(g: GraphBuilder, model, network: ExportedNetwork, net: onnx.ModelProto) -> list:
+    """The nodes from the network's predictions to ``plait predict``'s columns; the graph's outputs."""
+    predicted: dict[str, dict[str, str]] = {}
+    for (output, key), net_output in zip(network.outputs, net.graph.output):
+        predicted.setdefault(output, {})[key] = net_output.name
+    features, columns = model.metadata["features"], {}
+    for feature in model.config.output_features:
+        columns.update(OUTPUTS[feature.type](g, predicted[feature.name], features[feature.name], feature))
+    for column, tensor in columns.items():
+        g.op("Identity", tensor, name=column)
+    return [helper.make_empty_tensor_value_info(column) for column in columns]

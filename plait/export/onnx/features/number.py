@@ -1,0 +1,39 @@
+"""Number features: plait.features.number's fill, outliers and normalization, in double precision
+as there, then narrowed to float as the model reads it."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from onnx import TensorProto
+
+from plait.export.onnx.features import exports_input, exports_output
+from plait.export.onnx.graph import GraphBuilder
+
+
+@exports_input("number", "double")
+def number_input(g: GraphBuilder, raw: str, meta: dict, feature) -> str:
+    fill = meta["fill_value"]
+    values = g.op("Where", g.missing_numbers(raw), g.constant(fill, np.float64), raw)
+    outliers = meta.get("outliers")
+    if outliers and outliers["strategy"] != "drop_row":  # drop_row drops training rows; prediction keeps them
+        spread = meta["std"] if meta["std"] > 0 else 1.0
+        far = g.op("Greater", g.op("Abs", g.op("Sub", values, g.constant(meta["mean"], np.float64))),
+                   g.constant(outliers["threshold"] * spread, np.float64))
+        values = g.op("Where", far, g.constant(outliers["fill_value"], np.float64), values)
+    if meta["normalization"] == "log1p":
+        # log(1 + x): plait's numpy log1p agrees to the last bit or two, not exactly, for tiny x.
+        values = g.op("Log", g.op("Add", values, g.constant(1.0, np.float64)))
+        fill = math.log1p(fill) if fill > -1 else 0.0
+    shift, scale = g.constant(meta["shift"], np.float64), g.constant(meta["scale"], np.float64)
+    values = g.op("Cast", g.op("Div", g.op("Sub", values, shift), scale), to=TensorProto.FLOAT)
+    # A value finite in double but not in float is missing, as in plait.features.number.
+    narrowed_fill = np.float32((fill - meta["shift"]) / meta["scale"])
+    narrowed_fill = narrowed_fill if np.isfinite(narrowed_fill) else np.float32(0.0)
+    return g.op("Where", g.missing_numbers(values), g.constant(narrowed_fill, np.float32), values)
+
+
+@exports_output("number")
+def number_output(g: GraphBuilder, predicted: dict[str, str], meta: dict, feature) -> dict[str, str]:
+    return {f"{feature.name}_predictions": predicted["prediction"]}
