@@ -23,11 +23,11 @@ DESCRIPTION = "export.json"
 """Written last into every export folder: what it holds (format, inputs, outputs)."""
 
 
-def export_model(model, output_path: str | os.PathLike, format: str = "onnx") -> Path:
-    """Write ``model`` (a trained or loaded :class:`plait.Model`) to the local folder
-    ``output_path`` in ``format``. Nothing is written when the model cannot be exported; the
-    folder appears whole or not at all."""
-    from plait.utils.fs import atomic_folder, local_fs
+def export_model(model, output_path: str | os.PathLike, format: str = "onnx") -> Path | str:
+    """Write ``model`` (a trained or loaded :class:`plait.Model`) in ``format`` to the new
+    folder ``output_path`` (a local path or an fsspec URL). Nothing is written when the model
+    cannot be exported; the folder appears whole or not at all. Returns where it is."""
+    from plait.utils.folder import Folder, built_locally
 
     if format not in FORMATS:
         raise UsageError(f"export format {format!r} is not one of {', '.join(FORMATS)}")
@@ -36,10 +36,10 @@ def export_model(model, output_path: str | os.PathLike, format: str = "onnx") ->
     problems = exporter.refusals(model)
     if problems:
         raise ModelError(f"this model cannot be exported to {format}: " + "; ".join(problems))
-    folder = Path(output_path).expanduser().resolve()
-    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+    folder = Folder(os.path.expanduser(output_path)).resolved()
+    if folder.names():  # a folder with something in it, or a file
         raise UsageError(f"--output_path {str(output_path)!r} exists and is not an empty folder: give a new path, "
                          "or remove it first")
-    with atomic_folder(local_fs(), str(folder), DESCRIPTION) as building:
-        exporter.write(model, Path(building))
-    return folder
+    with built_locally(folder, marker=DESCRIPTION) as building:
+        exporter.write(model, building)
+    return folder.local() if folder.is_local else folder.url
