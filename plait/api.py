@@ -218,8 +218,8 @@ class Model:
         return Path(saved.url) if saved.is_local else saved.url
 
     def export_model(self, output_path: str | os.PathLike, format: str = "onnx") -> Path | str:
-        """Write this model to the new folder ``output_path`` (a local path or an fsspec URL) for use outside plait:
-        ``onnx`` (its preprocessing included; run with the folder's plait_onnx.py, numpy and
+        """Write this model to the new folder ``output_path`` (a local path or an fsspec URL)
+        for use outside plait: ``onnx`` (its preprocessing included; run with the folder's plait_onnx.py, numpy and
         onnxruntime), ``torch_export`` or ``safetensors``. See plait.export."""
         from plait.export import export_model
 

@@ -73,8 +73,9 @@ def network_graph(model, network: ExportedNetwork) -> onnx.ModelProto:
     with warnings.catch_warnings():  # torch's own deprecations inside the exporter, not the user's to act on
         warnings.simplefilter("ignore", FutureWarning)
         warnings.filterwarnings("ignore", ".*The axis name", UserWarning)
+        # forward(*tensors) is one argument to torch.export: its dynamic shapes are one tuple
         program = torch.onnx.export(network, examples, dynamo=True, opset_version=OPSET, verbose=False,
-                                    dynamic_shapes=(tuple({0: rows} for _ in examples),),  # forward(*tensors): one argument
+                                    dynamic_shapes=(tuple({0: rows} for _ in examples),),
                                     input_names=[f"plait/net/in/{name}" for name in network.inputs],
                                     output_names=[f"plait/net/out/{name}/{key}" for name, key in network.outputs])
     return program.model_proto
