@@ -266,6 +266,25 @@ def _add_serve(sub) -> None:
     _add_runtime(p)
 
 
+def _add_explain(sub) -> None:
+    p = sub.add_parser("explain", help="why the model predicts what it does: attributions per row and input feature "
+                                       "(integrated gradients), or each input's permutation importance")
+    _add_model_path(p)
+    p.add_argument("--dataset", required=True, help="the rows to explain (labelled, for --method permutation)")
+    p.add_argument("--output-feature-name", "--output_feature_name", help="the output explained (default: the first)")
+    p.add_argument("--method", choices=["ig", "permutation"], default="ig",
+                   help="ig (default): integrated gradients per row; permutation: how much shuffling each input "
+                        "worsens the output's validation metric")
+    p.add_argument("--every-class", "--every_class", action="store_true",
+                   help="ig: explain every class of a category or binary output, not just the predicted one")
+    p.add_argument("--steps", type=int, default=50, help="ig: integration steps (default 50)")
+    p.add_argument("--output-directory", "--output_directory", "-od", default="results",
+                   help="where explanations.parquet and explanation_summary.json go (default ./results)")
+    p.add_argument("--backend", "-b", choices=["auto", "local", "ray"], help="where to run (default: the model's)")
+    p.add_argument("--random-seed", "--random_seed", "-rs", type=int, help="permutation: the shuffles' seed")
+    _add_runtime(p)
+
+
 def _add_export_model(sub) -> None:
     p = sub.add_parser("export_model", aliases=["export-model"],
                        help="write a trained model for use outside plait: onnx (its preprocessing included, run by "
@@ -395,6 +414,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_predict(sub)
     _add_forecast(sub)
     _add_serve(sub)
+    _add_explain(sub)
     _add_export_model(sub)
     _add_visualize(sub)
     _add_report(sub)

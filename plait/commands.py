@@ -426,6 +426,21 @@ def serve(args) -> int:
     return 0
 
 
+def explain(args) -> int:
+    """Explanations written to the output directory; prints the files and the ranking."""
+    from plait.api import Model
+
+    model = Model.load(args.model_path, backend=args.backend)
+    try:
+        explanation = model.explain(args.dataset, args.output_feature_name, args.method, args.every_class, args.steps,
+                                    args.random_seed)
+    finally:
+        model.close()
+    paths = explanation.write(args.output_directory)
+    print(json.dumps({**paths, "ranking": explanation.summary["ranking"]}))
+    return 0
+
+
 def export_model(args) -> int:
     """The model written in another format (plait.export); prints where."""
     from plait.api import Model

@@ -77,6 +77,7 @@ LAYERS = [
     {"evaluation"},                # metrics from mergeable statistics
     {"tracking"},                  # experiment trackers: callbacks that log a run's config, metrics and files
     {"training", "inference"},     # siblings: neither imports the other
+    {"explain"},                   # attributions per row and feature: batch functions a backend maps, as inference's
     {"backends"},                  # where work runs
     {"export"},                    # a trained model in formats outside plait (ONNX, torch.export, MLflow)
     {"api", "serving"},

@@ -91,13 +91,20 @@ class ECD(TrainableModel):
         """The logits of each output feature; in training mode, also the combiner's own loss term
         (TabNet's sparsity loss) under ``AUXILIARY_LOSS`` where it has one. It travels in the
         output, not in module state, so that DDP and FSDP see it as part of the forward's graph."""
-        encoded, state = self._encoded(inputs)
+        encoded, state = self.encoded(inputs)
+        return self.decoded(encoded, state, targets=inputs if self.training else None)
+
+    def decoded(self, encoded: dict[str, torch.Tensor], state=None, targets: dict[str, torch.Tensor] | None = None
+                ) -> dict[str, torch.Tensor]:
+        """The logits of each output from the inputs' encodings (``encoded``; ``state``: see
+        ``encoded``): the part of ``forward`` after the encoders, which explanations run on
+        interpolated encodings. ``targets``: in training, what a generator reads its targets from."""
         combined, auxiliary_loss = self.combiner(encoded)
         hidden, logits = {}, {}
         for name in self.head_order:
             dependencies = [hidden[d] for d in self.dependencies[name]]
             # A generator learns each step from the true previous token (teacher forcing).
-            extra = {"target": inputs[name]} if self.training and name in self.target_readers else {}
+            extra = {"target": targets[name]} if targets is not None and name in self.target_readers else {}
             if getattr(self.head(name), "reads_encoder_state", False):  # a U-Net decoder's skip connections
                 extra["encoder_state"] = state
             hidden[name], logits[name] = self.head(name)(combined, dependencies, return_hidden=True, **extra)
@@ -106,7 +113,7 @@ class ECD(TrainableModel):
             logits[AUXILIARY_LOSS] = auxiliary_loss
         return logits
 
-    def _encoded(self, inputs: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], object]:
+    def encoded(self, inputs: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], object]:
         """Each input's encoding, and the state of the encoder that returns one besides (a U-Net's
         skip connections, for its decoder; None when no encoder does)."""
         encoded, state = {}, None
