@@ -49,8 +49,9 @@ class OnnxPredictor:
         from plait.export.onnx.runner import ExportedModel
 
         # Two sessions of one graph. A micro-batch of single rows is a few microseconds of work
-        # per operator: one thread, since waking a pool costs more than it saves (measured with
-        # benchmarks/serve_onnx.py). A large batch gets onnxruntime's threads.
+        # per operator: one thread, so that no pool is woken for it and the server's event loop
+        # keeps the other cores (not measured against the default alone). A large batch gets
+        # onnxruntime's threads.
         self.small = ExportedModel(path, threads=1)
         self.large = ExportedModel(path)
         self.small_rows = settings.max_batch_size
