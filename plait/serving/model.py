@@ -2,8 +2,10 @@
 
 :class:`ServedModel` reads the model folder once (a damaged or incomplete folder fails here, before
 the server listens), keeps its predictor, and answers two questions in the shapes the server
-sends back: predictions for a micro-batch of checked single rows, and for a batch's columns. Both
-go through the same :class:`~plait.inference.Predictor` as ``plait predict``.
+sends back: predictions for a micro-batch of checked single rows, and for a batch's columns. A
+plait model folder's go through the same :class:`~plait.inference.Predictor` as ``plait
+predict``; an ONNX export's through onnxruntime (``plait.serving.predictors``). The checks are the
+same for both.
 """
 
 from __future__ import annotations
@@ -14,13 +16,13 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
-import pyarrow as pa
 
-from plait.config.serve import ServeConfig
 from plait.errors import DataError
 from plait.serving.files import FileAccess
 from plait.serving.payloads import ClientError
-from plait.serving.values import ARROW_TYPES, COERCERS, FILE_COERCERS, BadValue, check_column, short
+from plait.serving.predictors import ModelFolder, open_folder
+from plait.serving.predictors.plait_model import serve_settings, with_serve_settings  # noqa: F401 (plait.serving.model's API)
+from plait.serving.values import COERCERS, FILE_COERCERS, BadValue, check_column, short
 
 
 @dataclass(frozen=True)
@@ -44,23 +46,20 @@ class ServedInput:
 
 class ServedModel:
     def __init__(self, model_dir: str, device: str | None = None, settings: dict | None = None,
-                 saved: tuple[dict, dict, dict] | None = None):
-        """``settings``: keys of the ``serve`` section that override the model's own (checked as
-        the config is: a bad one is a ConfigError naming ``serve.<key>``). ``saved``: the model
-        folder's (config, metadata, weights), when the caller has read them already."""
-        from plait.inference import PredictorSpec
-        from plait.models.saved import read_model
-
-        config_dict, metadata, weights = saved if saved is not None else read_model(model_dir)
+                 folder: ModelFolder | None = None):
+        """``model_dir``: a plait model folder or an ONNX export (``plait.serving.predictors``
+        tells them apart). ``settings``: keys of the ``serve`` section that override the model's
+        own (checked as the config is: a bad one is a ConfigError naming ``serve.<key>``).
+        ``folder``: ``model_dir`` opened already, when the caller has (with these settings)."""
+        folder = folder if folder is not None else open_folder(model_dir, settings)
         self.model_dir = model_dir
-        self.settings = serve_settings(config_dict, settings)
+        self.settings = folder.settings
         self.files = FileAccess.of(self.settings)
-        self.predictor = PredictorSpec(config_dict, metadata, weights=weights).build(device=device or _device(self.settings))
-        features = metadata["features"]
+        self.predictor = folder.predictor(device)
         refused = sorted({p.type for p in self.predictor.inputs if p.type not in COERCERS | FILE_COERCERS})
         if refused:
             raise DataError(f"the server cannot read requests for feature type(s) {', '.join(refused)} yet")
-        self.inputs = [ServedInput(p.column, p.name, p.type, self._check(p.type), features[p.name],
+        self.inputs = [ServedInput(p.column, p.name, p.type, self._check(p.type), p.metadata,
                                    reads_files=p.type in FILE_COERCERS)
                        for p in self.predictor.inputs]
         # Several features may read one column (a number twice, normalized two ways): a request
@@ -82,7 +81,7 @@ class ServedModel:
     # ---- what the model takes and gives -------------------------------------------------------------
 
     def info(self) -> dict:
-        outputs = self.predictor.predict_columns(self._one_empty_row())
+        outputs = self._predict([[None]] * len(self.columns))
         return {
             "model_path": self.model_dir,
             "input_features": [{"name": i.name, "column": i.column, "type": i.type} for i in self.inputs],
@@ -100,11 +99,8 @@ class ServedModel:
         """Each prediction column's datatype and shape in the Open Inference Protocol."""
         from plait.serving.inference_protocol import output_datatype
 
-        predicted = self.predictor.predict_columns(self._one_empty_row())
+        predicted = self._predict([[None]] * len(self.columns))
         return {column: output_datatype(_values(values)) for column, values in predicted.items()}
-
-    def _one_empty_row(self) -> pa.Table:
-        return self._table([[None]] * len(self.columns))
 
     def check_names(self, names, what: str) -> None:
         """Every input feature given, and nothing the model does not know (its output columns
@@ -146,16 +142,15 @@ class ServedModel:
         """Predictions for a micro-batch of checked rows, one flat dict each. A row the features
         still refuse gets its error, and the others their answers."""
         try:
-            return self._rows_of(self.predictor.predict_columns(self._table([list(c) for c in zip(*rows)])))
+            return self._rows_of(self._predict([list(c) for c in zip(*rows)]))
         except DataError as exc:
             if len(rows) == 1:
                 return [ClientError(400, str(exc))]
         return [self.predict_rows([row])[0] for row in rows]
 
-    def _table(self, columns: list[list]) -> pa.Table:
-        """Checked values, one list per input column, as the table the predictor reads."""
-        return pa.table({column: pa.array(values, ARROW_TYPES.get(first.type, pa.string()))
-                         for (column, first), values in zip(self.columns.items(), columns)})
+    def _predict(self, columns: list[list]) -> dict[str, Any]:
+        """The predictor's columns for checked values, one list per input column."""
+        return self.predictor.predict(dict(zip(self.columns, columns)))
 
     @staticmethod
     def _rows_of(columns: dict[str, Any]) -> list[dict]:
@@ -186,30 +181,10 @@ class ServedModel:
         """Predictions for checked columns (:meth:`check_batch`: a whole request, or a piece of
         one), by prediction column."""
         try:
-            predicted = self.predictor.predict_columns(self._table(columns))
+            predicted = self._predict(columns)
         except DataError as exc:
             raise ClientError(400, str(exc)) from None
         return {name: _values(column) for name, column in predicted.items()}
-
-
-def serve_settings(config_dict: dict, settings: dict | None) -> ServeConfig:
-    """The ``serve`` section of a model's config, with ``settings`` laid over it, checked."""
-    from plait.config import load_config
-
-    return load_config(with_serve_settings(config_dict, settings)).serve or ServeConfig()
-
-
-def with_serve_settings(config_dict: dict, settings: dict | None) -> dict:
-    """The model's config with ``settings`` laid over its ``serve`` section (``autoscaling``
-    merged key by key)."""
-    if not settings:
-        return config_dict
-    section = dict(config_dict.get("serve") or {})
-    for key, value in settings.items():
-        if key == "autoscaling" and isinstance(value, dict) and isinstance(section.get(key), dict):
-            value = {**section[key], **value}
-        section[key] = value
-    return {**config_dict, "serve": section}
 
 
 def _values(column: Any) -> Any:
@@ -218,11 +193,3 @@ def _values(column: Any) -> Any:
     if isinstance(column, np.ndarray):
         return column.tolist() if column.dtype == object else column
     return column.to_pylist()
-
-
-def _device(settings: ServeConfig) -> str:
-    if settings.device != "auto":
-        return settings.device
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"

@@ -9,7 +9,8 @@ on storage they all see (an ``s3://`` URL, or a shared filesystem).
 
 For a cluster managed with Serve's own tools (``serve run``, a KubeRay RayService), the
 application is ``plait.serving.ray_serve:application`` with the argument ``model_path`` (and
-optionally ``settings``, keys of the ``serve`` section).
+optionally ``settings``, keys of the ``serve`` section). ``model_path`` may be an ONNX export of the
+model, which the replicas serve with onnxruntime.
 """
 
 from __future__ import annotations
@@ -96,14 +97,13 @@ def application(args: dict) -> serve.Application:
     return _application(args["model_path"], args.get("settings") or {})[0]
 
 
-def _application(model_path: str, settings: dict, config_dict: dict | None = None
+def _application(model_path: str, settings: dict, serve_config: ServeConfig | None = None
                  ) -> tuple[serve.Application, ServeConfig]:
     """The bound deployment and its settings; an incomplete model or a bad setting fails here.
-    ``config_dict``: the model's config, when the caller has read the model already."""
-    from plait.models.saved import read_model
-    from plait.serving.model import serve_settings
+    ``serve_config``: the settings, when the caller has read the model already."""
+    from plait.serving.predictors import open_folder
 
-    config = serve_settings(config_dict if config_dict is not None else read_model(model_path)[0], settings)
+    config = serve_config if serve_config is not None else open_folder(model_path, settings).settings
     return PlaitModel.options(**deployment_options(config)).bind(model_path, settings), config
 
 
@@ -125,8 +125,8 @@ def check_room(settings: ServeConfig) -> None:
             f"--gpus-per-replica), or add nodes")
 
 
-def serve_on_ray(model_path: str, config_dict: dict, host: str, port: int, settings: dict) -> None:
-    """Deploy the model at ``model_path`` (whose config is ``config_dict``) on the Ray cluster
+def serve_on_ray(model_path: str, serve_config: ServeConfig, host: str, port: int, settings: dict) -> None:
+    """Deploy the model at ``model_path`` (whose settings are ``serve_config``) on the Ray cluster
     (joined, or started here), serve until SIGTERM or Ctrl-C, then remove the application (and
     stop what this call started)."""
     import ray
@@ -136,7 +136,7 @@ def serve_on_ray(model_path: str, config_dict: dict, host: str, port: int, setti
 
     if "://" not in model_path:
         model_path = os.path.abspath(model_path)  # replicas run elsewhere, in other folders
-    app, config = _application(model_path, settings, config_dict)
+    app, config = _application(model_path, settings, serve_config)
     started_ray = connect()
     try:
         check_room(config)

@@ -29,6 +29,9 @@ OPSET = 21
 ML_OPSET = 3
 """ai.onnx.ml's: LabelEncoder with string, int64 and float keys and values."""
 ROWS = "rows"
+CHECKED_METADATA = ("labels", "vector_size", "datetime_format", "day_first")
+"""The keys of an input's metadata that a server checking a raw value reads (``plait serve`` on an
+export: binary labels, a vector's size, a date's format), copied into export.json."""
 
 
 def refusals(model) -> list[str]:
@@ -60,7 +63,9 @@ def write(model, folder: Path) -> None:
     onnx.save(graph_model, str(folder / MODEL_FILE))
     shutil.copyfile(Path(__file__).with_name("runner.py"), folder / RUNNER_FILE)
     description = {"format": "onnx", "plait_version": plait.__version__, "model": MODEL_FILE, "runner": RUNNER_FILE,
-                   "inputs": raw_columns, "outputs": [o.name for o in graph_model.graph.output]}
+                   "inputs": raw_columns, "outputs": [o.name for o in graph_model.graph.output],
+                   "output_features": [{"name": f.name, "type": f.type, "column": f.source_column}
+                                       for f in model.config.output_features]}
     (folder / "export.json").write_text(json.dumps(description, indent=2))
 
 
@@ -113,8 +118,10 @@ def preprocessing(g: GraphBuilder, model, network: ExportedNetwork, net: onnx.Mo
         if column not in inputs:
             shape = [ROWS, *(f"{column}/{d}" for d in export.raw_dimensions)]
             inputs[column] = helper.make_tensor_value_info(column, RAW_TYPES[export.raw_type], shape)
+            meta = features[feature_name]
             columns.append({"name": column, "type": export.raw_type, "shape": shape, "feature": feature.name,
-                            "feature_type": feature.type})
+                            "feature_type": feature.type,
+                            "metadata": {key: meta[key] for key in CHECKED_METADATA if key in meta}})
         g.op("Identity", export.build(g, column, features[feature_name], feature), name=net_input.name)
     return list(inputs.values()), columns
 
