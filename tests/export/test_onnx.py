@@ -26,9 +26,9 @@ def _tabular_rows(rows: int, seed: int) -> pd.DataFrame:
     case, binary inputs as words, labels as booleans and as two strings."""
     rng = np.random.default_rng(seed)
     frame = pd.DataFrame({"size": rng.normal(10, 3, rows), "color": rng.choice(["Red", "green", "blue", "teal"], rows),
-                          "member": rng.choice(["yes", "no", "Y", "n"], rows), "count": rng.integers(0, 5, rows)})
+                          "member": rng.choice(["yes", "no", "Y", "n"], rows), "cat": rng.integers(0, 5, rows)})
     frame["kind"] = np.where(frame["size"] > 10, "big", np.where(frame["color"] == "Red", "red", "small"))
-    frame["price"] = frame["size"] * 2.5 + frame["count"]
+    frame["price"] = frame["size"] * 2.5 + frame["cat"]
     frame["sold"] = (frame["size"] + rng.normal(0, 2, rows)) > 10
     frame.loc[::9, "size"] = np.nan
     frame.loc[::13, "color"] = None
@@ -39,7 +39,8 @@ def _tabular_rows(rows: int, seed: int) -> pd.DataFrame:
 CONFIG = {
     "input_features": [
         {"name": "size", "type": "number", "preprocessing": {"outlier_strategy": "fill_with_mean"}},
-        {"name": "count", "type": "number", "preprocessing": {"normalization": "minmax"}},
+        # named as a value of torch's network graph ("cat"): the graph's column inputs must not clash
+        {"name": "cat", "type": "number", "preprocessing": {"normalization": "minmax"}},
         {"name": "color", "type": "category", "preprocessing": {"lowercase": True}},
         {"name": "member", "type": "binary"},
     ],

@@ -15,6 +15,7 @@ import warnings
 from pathlib import Path
 
 import onnx
+import onnx.compose
 from onnx import helper
 
 import plait
@@ -81,9 +82,11 @@ def network_graph(model, network: ExportedNetwork) -> onnx.ModelProto:
         # forward(*tensors) is one argument to torch.export: its dynamic shapes are one tuple
         program = torch.onnx.export(network, examples, dynamo=True, opset_version=OPSET, verbose=False,
                                     dynamic_shapes=(tuple({0: rows} for _ in examples),),
-                                    input_names=[f"plait/net/in/{name}" for name in network.inputs],
-                                    output_names=[f"plait/net/out/{name}/{key}" for name, key in network.outputs])
-    return program.model_proto
+                                    input_names=[f"in/{name}" for name in network.inputs],
+                                    output_names=[f"out/{name}/{key}" for name, key in network.outputs])
+    # The graph's inputs are named after the data's columns, which may be any name torch gives a
+    # value of its own ("cat", "add"): every name of the network's part starts with plait/net/.
+    return onnx.compose.add_prefix(program.model_proto, "plait/net/")
 
 
 def with_pre_and_postprocessing(model, network: ExportedNetwork, net: onnx.ModelProto) -> tuple[onnx.ModelProto, list]:
