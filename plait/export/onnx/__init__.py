@@ -46,6 +46,9 @@ def refusals(model) -> list[str]:
         elif CACHED_EMBEDDING in features[feature.name]:
             found.append(f"input feature {feature.name!r} is encoded by a pretrained model at preprocessing "
                          "(a cached embedding), which the graph cannot run")
+        elif INPUTS[feature.type].refuse:
+            found.extend(f"input feature {feature.name!r}: {why}"
+                         for why in INPUTS[feature.type].refuse(features[feature.name], feature))
     for feature in model.config.output_features:
         if feature.type not in OUTPUTS:
             found.append(f"output feature {feature.name!r} is of type {feature.type}, whose predictions have no ONNX "
@@ -60,8 +63,16 @@ def write(model, folder: Path) -> None:
     onnx.save(graph_model, str(folder / MODEL_FILE))
     shutil.copyfile(Path(__file__).with_name("runner.py"), folder / RUNNER_FILE)
     description = {"format": "onnx", "plait_version": plait.__version__, "model": MODEL_FILE, "runner": RUNNER_FILE,
-                   "inputs": raw_columns, "outputs": [o.name for o in graph_model.graph.output]}
+                   "inputs": raw_columns, "outputs": [o.name for o in graph_model.graph.output],
+                   "lists": list_columns(graph_model)}
     (folder / "export.json").write_text(json.dumps(description, indent=2))
+
+
+def list_columns(graph_model: onnx.ModelProto) -> list[str]:
+    """The outputs that hold a list per row (a set's labels): string matrices [rows, items], ""
+    where a row has no item. The runner turns each row into the list of its items."""
+    return [o.name for o in graph_model.graph.output if o.type.tensor_type.elem_type == onnx.TensorProto.STRING
+            and len(o.type.tensor_type.shape.dim) == 2]
 
 
 def network_graph(model, network: ExportedNetwork) -> onnx.ModelProto:
@@ -85,6 +96,7 @@ def with_pre_and_postprocessing(model, network: ExportedNetwork, net: onnx.Model
     raw columns as export.json lists them."""
     g = GraphBuilder()
     raw_inputs, raw_columns = preprocessing(g, model, network, net)
+    _rename_clashing_values(net.graph, {i.name for i in raw_inputs})
     preprocessing_nodes = len(g.nodes)
     outputs = postprocessing(g, model, network, net)
     graph = helper.make_graph(g.nodes[:preprocessing_nodes] + list(net.graph.node) + g.nodes[preprocessing_nodes:],
@@ -101,6 +113,19 @@ def with_pre_and_postprocessing(model, network: ExportedNetwork, net: onnx.Model
     return onnx.shape_inference.infer_shapes(combined, strict_mode=True), raw_columns
 
 
+def _rename_clashing_values(graph: onnx.GraphProto, names: set[str]) -> None:
+    """Rename the network's inner values that have the name of a raw column (torch names a value
+    after its module: a column ``embedding`` meets an embedding layer's output), in place."""
+    def renamed(name: str) -> str:
+        return f"plait/net/value/{name}" if name in names else name
+
+    for node in graph.node:
+        node.input[:] = [renamed(n) for n in node.input]
+        node.output[:] = [renamed(n) for n in node.output]
+    for value in [*graph.value_info, *graph.initializer]:
+        value.name = renamed(value.name)
+
+
 def preprocessing(g: GraphBuilder, model, network: ExportedNetwork, net: onnx.ModelProto) -> tuple[list, list]:
     """The nodes from each raw column to the network's input; the graph's inputs, one per column
     (two features may read one), and their export.json entries."""
@@ -112,8 +137,9 @@ def preprocessing(g: GraphBuilder, model, network: ExportedNetwork, net: onnx.Mo
         if column not in inputs:
             shape = [ROWS, *(f"{column}/{d}" for d in export.raw_dimensions)]
             inputs[column] = helper.make_tensor_value_info(column, RAW_TYPES[export.raw_type], shape)
+            reader = export.reader(features[feature_name], feature) if export.reader else {}
             columns.append({"name": column, "type": export.raw_type, "shape": shape, "feature": feature.name,
-                            "feature_type": feature.type})
+                            "feature_type": feature.type, **reader})
         g.op("Identity", export.build(g, column, features[feature_name], feature), name=net_input.name)
     return list(inputs.values()), columns
 
