@@ -35,3 +35,22 @@ def assert_same_predictions(got: dict, expected: pd.DataFrame, columns: list[str
             assert [sorted(map(str, row)) for row in have] == [sorted(map(str, row)) for row in want], column
         else:
             assert have.reshape(-1).astype(want.dtype).tolist() == want.tolist(), column
+
+
+def assert_same_tensors(model, folder: Path, rows: pd.DataFrame, feed=None) -> None:
+    """The graph's preprocessing of ``rows`` (or of ``feed``, the same rows as the runner takes
+    them) against plait's: each input's model-ready tensor, exactly."""
+    import onnx
+    import onnxruntime
+    import pyarrow as pa
+
+    runner = load_runner(folder)
+    graph = onnx.load(str(folder / runner.description["model"]))
+    network_inputs = {f"plait/net/in/{name}": name for name in model.module.input_names}
+    graph.graph.output.extend(v for v in graph.graph.value_info if v.name in network_inputs)
+    session = onnxruntime.InferenceSession(graph.SerializeToString(), providers=["CPUExecutionProvider"])
+    got = dict(zip(network_inputs.values(), session.run(list(network_inputs), runner.feeds(rows if feed is None else feed))))
+    predictor = model.predictor_spec().build()
+    expected = predictor.tensors(pa.Table.from_pandas(rows, preserve_index=False), predictor.inputs)
+    for name, tensor in expected.items():
+        np.testing.assert_array_equal(got[name], tensor.numpy(), err_msg=name)

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from parity import assert_same_predictions, load_runner
+from parity import assert_same_predictions, assert_same_tensors, load_runner
 
 from plait import Model
 from plait.synthesize import synthesize_dataset
@@ -47,65 +47,66 @@ IMAGE = {
 }
 
 
-def _exported(root, config: dict, rows: pd.DataFrame):
-    model = Model({**config, "backend": {"type": "local", "cache_dir": str(root / "cache")}})
-    model.train(dataset=rows, progress_bar=False, random_seed=1)
-    model.export_model(root / "onnx")
-    return model, load_runner(root / "onnx")
+class Exported:
+    def __init__(self, root, config: dict, rows: pd.DataFrame):
+        self.model = Model({**config, "backend": {"type": "local", "cache_dir": str(root / "cache")}})
+        self.model.train(dataset=rows, progress_bar=False, random_seed=1)
+        self.folder = root / "onnx"
+        self.model.export_model(self.folder)
+        self.runner = load_runner(self.folder)
 
-
-def _same(model, runner, rows: pd.DataFrame, feed=None) -> None:
-    """The export's columns on ``rows`` (or on ``feed``, the same rows as the runner takes them)
-    against Model.predict's."""
-    assert_same_predictions(runner.predict(rows if feed is None else feed), model.predict(rows))
+    def check(self, rows: pd.DataFrame, feed=None) -> None:
+        """The export's tensors (exactly) and columns on ``rows`` (or on ``feed``, the same rows
+        as the runner takes them) against plait's preprocessing and Model.predict's."""
+        assert_same_tensors(self.model, self.folder, rows, feed)
+        assert_same_predictions(self.runner.predict(rows if feed is None else feed), self.model.predict(rows))
 
 
 @pytest.fixture(scope="module")
 def tabular(tmp_path_factory):
-    model, runner = _exported(tmp_path_factory.mktemp("tabular"), TABULAR, synthesize_dataset(TABULAR, 200, 0))
+    return Exported(tmp_path_factory.mktemp("tabular"), TABULAR, synthesize_dataset(TABULAR, 200, 0))
+
+
+@pytest.fixture
+def rows():
+    """Unseen rows of the tabular model's inputs; each test changes one column."""
     rows = synthesize_dataset(TABULAR, 40, 7).drop(columns=["labels", "kind"])
-    rows["cell"] = rows["cell"].astype("Int64")
-    return model, runner, rows
+    rows["cell"] = rows["cell"].astype("Int64")  # what holds a missing H3 index in pandas
+    return rows
 
 
-def test_set_input_and_output(tabular):
-    model, runner, rows = tabular
+def test_set_input_and_output(tabular, rows):
     rows.loc[0, "tags"], rows.loc[1, "tags"], rows.loc[2, "tags"] = None, "zulu alpha alpha", ""
-    got = runner.predict(rows)
-    assert all(isinstance(labels, list) for labels in got["labels_predictions"])
-    _same(model, runner, rows)
+    labels = tabular.runner.predict(rows)["labels_predictions"]
+    assert [type(row) for row in labels] == [list] * len(rows)
+    tabular.check(rows)
 
 
-def test_bag_input(tabular):
-    model, runner, rows = tabular
+def test_bag_input(tabular, rows):
     rows.loc[0, "words"], rows.loc[1, "words"], rows.loc[2, "words"] = None, "Kilo kilo KILO zulu", "  "
-    _same(model, runner, rows)
+    tabular.check(rows)
 
 
-def test_vector_input(tabular):
-    model, runner, rows = tabular
+def test_vector_input(tabular, rows):
     size = len(rows.loc[0, "embedding"].split())
-    rows.loc[0, "embedding"], rows.loc[1, "embedding"] = None, "  " + " ".join(["1e39"] * size)
+    rows.loc[0, "embedding"], rows.loc[1, "embedding"] = None, "  " + " ".join(["1e39"] * size)  # beyond float
     rows.loc[2, "embedding"] = " ".join(["-0.1"] * size) + "\t"
-    feed = {**rows, "embedding": [None if v is None else [float(x) for x in v.split()] for v in rows["embedding"]]}
-    _same(model, runner, rows)
-    _same(model, runner, rows, feed)
+    tabular.check(rows)
+    lists = [None if v is None else [float(x) for x in v.split()] for v in rows["embedding"]]
+    tabular.check(rows, {**rows, "embedding": lists})
 
 
-def test_h3_input(tabular):
-    model, runner, rows = tabular
+def test_h3_input(tabular, rows):
     rows.loc[0, "cell"] = pd.NA
-    _same(model, runner, rows)
-    feed = {**rows, "cell": [None if pd.isna(v) else f"{int(v):x}" for v in rows["cell"]]}
-    _same(model, runner, rows, feed)
+    tabular.check(rows)
+    tabular.check(rows, {**rows, "cell": [None if pd.isna(v) else f"{int(v):x}" for v in rows["cell"]]})
 
 
-def test_date_input(tabular):
-    model, runner, rows = tabular
+def test_date_input(tabular, rows):
     for i, text in enumerate([None, "2024-02-29", " 1969-12-31T23:59:59 ", "2000-03-01 00:00", "1900-01-01",
-                              "2023-12-31 08:05:09"]):
+                              "2023-12-31 08:05:09", "0400-02-29"]):
         rows.loc[i, "when"] = text
-    _same(model, runner, rows)
+    tabular.check(rows)
 
 
 def _pixels(rows: int, size: int, seed: int) -> list:
@@ -118,14 +119,12 @@ def image(tmp_path_factory):
     pixels = _pixels(64, 16, 0)
     frame = pd.DataFrame({"photo": [p.tolist() for p in pixels],
                           "kind": ["bright" if p.mean() > 127.5 else "dark" for p in pixels]})
-    return _exported(tmp_path_factory.mktemp("image"), IMAGE, frame)
+    return Exported(tmp_path_factory.mktemp("image"), IMAGE, frame)
 
 
 def test_image_input(image):
-    model, runner = image
     pixels = _pixels(20, 16, 3)
-    rows = pd.DataFrame({"photo": [p.tolist() for p in pixels]})
-    _same(model, runner, rows, {"photo": np.stack(pixels)})
+    image.check(pd.DataFrame({"photo": [p.tolist() for p in pixels]}), {"photo": np.stack(pixels)})
 
 
 @pytest.fixture(scope="module")
@@ -134,11 +133,9 @@ def text(tmp_path_factory):
                                 "output_features": TEXT["output_features"]}, 120, 0)
     frame["review"] = frame["review"].str.replace(" ", ", ", n=1).str.title() + "!"
     frame["codes"] = frame["review"].str.lower().str.replace(" ", ",")
-    return _exported(tmp_path_factory.mktemp("text"), TEXT, frame)
+    return Exported(tmp_path_factory.mktemp("text"), TEXT, frame)
 
 
 def test_text_input(text):
-    model, runner = text
-    rows = pd.DataFrame({"review": [None, "", "Zulu... ALPHA,bravo!?", "tango_lima  ünïcode", "alpha " * 40],
-                         "codes": ["alpha, bravo ,charlie,delta", None, ",,", "zulu", "alpha"]})
-    _same(model, runner, rows)
+    text.check(pd.DataFrame({"review": [None, "", "Zulu... ALPHA,bravo!?", "tango_lima  ünïcode", "alpha " * 40],
+                             "codes": ["alpha, bravo ,charlie,delta", None, ",,", "zulu", "alpha"]}))
