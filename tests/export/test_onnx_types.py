@@ -24,7 +24,8 @@ TABULAR = {
         {"name": "cell", "type": "h3"},
         {"name": "when", "type": "date"},
     ],
-    "output_features": [{"name": "labels", "type": "set"}, {"name": "kind", "type": "category"}],
+    "output_features": [{"name": "labels", "type": "set"}, {"name": "kind", "type": "category"},
+                        {"name": "scores", "type": "vector"}],
     "trainer": {"epochs": 1, "batch_size": 64},
 }
 TEXT = {
@@ -57,20 +58,33 @@ class Exported:
 
     def check(self, rows: pd.DataFrame, feed=None) -> None:
         """The export's tensors (exactly) and columns on ``rows`` (or on ``feed``, the same rows
-        as the runner takes them) against plait's preprocessing and Model.predict's."""
+        as the runner takes them) against plait's preprocessing and Model.predict's; a vector's
+        values within the tolerance."""
         assert_same_tensors(self.model, self.folder, rows, feed)
-        assert_same_predictions(self.runner.predict(rows if feed is None else feed), self.model.predict(rows))
+        got, expected = self.runner.predict(rows if feed is None else feed), self.model.predict(rows)
+        vectors = [c for c in expected.columns if c.endswith("_predictions") and isinstance(got[c][0], np.ndarray)]
+        for column in vectors:
+            np.testing.assert_allclose(np.stack(got.pop(column)), np.stack(expected.pop(column)), atol=1e-5)
+        assert_same_predictions(got, expected)
 
 
 @pytest.fixture(scope="module")
 def tabular(tmp_path_factory):
-    return Exported(tmp_path_factory.mktemp("tabular"), TABULAR, synthesize_dataset(TABULAR, 200, 0))
+    return Exported(tmp_path_factory.mktemp("tabular"), TABULAR, _tabular_rows(200, 0))
+
+
+def _tabular_rows(rows: int, seed: int) -> pd.DataFrame:
+    """synthesize_dataset's rows, with a vector output (which it does not make): the first three
+    numbers of the vector input."""
+    frame = synthesize_dataset({**TABULAR, "output_features": TABULAR["output_features"][:2]}, rows, seed)
+    frame["scores"] = [" ".join(v.split()[:3]) for v in frame["embedding"]]
+    return frame
 
 
 @pytest.fixture
 def rows():
     """Unseen rows of the tabular model's inputs; each test changes one column."""
-    rows = synthesize_dataset(TABULAR, 40, 7).drop(columns=["labels", "kind"])
+    rows = _tabular_rows(40, 7).drop(columns=["labels", "kind", "scores"])
     rows["cell"] = rows["cell"].astype("Int64")  # what holds a missing H3 index in pandas
     return rows
 
@@ -79,6 +93,12 @@ def test_set_input_and_output(tabular, rows):
     rows.loc[0, "tags"], rows.loc[1, "tags"], rows.loc[2, "tags"] = None, "zulu alpha alpha", ""
     labels = tabular.runner.predict(rows)["labels_predictions"]
     assert [type(row) for row in labels] == [list] * len(rows)
+    tabular.check(rows)
+
+
+def test_vector_output(tabular, rows):
+    scores = tabular.runner.predict(rows)["scores_predictions"]
+    assert [len(row) for row in scores] == [len(tabular.model.metadata["features"]["scores"]["fill_value"])] * len(rows)
     tabular.check(rows)
 
 
@@ -139,3 +159,37 @@ def text(tmp_path_factory):
 def test_text_input(text):
     text.check(pd.DataFrame({"review": [None, "", "Zulu... ALPHA,bravo!?", "tango_lima  ünïcode", "alpha " * 40],
                              "codes": ["alpha, bravo ,charlie,delta", None, ",,", "zulu", "alpha"]}))
+
+
+def _graph_resized(pixels: np.ndarray, method: str, size: int) -> np.ndarray:
+    """The image input's nodes alone, on ``pixels`` [rows, height, width, 3], as [rows, size, size, 3]."""
+    import onnxruntime
+    from onnx import TensorProto, helper
+
+    from plait.export.onnx.features import INPUTS
+    from plait.export.onnx.graph import GraphBuilder
+
+    g = GraphBuilder()
+    g.op("Identity", INPUTS["image"].build(g, "photo", {"height": size, "width": size, "resize_method": method}, None),
+         name="pixels")
+    graph = helper.make_graph(g.nodes, "resize", [helper.make_tensor_value_info("photo", TensorProto.UINT8, None)],
+                              [helper.make_tensor_value_info("pixels", TensorProto.UINT8, None)],
+                              initializer=g.initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, {"photo": pixels})[0].transpose(0, 2, 3, 1)
+
+
+@pytest.mark.parametrize("method", ["crop_or_pad", "interpolate"])
+def test_images_of_another_size_are_resized_as_plait_does(method):
+    """crop_or_pad exactly; interpolate within 5 levels of Pillow's bilinear resize (smooth images)."""
+    from plait.features import image_ops
+
+    rows, columns = np.mgrid[0:40, 0:40]
+    smooth = np.stack([128 + 100 * np.sin(columns / 5 + k) * np.cos(rows / 7) for k in range(3)], -1).astype(np.uint8)
+    for height, width in [(40, 40), (23, 37), (9, 12)]:
+        pixels = np.ascontiguousarray(smooth[None, :height, :width])
+        target = image_ops.Target(16, 16, 3, method)
+        want = target.pixels(image_ops.array_image(pixels[0].tolist())).astype(int)
+        difference = np.abs(_graph_resized(pixels, method, 16)[0].astype(int) - want)
+        assert difference.max() <= (0 if method == "crop_or_pad" else 5), (height, width)

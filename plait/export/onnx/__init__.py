@@ -69,10 +69,9 @@ def write(model, folder: Path) -> None:
 
 
 def list_columns(graph_model: onnx.ModelProto) -> list[str]:
-    """The outputs that hold a list per row (a set's labels): string matrices [rows, items], ""
-    where a row has no item. The runner turns each row into the list of its items."""
-    return [o.name for o in graph_model.graph.output if o.type.tensor_type.elem_type == onnx.TensorProto.STRING
-            and len(o.type.tensor_type.shape.dim) == 2]
+    """The outputs that hold a list per row, as matrices [rows, items]: a set's labels (strings,
+    "" where a row has no item), a vector's numbers. The runner turns each row into its list."""
+    return [o.name for o in graph_model.graph.output if len(o.type.tensor_type.shape.dim) == 2]
 
 
 def network_graph(model, network: ExportedNetwork) -> onnx.ModelProto:

@@ -18,7 +18,7 @@ splits each cell with plait's tokenizer (standard ONNX has no punctuation rule),
 matrix [rows, tokens] padded with ""; ``vector`` writes a list of numbers as the
 space-separated string plait reads. An output listed under ``lists`` (a set's labels) comes
 from the graph as a string matrix with "" where a row has no item, and is returned as a list per
-row, as ``plait predict`` writes it.
+row, as ``plait predict`` writes it; so is a vector output's matrix [rows, size].
 """
 
 from __future__ import annotations
@@ -185,7 +185,8 @@ READERS = {"tokens": as_tokens, "vector": as_vectors}
 
 
 def _lists(matrix: np.ndarray) -> np.ndarray:
-    """A list per row of a string matrix, "" marking no item."""
+    """A list per row of a matrix: a string matrix's items but "" (no item), a number matrix's
+    values (as plait predict writes a vector: an array per row)."""
     out = np.empty(len(matrix), dtype=object)
-    out[:] = [[item for item in row if item != ""] for row in matrix.tolist()]
+    out[:] = [[item for item in row if item != ""] for row in matrix.tolist()] if matrix.dtype == object else list(matrix)
     return out
