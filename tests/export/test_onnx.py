@@ -129,6 +129,13 @@ def test_a_model_the_graph_cannot_hold_is_refused_by_name_before_any_file(tmp_pa
         "(space, space_punct, ...) export",
         "input feature 'when': datetime_format '%d/%m/%Y' has no ONNX form: the graph reads ISO dates only "
         "(%Y-%m-%d, %Y-%m-%d %H:%M:%S, %Y-%m-%dT%H:%M:%S, %Y-%m-%d %H:%M, %Y-%m-%dT%H:%M)"]
+    model = Model({"input_features": [{"name": "tags", "type": "set"},
+                                      {"name": "words", "type": "bag", "column": "tags"}],
+                   "output_features": [{"name": "y", "type": "number"}]})
+    model.metadata = {"features": {"tags": {"type": "set", "fill_value": ""}, "y": {"type": "number"},
+                                   "words": {"type": "bag", "fill_value": "<UNK>"}}}
+    [why] = refusals(model)
+    assert why.startswith("column 'tags' is read by input features 'tags', 'words' in different forms (")
     assert main(["export_model", "--model_path", str(tmp_path / "nothing"), "--output_path", str(tmp_path / "out")]) == 2
     assert "plait: error:" in capsys.readouterr().err and not (tmp_path / "out").exists()
 

@@ -49,11 +49,32 @@ def refusals(model) -> list[str]:
         elif INPUTS[feature.type].refuse:
             found.extend(f"input feature {feature.name!r}: {why}"
                          for why in INPUTS[feature.type].refuse(features[feature.name], feature))
+    found.extend(_columns_read_two_ways(model))
     for feature in model.config.output_features:
         if feature.type not in OUTPUTS:
             found.append(f"output feature {feature.name!r} is of type {feature.type}, whose predictions have no ONNX "
                          f"form (exportable outputs: {', '.join(sorted(OUTPUTS))})")
     return found
+
+
+def raw_form(meta: dict, feature) -> dict:
+    """What the graph's input for this feature's column holds: element type, dimensions and the
+    runner's reading of it (export.json's entry, less the names)."""
+    export = INPUTS[feature.type]
+    reader = export.reader(meta, feature) if export.reader else {}
+    return {"type": export.raw_type, "dimensions": export.raw_dimensions, **reader}
+
+
+def _columns_read_two_ways(model) -> list[str]:
+    """One graph input per column: features that read one column in different forms cannot share it."""
+    features, readers = model.metadata["features"], {}
+    for feature in model.config.input_features:
+        if feature.type in INPUTS:
+            readers.setdefault(feature.source_column, []).append((feature.name, raw_form(features[feature.name], feature)))
+    return [f"column {column!r} is read by input features {', '.join(repr(name) for name, _ in read)} in different "
+            f"forms ({'; '.join(str(form) for _, form in read)}), which one graph input cannot carry; give each "
+            f"feature its own copy of the column"
+            for column, read in readers.items() if any(form != read[0][1] for _, form in read)]
 
 
 def write(model, folder: Path) -> None:
@@ -136,9 +157,10 @@ def preprocessing(g: GraphBuilder, model, network: ExportedNetwork, net: onnx.Mo
         if column not in inputs:
             shape = [ROWS, *(f"{column}/{d}" for d in export.raw_dimensions)]
             inputs[column] = helper.make_tensor_value_info(column, RAW_TYPES[export.raw_type], shape)
-            reader = export.reader(features[feature_name], feature) if export.reader else {}
-            columns.append({"name": column, "type": export.raw_type, "shape": shape, "feature": feature.name,
-                            "feature_type": feature.type, **reader})
+            form = raw_form(features[feature_name], feature)
+            form.pop("dimensions")
+            columns.append({"name": column, **form, "shape": shape, "feature": feature.name,
+                            "feature_type": feature.type})
         g.op("Identity", export.build(g, column, features[feature_name], feature), name=net_input.name)
     return list(inputs.values()), columns
 
