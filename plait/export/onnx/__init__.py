@@ -3,8 +3,9 @@
 One graph holds three parts: each input's preprocessing (``features/<type>.py``), the network
 (``torch.onnx.export`` of :class:`~plait.export.network.ExportedNetwork`) and each output's
 postprocessing. Beside it, ``plait_onnx.py`` (a copy of ``runner.py``: numpy and onnxruntime
-alone) turns Python values into the graph's typed inputs, and ``export.json`` lists the inputs
-(column, element type) and outputs.
+alone) turns Python values into the graph's typed inputs (and tokenizes text, set and bag
+cells: ``features/tokens.py``), and ``export.json`` lists the inputs (column, element type, the
+runner's reader), the outputs and those of them that hold a list per row.
 """
 
 from __future__ import annotations

@@ -119,13 +119,18 @@ def as_integers(values) -> np.ndarray:
 
 
 def _integer(value) -> int:
+    """An index as plait.features.h3 reads it: an integer, or a string of 17 to 19 decimal digits or
+    of up to 16 hex digits (0x allowed); as int64, the bits of one past 2**63 kept."""
     if isinstance(value, str):
         text = value.strip().lower()
         if text in MISSING_WORDS:
             return MISSING_INTEGER
         number = int(text, 10) if text.isdigit() and len(text) > 16 else int(text.removeprefix("0x"), 16)
-        return number - (1 << 64) if number >= 1 << 63 else number
-    return MISSING_INTEGER if _is_missing(value) else int(value)
+    elif _is_missing(value):
+        return MISSING_INTEGER
+    else:
+        number = int(value)
+    return number - (1 << 64) if number >= 1 << 63 else number
 
 
 def as_images(values) -> np.ndarray:

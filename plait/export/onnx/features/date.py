@@ -6,8 +6,9 @@ of the year, second of the day.
 
 plait reads more forms (slash dates, month names, zones, fractions, Unix timestamps); the graph
 cannot parse them with standard ONNX ops, and reads any value not in the form above, like a
-missing value, as the fill date, where plait would read it or refuse it. A model whose
-``preprocessing.datetime_format`` is not one of the ISO forms is refused at export.
+missing value, as the fill date, where plait would read it or refuse it. plait_onnx.py writes a
+Python or pandas datetime as its text (``str``), which is this form unless it has a zone. A
+model whose ``preprocessing.datetime_format`` is not one of the ISO forms is refused at export.
 """
 
 from __future__ import annotations
