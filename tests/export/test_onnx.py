@@ -117,7 +117,26 @@ def test_a_model_the_graph_cannot_hold_is_refused_by_name_before_any_file(tmp_pa
                       "output_features": [{"name": "y", "type": "number"}]}), None
     model.metadata = {"features": {"series": {"type": "timeseries"}, "y": {"type": "number"}}}
     assert refusals(model) == ["input feature 'series' is of type timeseries, whose preprocessing has no ONNX form "
-                               "(exportable inputs: binary, category, number)"]
+                               "(exportable inputs: bag, binary, category, date, h3, image, number, set, text, "
+                               "vector)"]
+    model = Model({"input_features": [{"name": "review", "type": "text", "preprocessing": {"tokenizer": "bpe"}},
+                                      {"name": "when", "type": "date",
+                                       "preprocessing": {"datetime_format": "%d/%m/%Y"}}],
+                   "output_features": [{"name": "y", "type": "number"}]})
+    model.metadata = {"features": {"review": {"type": "text", "bpe": "{}"}, "y": {"type": "number"},
+                                   "when": {"type": "date", "datetime_format": "%d/%m/%Y"}}}
+    assert refusals(model) == [
+        "input feature 'review': its BPE subword tokenizer (tokenizer: bpe) has no ONNX form; word tokenizers "
+        "(space, space_punct, ...) export",
+        "input feature 'when': datetime_format '%d/%m/%Y' has no ONNX form: the graph reads ISO dates only "
+        "(%Y-%m-%d, %Y-%m-%d %H:%M:%S, %Y-%m-%dT%H:%M:%S, %Y-%m-%d %H:%M, %Y-%m-%dT%H:%M)"]
+    model = Model({"input_features": [{"name": "tags", "type": "set"},
+                                      {"name": "words", "type": "bag", "column": "tags"}],
+                   "output_features": [{"name": "y", "type": "number"}]})
+    model.metadata = {"features": {"tags": {"type": "set", "fill_value": ""}, "y": {"type": "number"},
+                                   "words": {"type": "bag", "fill_value": "<UNK>"}}}
+    [why] = refusals(model)
+    assert why.startswith("column 'tags' is read by input features 'tags', 'words' in different forms (")
     assert main(["export_model", "--model_path", str(tmp_path / "nothing"), "--output_path", str(tmp_path / "out")]) == 2
     assert "plait: error:" in capsys.readouterr().err and not (tmp_path / "out").exists()
 

@@ -3,8 +3,9 @@
 One graph holds three parts: each input's preprocessing (``features/<type>.py``), the network
 (``torch.onnx.export`` of :class:`~plait.export.network.ExportedNetwork`) and each output's
 postprocessing. Beside it, ``plait_onnx.py`` (a copy of ``runner.py``: numpy and onnxruntime
-alone) turns Python values into the graph's typed inputs, and ``export.json`` lists the inputs
-(column, element type) and outputs.
+alone) turns Python values into the graph's typed inputs (and tokenizes text, set and bag
+cells: ``features/tokens.py``), and ``export.json`` lists the inputs (column, element type, the
+runner's reader), the outputs and those of them that hold a list per row.
 """
 
 from __future__ import annotations
@@ -50,11 +51,35 @@ def refusals(model) -> list[str]:
         elif CACHED_EMBEDDING in features[feature.name]:
             found.append(f"input feature {feature.name!r} is encoded by a pretrained model at preprocessing "
                          "(a cached embedding), which the graph cannot run")
+        elif INPUTS[feature.type].refuse:
+            found.extend(f"input feature {feature.name!r}: {why}"
+                         for why in INPUTS[feature.type].refuse(features[feature.name], feature))
+    found.extend(_columns_read_two_ways(model))
     for feature in model.config.output_features:
         if feature.type not in OUTPUTS:
             found.append(f"output feature {feature.name!r} is of type {feature.type}, whose predictions have no ONNX "
                          f"form (exportable outputs: {', '.join(sorted(OUTPUTS))})")
     return found
+
+
+def raw_form(meta: dict, feature) -> dict:
+    """What the graph's input for this feature's column holds: element type, dimensions and the
+    runner's reading of it (export.json's entry, less the names)."""
+    export = INPUTS[feature.type]
+    reader = export.reader(meta, feature) if export.reader else {}
+    return {"type": export.raw_type, "dimensions": export.raw_dimensions, **reader}
+
+
+def _columns_read_two_ways(model) -> list[str]:
+    """One graph input per column: features that read one column in different forms cannot share it."""
+    features, readers = model.metadata["features"], {}
+    for feature in model.config.input_features:
+        if feature.type in INPUTS:
+            readers.setdefault(feature.source_column, []).append((feature.name, raw_form(features[feature.name], feature)))
+    return [f"column {column!r} is read by input features {', '.join(repr(name) for name, _ in read)} in different "
+            f"forms ({'; '.join(str(form) for _, form in read)}), which one graph input cannot carry; give each "
+            f"feature its own copy of the column"
+            for column, read in readers.items() if any(form != read[0][1] for _, form in read)]
 
 
 def write(model, folder: Path) -> None:
@@ -65,9 +90,16 @@ def write(model, folder: Path) -> None:
     shutil.copyfile(Path(__file__).with_name("runner.py"), folder / RUNNER_FILE)
     description = {"format": "onnx", "plait_version": plait.__version__, "model": MODEL_FILE, "runner": RUNNER_FILE,
                    "inputs": raw_columns, "outputs": [o.name for o in graph_model.graph.output],
+                   "lists": list_columns(graph_model),
                    "output_features": [{"name": f.name, "type": f.type, "column": f.source_column}
                                        for f in model.config.output_features]}
     (folder / "export.json").write_text(json.dumps(description, indent=2))
+
+
+def list_columns(graph_model: onnx.ModelProto) -> list[str]:
+    """The outputs that hold a list per row, as matrices [rows, items]: a set's labels (strings,
+    "" where a row has no item), a vector's numbers. The runner turns each row into its list."""
+    return [o.name for o in graph_model.graph.output if len(o.type.tensor_type.shape.dim) == 2]
 
 
 def network_graph(model, network: ExportedNetwork) -> onnx.ModelProto:
@@ -122,7 +154,9 @@ def preprocessing(g: GraphBuilder, model, network: ExportedNetwork, net: onnx.Mo
             shape = [ROWS, *(f"{column}/{d}" for d in export.raw_dimensions)]
             inputs[column] = helper.make_tensor_value_info(column, RAW_TYPES[export.raw_type], shape)
             meta = features[feature_name]
-            columns.append({"name": column, "type": export.raw_type, "shape": shape, "feature": feature.name,
+            form = raw_form(meta, feature)
+            form.pop("dimensions")
+            columns.append({"name": column, **form, "shape": shape, "feature": feature.name,
                             "feature_type": feature.type,
                             "metadata": {key: meta[key] for key in CHECKED_METADATA if key in meta}})
         g.op("Identity", export.build(g, column, features[feature_name], feature), name=net_input.name)

@@ -30,6 +30,12 @@ class InputExport:
     """(graph, raw column's tensor name, feature metadata, feature config) -> the model-ready tensor's name."""
     raw_dimensions: tuple[str, ...] = ()
     """Symbolic dimensions after the row's (an image's height, width and channels)."""
+    refuse: Callable[[dict, object], list[str]] | None = None
+    """(feature metadata, feature config) -> why the graph cannot hold this feature (none: it can)."""
+    reader: Callable[[dict, object], dict] | None = None
+    """(feature metadata, feature config) -> what the runner needs to write the column, beyond its
+    element type (its ``reader`` in ``plait_onnx.READERS`` and that reader's settings), which
+    export.json carries; none: the element type's plain coercion."""
 
 
 OutputBuild = Callable[[GraphBuilder, dict[str, str], dict, object], dict[str, str]]
@@ -40,9 +46,9 @@ INPUTS: dict[str, InputExport] = {}
 OUTPUTS: dict[str, OutputBuild] = {}
 
 
-def exports_input(feature_type: str, raw_type: str, raw_dimensions: tuple[str, ...] = ()):
+def exports_input(feature_type: str, raw_type: str, raw_dimensions: tuple[str, ...] = (), refuse=None, reader=None):
     def register(build):
-        INPUTS[feature_type] = InputExport(raw_type, build, raw_dimensions)
+        INPUTS[feature_type] = InputExport(raw_type, build, raw_dimensions, refuse, reader)
         return build
     return register
 
@@ -54,4 +60,4 @@ def exports_output(feature_type: str):
     return register
 
 
-from plait.export.onnx.features import binary, category, number  # noqa: E402,F401  (they register)
+from plait.export.onnx.features import bag, binary, category, date, h3, image, number, set, text, vector  # noqa: E402,F401  (they register)
