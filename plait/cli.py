@@ -334,7 +334,8 @@ def _add_visualize(sub) -> None:
                                          "matrices, ROC and calibration curves, hyperopt reports...)")
     p.add_argument("--visualization", "-v", required=True, metavar="NAME",
                    help="the plot: learning_curves, compare_performance, confusion_matrix, roc_curves, "
-                        "calibration_1_vs_all, hyperopt_report, throughput, ... (README lists them all)")
+                        "calibration_1_vs_all, hyperopt_report, throughput, feature_importance, ... (README lists "
+                        "them all)")
     g = p.add_argument_group("what to plot (several files compare models)")
     for names, help_text in (
             (("--training_statistics", "--training-statistics", "-trs"), "training_statistics.json of runs"),
@@ -344,6 +345,9 @@ def _add_visualize(sub) -> None:
         g.add_argument(*names, nargs="+", default=[], metavar="FILE", help=help_text)
     g.add_argument("--hyperopt_stats_path", "--hyperopt-stats-path", "-hs", metavar="FILE",
                    help="a search's hyperopt_statistics.json")
+    g.add_argument("--explanation_summary", "--explanation-summary", metavar="FILE",
+                   help="feature_importance (plait's own; Ludwig has no such plot): the explanation_summary.json "
+                        "plait explain wrote")
     g.add_argument("--ground_truth", "--ground-truth", "-g", metavar="DATASET",
                    help="the dataset holding the true values (for plots from predictions or probabilities)")
     g.add_argument("--ground_truth_split", "--ground-truth-split", "-gts", default="2",

@@ -461,7 +461,8 @@ def visualize(args) -> int:
         args.visualization, training_statistics=args.training_statistics, test_statistics=args.test_statistics,
         probabilities=args.probabilities, predictions=args.predictions, ground_truth=args.ground_truth,
         ground_truth_split=args.ground_truth_split, ground_truth_metadata=args.ground_truth_metadata,
-        hyperopt_stats_path=args.hyperopt_stats_path, output_directory=args.output_directory,
+        hyperopt_stats_path=args.hyperopt_stats_path, explanation_summary=args.explanation_summary,
+        output_directory=args.output_directory,
         file_format=args.file_format, output_feature_name=args.output_feature_name, model_names=args.model_names,
         top_n_classes=args.top_n_classes, labels_limit=args.labels_limit, normalize=args.normalize,
         metrics=args.metrics, positive_label=args.positive_label)

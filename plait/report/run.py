@@ -1,5 +1,5 @@
 """The sections of a training run's report: what ran, the config, the data, the learning curves,
-each output's test results, and the training speed. A part the run did not write (no test
+each output's test results, the feature importance plait explain found, and the training speed. A part the run did not write (no test
 statistics after plait train, no predictions with --skip-save-predictions) is left out with a
 note saying why."""
 
@@ -11,6 +11,7 @@ import numpy as np
 
 from plait.errors import PlaitError
 from plait.report import page
+from plait.report.explanations import importance_section
 from plait.run_directory import RunDirectory
 from plait.visualize import calibration, confusion, curves, figures, inputs, speed, training
 from plait.visualize.performance import NOT_METRICS
@@ -30,6 +31,7 @@ def run_sections(run: RunDirectory, dataset: str | None = None) -> list[str]:
         data_section(metadata),
         learning_section(stats),
         outputs_section(root, metadata, tests, _truth(run, metadata, dataset)),
+        importance_section(root),
         speed_section(stats),
     ]
 

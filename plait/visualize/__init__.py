@@ -5,7 +5,8 @@ test statistics, predictions or probabilities with the ground truth, the model's
 search's statistics. Each module holds one kind of plot, with the numbers behind it worked out in
 plain numpy functions apart from the drawing, so they can be checked without looking at pixels:
 training (learning curves), performance (comparisons of models and classes), confusion,
-curves (ROC and precision-recall), calibration, hyperopt, speed (plait's own throughput).
+curves (ROC and precision-recall), calibration, hyperopt, speed (plait's own throughput),
+importance (plait's own: plait explain's global feature importance).
 
 ``visualize(name, **inputs)`` draws from inputs already loaded; :func:`plait.visualize.files.from_files`
 loads them from the files the CLI names first. matplotlib is imported only when a figure is made.
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from plait.errors import UsageError
-from plait.visualize import calibration, confusion, curves, hyperopt, performance, speed, training
+from plait.visualize import calibration, confusion, curves, hyperopt, importance, performance, speed, training
 from plait.visualize.figures import FILE_FORMATS, Target
 
 
@@ -62,8 +63,9 @@ VISUALIZATIONS: dict[str, Visualization] = {
     "hyperopt_report": Visualization(hyperopt.hyperopt_report, ("hyperopt_statistics",)),
     "hyperopt_hiplot": Visualization(hyperopt.hyperopt_hiplot, ("hyperopt_statistics",)),
     "throughput": Visualization(speed.throughput, ("training_statistics",)),
+    "feature_importance": Visualization(importance.feature_importance, ("explanation_summary",)),
 }
-"""Every plot plait draws, by Ludwig's name (throughput is plait's own)."""
+"""Every plot plait draws, by Ludwig's name (throughput and feature_importance are plait's own)."""
 
 LUDWIG_ONLY = ("compare_classifiers_performance_subset", "compare_classifiers_performance_changing_k",
                "compare_classifiers_predictions", "compare_classifiers_predictions_distribution",

@@ -11,6 +11,7 @@ WHAT = {
     "test_statistics": "--test_statistics (a run's test_statistics.json, or plait evaluate's "
                        "evaluation_statistics.json; several to compare models)",
     "hyperopt_statistics": "--hyperopt_stats_path (a search's hyperopt_statistics.json)",
+    "explanation_summary": "--explanation_summary (the explanation_summary.json of plait explain)",
     "metadata": "--ground_truth_metadata (the model's model/training_set_metadata.json)",
     "probabilities": "--probabilities (a run's predictions.parquet, which holds each class's probability)",
     "predictions": "--predictions (a run's predictions.parquet)",
@@ -20,14 +21,16 @@ WHAT = {
 def from_files(name: str, *, training_statistics: list[str] = (), test_statistics: list[str] = (),
                probabilities: list[str] = (), predictions: list[str] = (), ground_truth: str | None = None,
                ground_truth_split: str = "2", ground_truth_metadata: str | None = None,
-               hyperopt_stats_path: str | None = None, output_directory: str = "visualizations",
+               hyperopt_stats_path: str | None = None, explanation_summary: str | None = None,
+               output_directory: str = "visualizations",
                file_format: str = "pdf", **options) -> list[str]:
     """Load what the plot ``name`` reads from these files and draw it; the files written.
     ``options`` the plot does not take are left unused (Ludwig's scripts pass the same flags to
     every plot)."""
     visualization = get_visualization(name)
     given = {"training_statistics": list(training_statistics), "test_statistics": list(test_statistics),
-             "hyperopt_statistics": hyperopt_stats_path, "metadata": ground_truth_metadata,
+             "hyperopt_statistics": hyperopt_stats_path, "explanation_summary": explanation_summary,
+             "metadata": ground_truth_metadata,
              "probabilities": list(probabilities), "predictions": list(predictions)}
     needs = set(visualization.needs)
     for need in needs & set(WHAT):
@@ -40,6 +43,8 @@ def from_files(name: str, *, training_statistics: list[str] = (), test_statistic
             loaded[need] = [loader(path) for path in given[need]]
     if "hyperopt_statistics" in needs:
         loaded["hyperopt_statistics"] = inputs.hyperopt_statistics(hyperopt_stats_path)
+    if "explanation_summary" in needs:
+        loaded["explanation_summary"] = inputs.explanation_summary(explanation_summary)
     if "metadata" in needs:
         loaded["metadata"] = inputs.model_metadata(ground_truth_metadata) if ground_truth_metadata else None
     if "ground_truth" in needs:

@@ -21,6 +21,9 @@ from plait.errors import DataError, UsageError
 TRAINING_STATISTICS = "training_statistics.json"
 TEST_STATISTICS = "test_statistics.json"
 HYPEROPT_STATISTICS = "hyperopt_statistics.json"
+EXPLANATION_SUMMARY = "explanation_summary.json"
+"""plait.explain.SUMMARY_FILE, spelled here too: importing plait.explain to read a JSON file would
+load torch (a test holds the two equal)."""
 METADATA = "training_set_metadata.json"
 PREDICTIONS = ("predictions.parquet", "predictions.csv")
 
@@ -94,6 +97,18 @@ def hyperopt_statistics(path: str | os.PathLike, flag: str = "--hyperopt_stats_p
         raise DataError(f"{flag} {str(path)!r} is not a search's statistics (hyperopt_config.parameters and "
                         f"hyperopt_results); give the {HYPEROPT_STATISTICS} of plait hyperopt")
     return loaded(data, str(_file(path, flag, HYPEROPT_STATISTICS)))
+
+
+def explanation_summary(path: str | os.PathLike, flag: str = "--explanation_summary") -> dict:
+    """An ``explanation_summary.json`` of plait explain (either method): its ``importance`` is
+    ``{input: value}``."""
+    data = read_json(path, flag, EXPLANATION_SUMMARY)
+    importance = data.get("importance") if isinstance(data, dict) else None
+    if not (isinstance(importance, dict) and importance
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in importance.values())):
+        raise DataError(f"{flag} {str(path)!r} is not an explanation summary (no importance: {{input: number}}); "
+                        f"give the {EXPLANATION_SUMMARY} plait explain wrote")
+    return loaded(data, str(_file(path, flag, EXPLANATION_SUMMARY)))
 
 
 def model_metadata(path: str | os.PathLike, flag: str = "--ground_truth_metadata") -> dict:

@@ -35,20 +35,28 @@ def search_directory(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def run_report(classifier_run, tmp_path_factory):
-    """The run's report, written by the command line: (its path, what the command printed)."""
+    """The run's report, written by the command line after plait explain wrote into the run's
+    explanations/ folder, as the README says: its path."""
     from plait.cli import main
 
+    assert main(["explain", "--model_path", str(classifier_run / "model"), "--dataset",
+                 str(classifier_run.parent.parent / "data.csv"), "--output_directory",
+                 str(classifier_run / "explanations"), "--steps", "16"]) == 0
     path = tmp_path_factory.mktemp("report") / "run.html"
     assert main(["report", str(classifier_run), "--output", str(path)]) == 0
     return path
 
 
-def test_a_run_report_has_each_part_with_the_test_splits_confusion_matrix(run_report):
+def test_a_run_report_has_each_part_with_the_test_splits_confusion_matrix(run_report, classifier_run):
     html = run_report.read_text()
-    for heading in ("Run", "Config", "Data", "Learning curves", "Test results", "Throughput"):
+    for heading in ("Run", "Config", "Data", "Learning curves", "Test results", "Feature importance", "Throughput"):
         assert f"<h2>{heading}</h2>" in html
     assert "label: confusion matrix (test split)" in html and "flag: ROC" in html and "flag: calibration" in html
     assert 'class="note"' not in html  # every part was found
+    summary = json.loads((classifier_run / "explanations" / "explanation_summary.json").read_text())
+    assert "<h3>label: integrated gradients (explanations/explanation_summary.json)</h3>" in html
+    ranks = re.findall(r"<tr><td class=\"num\">(\d)</td><td>(\w+)</td>", html)
+    assert ranks == [(str(i), name) for i, name in enumerate(summary["ranking"], start=1)]
     assert not re.search(r"""(src|href)=["'](?!data:)""", html)  # nothing outside the page
 
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from plait.visualize import LUDWIG_ONLY, VISUALIZATIONS, inputs, visualize
+from test_feature_importance import IG_SUMMARY
 
 TEST_STATS = {
     "combined": {"loss": 0.6},
@@ -44,11 +45,12 @@ def files(tmp_path_factory, classifier_run):
     """Paths of the run's files and of the hand-written ones."""
     folder = tmp_path_factory.mktemp("handwritten")
     for name, data in (("test_statistics.json", TEST_STATS), ("training_set_metadata.json", METADATA),
-                       ("hyperopt_statistics.json", HYPEROPT)):
+                       ("hyperopt_statistics.json", HYPEROPT), ("explanation_summary.json", IG_SUMMARY)):
         (folder / name).write_text(json.dumps(data))
     return {"run": classifier_run, "data": classifier_run.parent.parent / "data.csv",
             "model": classifier_run / "model", "stats": folder / "test_statistics.json",
-            "metadata": folder / "training_set_metadata.json", "search": folder / "hyperopt_statistics.json"}
+            "metadata": folder / "training_set_metadata.json", "search": folder / "hyperopt_statistics.json",
+            "explanation": folder / "explanation_summary.json"}
 
 
 def arguments(name: str, f: dict) -> list:
@@ -58,6 +60,8 @@ def arguments(name: str, f: dict) -> list:
         return ["-trs", f["run"] / "training_statistics.json"]
     if "hyperopt_statistics" in needs:
         return ["-hs", f["search"]]
+    if "explanation_summary" in needs:
+        return ["--explanation_summary", f["explanation"]]
     if "test_statistics" in needs:
         return ["-tes", f["stats"], "-gm", f["metadata"]]
     kind = "-prob" if "probabilities" in needs else "-pred"
@@ -131,6 +135,8 @@ def mistakes(f: dict) -> list[tuple[list, str]]:
         ([*prob, "-v", "roc_curves", "-pl", "zulu"], "--positive_label 'zulu': give a class index"),
         (["-v", "confusion_matrix", "-tes", f["run"] / "test_statistics.json", "-ofn", "nope"], "not an output"),
         (["-v", "hyperopt_report", "-hs", f["stats"]], "is not a search's statistics"),
+        (["-v", "feature_importance"], "feature_importance needs --explanation_summary"),
+        (["-v", "feature_importance", "--explanation_summary", f["stats"]], "is not an explanation summary"),
         (["-v", "learning_curves", "-trs", f["stats"], "--split_file", "x.csv"], "--split_file: plait splits"),
         (["-v", "nonsense"], "--visualization 'nonsense': no such visualization; choose one of"),
     ]
