@@ -32,7 +32,9 @@ REFINEMENT = 4
 MAX_STEPS = 3200
 ROWS_PER_PASS = 8192
 """Interpolated rows in one forward and backward pass: the batch's rows times the steps, cut into
-passes of this many."""
+passes of this many; where what moves is larger than a vector (a text's token embeddings, an
+image's pixels), of this many divided by its size in units of ``NUMBERS_PER_ROW``."""
+NUMBERS_PER_ROW = 4096
 
 
 def quadrature(steps: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -136,8 +138,7 @@ def _integrated_gradients(scores, start, end, rows, steps) -> dict[str, torch.Te
     first = next(iter(end.values()))
     points, weights = (t.to(first.device) for t in quadrature(steps))
     count = len(first)
-    # Passes of about ROWS_PER_PASS interpolated rows (fewer where a row is a long sequence or an image).
-    per_row = max(1, first[0].numel() // 4096) if first.dim() > 2 else 1
+    per_row = max(1, first[0].numel() // NUMBERS_PER_ROW) if first.dim() > 2 else 1
     steps_per_pass = max(1, ROWS_PER_PASS // max(count * per_row, 1))
     sums = {name: torch.zeros_like(value, dtype=torch.float32) for name, value in end.items()}
     for begin in range(0, steps, steps_per_pass):
