@@ -45,7 +45,7 @@ def _images(count: int, seed: int) -> pd.DataFrame:
 
 def _trained(root, feature: dict, rows: pd.DataFrame, epochs: int) -> Model:
     model = Model({"input_features": [feature], "output_features": [{"name": "y", "type": "binary"}],
-                   "trainer": {"epochs": epochs, "batch_size": 32, "learning_rate": 0.005},
+                   "trainer": {"epochs": epochs, "batch_size": 64, "learning_rate": 0.01},
                    "backend": {"type": "local", "cache_dir": str(root / "cache")}})
     model.train(dataset=rows, progress_bar=False, random_seed=1)
     return model
