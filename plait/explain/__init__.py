@@ -2,7 +2,9 @@
 
 Two methods. ``ig``: integrated gradients at the encoders' outputs (``integrated_gradients.py``,
 each type's baseline in ``baselines.py``), per row, for the predicted class or every class; its
-global figure is each feature's mean absolute attribution. ``permutation``: on labelled rows, how
+global figure is each feature's mean absolute attribution; inside each text or sequence input,
+each token's attribution, and inside each image input, a heat map of its pixels' (``parts.py``,
+on by default: one more integral per such input). ``permutation``: on labelled rows, how
 much the output's validation metric worsens when one input column is shuffled (a feature the
 model ignores costs nothing). The work is a batch function the backend maps over the data
 (``rows.py``), as prediction is: in this process, or as a Ray Data job on Ray.
@@ -22,6 +24,7 @@ import pyarrow as pa
 from plait.errors import UsageError
 from plait.explain.baselines import BASELINES
 from plait.explain.integrated_gradients import DEFAULT_STEPS
+from plait.explain.parts import described
 from plait.explain.rows import ChunkExplanations, check_output
 
 METHODS = ("ig", "permutation")
@@ -57,8 +60,11 @@ class Explanation:
 
 
 def explain(backend, spec, dataset: Any, output_feature_name: str | None = None, method: str = "ig",
-            every_class: bool = False, steps: int = DEFAULT_STEPS, random_seed: int = 42) -> Explanation:
-    """Explain ``spec``'s model (a PredictorSpec) on ``dataset`` with ``method`` (see the module)."""
+            every_class: bool = False, steps: int = DEFAULT_STEPS, random_seed: int = 42,
+            parts: bool = True) -> Explanation:
+    """Explain ``spec``'s model (a PredictorSpec) on ``dataset`` with ``method`` (see the module).
+    ``parts`` (ig): also each text or sequence input's tokens and each image input's heat map
+    (``parts.py``), at the cost of one more integral per such input."""
     if method not in METHODS:
         raise UsageError(f"--method {method!r}: give {' or '.join(METHODS)}")
     if not isinstance(steps, int) or steps < 1:
@@ -68,24 +74,26 @@ def explain(backend, spec, dataset: Any, output_feature_name: str | None = None,
     summary = {"method": method, "output_feature": output, "inputs": list(inputs)}
     if method == "permutation":
         return Explanation({**summary, **permutation_importance(backend, spec, dataset, output, random_seed)})
-    rows = _attributions(backend, spec, dataset, output, steps, every_class)
+    rows = _attributions(backend, spec, dataset, output, steps, every_class, parts)
     importance = {name: float(np.abs(rows[f"{name}_attribution"]).mean()) if len(rows) else 0.0 for name in inputs}
     summary.update(explained="every class" if every_class else "the predicted class", steps=steps,
                    baselines={name: BASELINES[kind] for name, kind in inputs.items()},
                    importance=importance, ranking=sorted(importance, key=lambda name: -importance[name]),
                    rows=int(rows["row"].nunique()) if len(rows) else 0,
                    max_abs_delta=float(np.abs(rows["delta"]).max()) if len(rows) else 0.0)
+    if parts and len(rows):
+        summary["parts"] = described(inputs, rows.columns)
     return Explanation(summary, rows)
 
 
-def _attributions(backend, spec, dataset, output: str, steps: int, every_class: bool):
+def _attributions(backend, spec, dataset, output: str, steps: int, every_class: bool, parts: bool):
     """Each chunk's explanation rows, in the data's order, numbered by the row's place in the data."""
     import dataclasses
 
     from plait.features import data_directory
 
     spec = dataclasses.replace(spec, data_directory=data_directory(dataset))  # relative file paths: the data's folder
-    make = partial(_make_explainer, spec, output, steps, every_class)
+    make = partial(_make_explainer, spec, output, steps, every_class, parts)
     tables, offset = [], 0
     for table in backend.map_batches(dataset, make, ordered=True, what="explanation"):
         numbers = table["row"].to_numpy()
@@ -96,8 +104,8 @@ def _attributions(backend, spec, dataset, output: str, steps: int, every_class: 
     return pa.concat_tables(tables).to_pandas()
 
 
-def _make_explainer(spec, output: str, steps: int, every_class: bool, device: str) -> ChunkExplanations:
-    return ChunkExplanations(spec, False, device, output, steps, every_class)
+def _make_explainer(spec, output: str, steps: int, every_class: bool, parts: bool, device: str) -> ChunkExplanations:
+    return ChunkExplanations(spec, False, device, output, steps, every_class, parts)
 
 
 from plait.explain.permutation import permutation_importance  # noqa: E402

@@ -16,6 +16,8 @@ again with ``REFINEMENT`` times the steps, up to ``MAX_STEPS``; ``steps`` report
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import torch
 
@@ -30,7 +32,9 @@ REFINEMENT = 4
 MAX_STEPS = 3200
 ROWS_PER_PASS = 8192
 """Interpolated rows in one forward and backward pass: the batch's rows times the steps, cut into
-passes of this many."""
+passes of this many; where what moves is larger than a vector (a text's token embeddings, an
+image's pixels), of this many divided by its size in units of ``NUMBERS_PER_ROW``."""
+NUMBERS_PER_ROW = 4096
 
 
 def quadrature(steps: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -64,7 +68,8 @@ def integrated_gradients(module, inputs: dict[str, torch.Tensor], types: dict[st
     """For a batch of ``inputs`` (model-ready tensors; ``types``: each input's feature type):
     ``attributions`` {input: [rows]}, ``score`` and ``baseline_score`` [rows], ``delta`` (the
     attributions' sum minus the scores' difference), ``classes`` (the explained class of each
-    row: ``classes`` if given, else the predicted one) and ``steps`` (each row's, after refinement)."""
+    row: ``classes`` if given, else the predicted one) and ``steps`` (each row's, after refinement);
+    ``encoded`` and ``state``, the rows' encodings, for explanations that hold them fixed."""
     module.eval()
     with torch.no_grad():
         encoded, state = module.encoded(inputs)
@@ -73,57 +78,83 @@ def integrated_gradients(module, inputs: dict[str, torch.Tensor], types: dict[st
         classes = predicted_classes(module, logits, output) if classes is None else classes
         score = score_of(module, logits, output, classes)
         baseline_score = score_of(module, module.decoded(baseline, state), output, classes)
-    change = score - baseline_score
-    attributions = _attributions(module, encoded, baseline, state, output, classes, steps)
+
+    def scores(mixed: dict[str, torch.Tensor], rows: torch.Tensor, repeats: int) -> torch.Tensor:
+        return score_of(module, module.decoded(mixed, state), output,
+                        None if classes is None else classes[rows].repeat(repeats))
+
+    attributions, delta, used = integrate(scores, baseline, encoded, score - baseline_score, steps,
+                                          lambda product: product.flatten(1).sum(1))
+    return {"attributions": attributions, "score": score, "baseline_score": baseline_score, "delta": delta,
+            "classes": classes, "steps": used, "encoded": encoded, "state": state}
+
+
+Scores = Callable[[dict[str, torch.Tensor], torch.Tensor, int], torch.Tensor]
+"""``scores(mixed, rows, repeats)``: the explained score of each of ``mixed``'s rows, which are
+``repeats`` interpolations of each of ``rows`` (indices into the batch), step by step: row
+``s * len(rows) + i`` is step ``s`` of ``rows[i]``."""
+
+
+def integrate(scores: Scores, start: dict[str, torch.Tensor], end: dict[str, torch.Tensor], change: torch.Tensor,
+              steps: int, reduce: Callable[[torch.Tensor], torch.Tensor] | None = None
+              ) -> tuple[dict[str, torch.Tensor], torch.Tensor, torch.Tensor]:
+    """Integrated gradients of ``scores`` on the straight lines from ``start`` to ``end`` (tensors
+    whose first dimension is the batch's rows), refined where a row's completeness error exceeds
+    the tolerance (see the module): each tensor's attributions (``(end - start) * gradients``
+    through ``reduce``, which keeps the rows' dimension), the rows' ``delta`` (the attributions'
+    sum minus ``change``, the scores' difference between the ends) and steps."""
+    reduce = reduce or (lambda product: product)
+    rows = torch.arange(len(change), device=change.device)
+    attributions = _attributions(scores, start, end, rows, steps, reduce)
     delta = _total(attributions) - change
-    used = torch.full_like(score, steps)
+    used = torch.full_like(change, steps)
     while steps < MAX_STEPS:
         off = torch.nonzero(delta.abs() > TOLERANCE * change.abs() + ABSOLUTE_FLOOR).flatten()
         if len(off) == 0:
             break
         steps = min(steps * REFINEMENT, MAX_STEPS)
-        again = _attributions(module, _rows(encoded, off), _rows(baseline, off), state, output,
-                              None if classes is None else classes[off], steps)
+        again = _attributions(scores, _rows(start, off), _rows(end, off), off, steps, reduce)
         for name in attributions:
             attributions[name][off] = again[name]
         delta[off], used[off] = _total(again) - change[off], steps
-    return {"attributions": attributions, "score": score, "baseline_score": baseline_score, "delta": delta,
-            "classes": classes, "steps": used}
+    return attributions, delta, used
 
 
-def _attributions(module, encoded, baseline, state, output, classes, steps) -> dict[str, torch.Tensor]:
-    gradients = _integrated_gradients(module, encoded, baseline, state, output, classes, steps)
-    return {name: ((encoded[name] - baseline[name]) * gradients[name]).flatten(1).sum(1) for name in encoded}
+def _attributions(scores, start, end, rows, steps, reduce) -> dict[str, torch.Tensor]:
+    gradients = _integrated_gradients(scores, start, end, rows, steps)
+    return {name: reduce((end[name] - start[name]) * gradients[name]) for name in end}
 
 
 def _total(attributions: dict[str, torch.Tensor]) -> torch.Tensor:
-    return torch.stack(list(attributions.values())).sum(0)
+    return torch.stack([a.reshape(len(a), -1).sum(1) for a in attributions.values()]).sum(0)
 
 
 def _rows(tensors: dict[str, torch.Tensor], rows: torch.Tensor) -> dict[str, torch.Tensor]:
     return {name: tensor[rows] for name, tensor in tensors.items()}
 
 
-def _integrated_gradients(module, encoded, baseline, state, output, classes, steps) -> dict[str, torch.Tensor]:
-    """The quadrature-weighted sum of the score's gradients along each row's line, per encoding."""
-    points, weights = quadrature(steps)
-    rows = len(next(iter(encoded.values())))
-    steps_per_pass = max(1, ROWS_PER_PASS // max(rows, 1))
-    sums = {name: torch.zeros_like(value) for name, value in encoded.items()}
-    for start in range(0, steps, steps_per_pass):
-        alphas, alpha_weights = points[start:start + steps_per_pass], weights[start:start + steps_per_pass]
+def _integrated_gradients(scores, start, end, rows, steps) -> dict[str, torch.Tensor]:
+    """The quadrature-weighted sum of the score's gradients along each row's line, per tensor."""
+    first = next(iter(end.values()))
+    points, weights = (t.to(first.device) for t in quadrature(steps))
+    count = len(first)
+    per_row = max(1, first[0].numel() // NUMBERS_PER_ROW) if first.dim() > 2 else 1
+    steps_per_pass = max(1, ROWS_PER_PASS // max(count * per_row, 1))
+    sums = {name: torch.zeros_like(value, dtype=torch.float32) for name, value in end.items()}
+    for begin in range(0, steps, steps_per_pass):
+        alphas, alpha_weights = points[begin:begin + steps_per_pass], weights[begin:begin + steps_per_pass]
         # Every step's interpolations of every row in one batch: [steps x rows, ...].
-        mixed = {name: _along(baseline[name], encoded[name], alphas).requires_grad_() for name in encoded}
-        repeated = None if classes is None else classes.repeat(len(alphas))
-        score = score_of(module, module.decoded(mixed, state), output, repeated)
+        mixed = {name: _along(start[name], end[name], alphas).requires_grad_() for name in end}
+        score = scores(mixed, rows, len(alphas))
         gradients = torch.autograd.grad(score.sum(), list(mixed.values()))
         for name, gradient in zip(mixed, gradients):
-            per_step = gradient.view(len(alphas), rows, *gradient.shape[1:])
+            per_step = gradient.view(len(alphas), count, *gradient.shape[1:])
             sums[name] += torch.einsum("s,s...->...", alpha_weights, per_step)
     return sums
 
 
 def _along(start: torch.Tensor, end: torch.Tensor, alphas: torch.Tensor) -> torch.Tensor:
     """``start + alpha * (end - start)`` for each alpha, stacked on the row dimension."""
+    start, end = start.float(), end.float()
     shape = (len(alphas),) + (1,) * end.dim()
     return (start.unsqueeze(0) + alphas.view(shape) * (end - start).unsqueeze(0)).reshape(-1, *end.shape[1:])

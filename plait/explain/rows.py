@@ -9,6 +9,7 @@ import torch
 
 from plait.errors import UsageError
 from plait.explain.integrated_gradients import integrated_gradients
+from plait.explain.parts import part_attributions, part_columns
 from plait.inference import ChunkFunction, PredictorSpec
 
 EXPLAINED_OUTPUT_TYPES = ("binary", "category", "number")
@@ -30,11 +31,13 @@ def check_output(spec_config: dict, output_feature_name: str | None) -> str:
 
 class ChunkExplanations(ChunkFunction):
     """One chunk in; out, a row per (input row, explained class): the row's number in the chunk,
-    the class, the score and the baseline's, the quadrature's delta and each input's attribution."""
+    the class, the score and the baseline's, the quadrature's delta and each input's attribution;
+    with ``parts``, each text or sequence input's tokens and image input's heat map (``parts.py``)."""
 
-    def __init__(self, spec: PredictorSpec, cached: bool, device: str, output: str, steps: int, every_class: bool):
+    def __init__(self, spec: PredictorSpec, cached: bool, device: str, output: str, steps: int, every_class: bool,
+                 parts: bool = True):
         super().__init__(spec, cached, device)
-        self.output, self.steps, self.every_class = output, steps, every_class
+        self.output, self.steps, self.every_class, self.parts = output, steps, every_class, parts
         self.types = {p.name: p.type for p in self.predictor.inputs}
         self.labels = self.predictor.features[output].get("vocabulary")
         if self.predictor.features[output]["type"] == "binary":
@@ -43,14 +46,24 @@ class ChunkExplanations(ChunkFunction):
     def __call__(self, chunk: pa.Table) -> pa.Table:
         self.predictor.check_columns(chunk.column_names, with_outputs=False)
         inputs = {k: v.to(self.predictor.device) for k, v in self.predictor.tensors(chunk, self.predictor.inputs).items()}
-        module = self.predictor.module
         if not self.every_class or self.labels is None:
-            return self._table(integrated_gradients(module, inputs, self.types, self.output, steps=self.steps))
+            return self._explained(inputs, None)
         rows = len(chunk)
-        parts = [self._table(integrated_gradients(module, inputs, self.types, self.output,
-                                                  torch.full((rows,), c, dtype=torch.int64), self.steps))
-                 for c in range(len(self.labels))]
-        return pa.concat_tables(parts)
+        return pa.concat_tables([self._explained(inputs, torch.full((rows,), c, dtype=torch.int64,
+                                                                     device=self.predictor.device))
+                                 for c in range(len(self.labels))])
+
+    def _explained(self, inputs: dict[str, torch.Tensor], classes: torch.Tensor | None) -> pa.Table:
+        module = self.predictor.module
+        found = integrated_gradients(module, inputs, self.types, self.output, classes, self.steps)
+        table = self._table(found)
+        if self.parts:
+            for name, result in part_attributions(module, inputs, self.types, self.output, found, self.steps).items():
+                columns = part_columns(name, self.types[name], result, inputs[name],
+                                       self.predictor.features[name].get("vocabulary"))
+                for column, values in columns.items():
+                    table = table.append_column(column, values)
+        return table
 
     def _table(self, found: dict) -> pa.Table:
         rows = len(found["score"])
