@@ -218,17 +218,18 @@ class Model:
         return Path(saved.url) if saved.is_local else saved.url
 
     def explain(self, dataset: Any, output_feature_name: str | None = None, method: str = "ig",
-                every_class: bool = False, steps: int = 50, random_seed: int | None = None):
+                every_class: bool = False, steps: int = 50, random_seed: int | None = None, parts: bool = True):
         """Why the model predicts what it does on ``dataset`` (see plait.explain): ``ig``,
         integrated gradients per row and input feature for the predicted class (every class with
-        ``every_class``), or ``permutation``, each input's importance on labelled rows. Returns an
+        ``every_class``; with ``parts``, also each token's attribution and each image's heat map),
+        or ``permutation``, each input's importance on labelled rows. Returns an
         :class:`~plait.explain.Explanation` (``summary``, ``rows``, ``write(folder)``)."""
         from plait.explain import explain
 
         self.require_trained()
         seed = random_seed if random_seed is not None else self.metadata.get("seed", 42)
         return explain(self.backend, self.predictor_spec(), dataset, output_feature_name, method, every_class, steps,
-                       seed)
+                       seed, parts)
 
     def export_model(self, output_path: str | os.PathLike, format: str = "onnx") -> Path | str:
         """Write this model to the new folder ``output_path`` (a local path or an fsspec URL)

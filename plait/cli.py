@@ -278,6 +278,9 @@ def _add_explain(sub) -> None:
     p.add_argument("--every-class", "--every_class", action="store_true",
                    help="ig: explain every class of a category or binary output, not just the predicted one")
     p.add_argument("--steps", type=int, default=50, help="ig: integration steps (default 50)")
+    p.add_argument("--no-parts", "--no_parts", dest="parts", action="store_false",
+                   help="ig: leave out each token's attribution and each image's heat map (one integral less per "
+                        "text, sequence or image input)")
     p.add_argument("--output-directory", "--output_directory", "-od", default="results",
                    help="where explanations.parquet and explanation_summary.json go (default ./results)")
     p.add_argument("--backend", "-b", choices=["auto", "local", "ray"], help="where to run (default: the model's)")

@@ -433,7 +433,7 @@ def explain(args) -> int:
     model = Model.load(args.model_path, backend=args.backend)
     try:
         explanation = model.explain(args.dataset, args.output_feature_name, args.method, args.every_class, args.steps,
-                                    args.random_seed)
+                                    args.random_seed, args.parts)
     finally:
         model.close()
     paths = explanation.write(args.output_directory)

@@ -12,7 +12,6 @@ model ignores costs nothing). The work is a batch function the backend maps over
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from functools import partial
@@ -68,7 +67,8 @@ def explain(backend, spec, dataset: Any, output_feature_name: str | None = None,
     if method not in METHODS:
         raise UsageError(f"--method {method!r}: give {' or '.join(METHODS)}")
     if not isinstance(steps, int) or steps < 1:
-        raise UsageError(f"steps {steps!r}: give a whole number of integration steps, 1 or more (default {DEFAULT_STEPS})")
+        raise UsageError(f"steps {steps!r}: give a whole number of integration steps, 1 or more "
+                         f"(default {DEFAULT_STEPS})")
     output = check_output(spec.config, output_feature_name)
     inputs = {f["name"]: f["type"] for f in spec.config["input_features"]}
     summary = {"method": method, "output_feature": output, "inputs": list(inputs)}

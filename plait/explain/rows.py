@@ -45,7 +45,8 @@ class ChunkExplanations(ChunkFunction):
 
     def __call__(self, chunk: pa.Table) -> pa.Table:
         self.predictor.check_columns(chunk.column_names, with_outputs=False)
-        inputs = {k: v.to(self.predictor.device) for k, v in self.predictor.tensors(chunk, self.predictor.inputs).items()}
+        tensors = self.predictor.tensors(chunk, self.predictor.inputs)
+        inputs = {name: tensor.to(self.predictor.device) for name, tensor in tensors.items()}
         if not self.every_class or self.labels is None:
             return self._explained(inputs, None)
         rows = len(chunk)

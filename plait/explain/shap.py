@@ -10,13 +10,16 @@ per explained row with hundreds of masked rows, too small and too many for a bac
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 import pyarrow as pa
 
 from plait.errors import UsageError
 from plait.explain.rows import check_output
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 NUMBER_TYPES = ("number",)
 """Input types whose column is made numeric when it arrives as objects (shap's arrays of a mixed
