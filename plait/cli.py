@@ -266,6 +266,19 @@ def _add_serve(sub) -> None:
     _add_runtime(p)
 
 
+def _add_export_mlflow(sub) -> None:
+    p = sub.add_parser("export_mlflow", aliases=["export-mlflow"],
+                       help="write a trained model as an MLflow pyfunc model (mlflow models serve, "
+                            "mlflow.pyfunc.load_model)")
+    p.add_argument("--model-path", "--model_path", "-m", required=True, help="a model directory written by plait train")
+    p.add_argument("--output-path", "--output_path", "-o", default="mlflow",
+                   help="a new or empty local folder for the MLflow model (default ./mlflow)")
+    p.add_argument("--registered-model-name", "--registered_model_name", "-rmn", metavar="NAME",
+                   help="also log the model to MLflow's tracking URI (MLFLOW_TRACKING_URI) and register it "
+                        "under this name")
+    p.add_argument("--logging-level", "--logging_level", "-l", choices=list(LOG_LEVELS), help="the plait logger's level")
+
+
 def _add_preprocess(sub) -> None:
     p = sub.add_parser("preprocess", help="preprocess a dataset into the cache")
     g = p.add_mutually_exclusive_group(required=True)
@@ -381,6 +394,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_predict(sub)
     _add_forecast(sub)
     _add_serve(sub)
+    _add_export_mlflow(sub)
     _add_visualize(sub)
     _add_report(sub)
     return parser
@@ -396,7 +410,6 @@ LUDWIG_VERBS_NOT_IMPLEMENTED = {
     "collect_weights": "plait has no collect commands; the weights are model/model_weights.safetensors",
     "collect_activations": "plait has no collect commands",
     "datasets": "plait does not download datasets; give --dataset a path or URL",
-    "export_mlflow": "plait does not export models",
     "export_model": "plait does not export models; the weights are model/model_weights.safetensors",
     "inspect": "the model's config is model/model_hyperparameters.json and its weights model_weights.safetensors",
     "export_schema": "plait's config reference is docs/config.md",

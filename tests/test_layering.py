@@ -78,6 +78,7 @@ LAYERS = [
     {"tracking"},                  # experiment trackers: callbacks that log a run's config, metrics and files
     {"training", "inference"},     # siblings: neither imports the other
     {"backends"},                  # where work runs
+    {"export"},                    # a saved model in other tools' formats (Model.export_mlflow calls it)
     {"api", "serving"},
     {"search"},                    # trials are runs of the public API
     {"visualize"},                 # plots of what runs and searches wrote
