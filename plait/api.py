@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,6 +19,7 @@ from plait.config.render import resolved_dict
 from plait.data.preprocess import PreprocessedData, preprocess
 from plait.errors import ModelError, UsageError
 from plait.evaluation.statistics import EVERY_EPOCH, evaluation_frequency, training_statistics
+from plait.export.mlflow import export_mlflow
 from plait.inference import CachedSplit, PredictorSpec, WrittenPredictions
 from plait.models import build_model
 from plait.models.saved import WEIGHTS, load_weights_into, read_model, save_model
@@ -255,6 +257,24 @@ class Model:
         # travels with its weights, so that workers need no credentials.
         model.path = folder.resolved().local() if folder.is_local else None
         return model
+
+    # ---- exporting -------------------------------------------------------------------------------
+
+    def export_mlflow(self, output_path: str | os.PathLike = "mlflow", registered_model_name: str | None = None) -> str:
+        """This model as an MLflow pyfunc model in the new or empty local folder ``output_path``
+        (``plait.export.mlflow``); returns its absolute path. With ``registered_model_name``,
+        also logged to MLflow's tracking URI and registered under that name.
+
+        A model with no local folder (trained in memory, or loaded from object storage) is saved
+        to a temporary folder first, which the export copies: this model and its ``path`` stay
+        as they were, so nothing needs saving beforehand."""
+        self.require_trained()
+        if self.path is not None and self.path.is_dir():
+            return export_mlflow(self.path, output_path, registered_model_name)
+        with tempfile.TemporaryDirectory(prefix="plait-export-") as tmp:
+            saved = save_model(os.path.join(tmp, "model"), resolved_dict(self.config), self.metadata,
+                               self.module.state_dict())
+            return export_mlflow(saved.url, output_path, registered_model_name)
 
 
 def _location(value: Any, argument: str) -> str | os.PathLike:

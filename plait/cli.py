@@ -302,6 +302,19 @@ def _add_export_model(sub) -> None:
     _add_runtime(p)
 
 
+def _add_export_mlflow(sub) -> None:
+    p = sub.add_parser("export_mlflow", aliases=["export-mlflow"],
+                       help="write a trained model as an MLflow pyfunc model (mlflow models serve, "
+                            "mlflow.pyfunc.load_model)")
+    _add_model_path(p)
+    p.add_argument("--output-path", "--output_path", "-o", default="mlflow",
+                   help="a new or empty local folder for the MLflow model (default ./mlflow)")
+    p.add_argument("--registered-model-name", "--registered_model_name", "-rmn", metavar="NAME",
+                   help="also log the model to MLflow's tracking URI (MLFLOW_TRACKING_URI) and register it "
+                        "under this name")
+    _add_runtime(p)
+
+
 def _add_preprocess(sub) -> None:
     p = sub.add_parser("preprocess", help="preprocess a dataset into the cache")
     g = p.add_mutually_exclusive_group(required=True)
@@ -423,6 +436,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_serve(sub)
     _add_explain(sub)
     _add_export_model(sub)
+    _add_export_mlflow(sub)
     _add_visualize(sub)
     _add_report(sub)
     return parser
@@ -438,7 +452,6 @@ LUDWIG_VERBS_NOT_IMPLEMENTED = {
     "collect_weights": "plait has no collect commands; the weights are model/model_weights.safetensors",
     "collect_activations": "plait has no collect commands",
     "datasets": "plait does not download datasets; give --dataset a path or URL",
-    "export_mlflow": "plait does not export models",
     "inspect": "the model's config is model/model_hyperparameters.json and its weights model_weights.safetensors",
     "export_schema": "plait's config reference is docs/config.md",
     "generate_config": "write the config by hand; plait validate checks it",

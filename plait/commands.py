@@ -450,6 +450,15 @@ def export_model(args) -> int:
     return 0
 
 
+def export_mlflow(args) -> int:
+    """The model as an MLflow pyfunc model in ``--output-path`` (Ludwig's export_mlflow)."""
+    from plait.export.mlflow import export_mlflow as export
+
+    path = export(args.model_path, args.output_path, args.registered_model_name)
+    print(json.dumps({"mlflow_model": path, "registered_model_name": args.registered_model_name}))
+    return 0
+
+
 # ---- visualize / report --------------------------------------------------------------------------
 
 def visualize(args) -> int:
