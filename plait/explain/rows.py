@@ -28,38 +28,55 @@ def check_output(spec_config: dict, output_feature_name: str | None) -> str:
     return name
 
 
+def explained_classes(features: dict, output: str, every_class: bool) -> list[str] | None:
+    """The classes each row is explained for when ``every_class`` (the output's vocabulary, or
+    False and True for a binary output); None when each row is explained once (for its
+    predicted class, or a number output's prediction)."""
+    if not every_class or features[output]["type"] not in ("binary", "category"):
+        return None
+    return ["False", "True"] if features[output]["type"] == "binary" else list(features[output]["vocabulary"])
+
+
+def explain_table(predictor, chunk: pa.Table, output: str, steps: int, every_class: bool) -> pa.Table:
+    """A chunk's explanations by ``predictor`` (a built :class:`~plait.inference.Predictor`): a
+    row per (input row, explained class), row by row (each row's classes together, in the
+    vocabulary's order): the row's number in the chunk, the class, the score and the baseline's,
+    the quadrature's delta, the steps and each input's attribution. Every input row gives the
+    same number of rows, so numbers across chunks follow from the position alone."""
+    predictor.check_columns(chunk.column_names, with_outputs=False)
+    inputs = {k: v.to(predictor.device) for k, v in predictor.tensors(chunk, predictor.inputs).items()}
+    types = {p.name: p.type for p in predictor.inputs}
+    labels = explained_classes(predictor.features, output, True)
+    classes = explained_classes(predictor.features, output, every_class)
+    if classes is None:
+        found = integrated_gradients(predictor.module, inputs, types, output, steps=steps)
+        return _table(found, labels, types)
+    rows = len(chunk)
+    parts = [_table(integrated_gradients(predictor.module, inputs, types, output,
+                                         torch.full((rows,), c, dtype=torch.int64), steps), labels, types)
+             for c in range(len(classes))]
+    by_row = np.arange(rows * len(classes)).reshape(len(classes), rows).T.ravel()
+    return pa.concat_tables(parts).take(pa.array(by_row))
+
+
 class ChunkExplanations(ChunkFunction):
-    """One chunk in; out, a row per (input row, explained class): the row's number in the chunk,
-    the class, the score and the baseline's, the quadrature's delta and each input's attribution."""
+    """One chunk in, its explanations out (:func:`explain_table`)."""
 
     def __init__(self, spec: PredictorSpec, cached: bool, device: str, output: str, steps: int, every_class: bool):
         super().__init__(spec, cached, device)
         self.output, self.steps, self.every_class = output, steps, every_class
-        self.types = {p.name: p.type for p in self.predictor.inputs}
-        self.labels = self.predictor.features[output].get("vocabulary")
-        if self.predictor.features[output]["type"] == "binary":
-            self.labels = ["False", "True"]
 
     def __call__(self, chunk: pa.Table) -> pa.Table:
-        self.predictor.check_columns(chunk.column_names, with_outputs=False)
-        inputs = {k: v.to(self.predictor.device) for k, v in self.predictor.tensors(chunk, self.predictor.inputs).items()}
-        module = self.predictor.module
-        if not self.every_class or self.labels is None:
-            return self._table(integrated_gradients(module, inputs, self.types, self.output, steps=self.steps))
-        rows = len(chunk)
-        parts = [self._table(integrated_gradients(module, inputs, self.types, self.output,
-                                                  torch.full((rows,), c, dtype=torch.int64), self.steps))
-                 for c in range(len(self.labels))]
-        return pa.concat_tables(parts)
+        return explain_table(self.predictor, chunk, self.output, self.steps, self.every_class)
 
-    def _table(self, found: dict) -> pa.Table:
-        rows = len(found["score"])
-        classes = found["classes"]
-        columns = {"row": np.arange(rows, dtype=np.int64),
-                   "class": (np.asarray(self.labels, dtype=object)[classes.cpu().numpy()].astype(str)
-                             if classes is not None else np.full(rows, "prediction")),
-                   "score": found["score"].cpu().numpy(), "baseline_score": found["baseline_score"].cpu().numpy(),
-                   "delta": found["delta"].cpu().numpy(), "steps": found["steps"].cpu().numpy().astype(np.int32)}
-        columns.update({f"{name}_attribution": found["attributions"][name].detach().cpu().numpy()
-                        for name in self.types})
-        return pa.table(columns)
+
+def _table(found: dict, labels: list[str] | None, types: dict[str, str]) -> pa.Table:
+    rows = len(found["score"])
+    classes = found["classes"]
+    columns = {"row": np.arange(rows, dtype=np.int64),
+               "class": (np.asarray(labels, dtype=object)[classes.cpu().numpy()].astype(str)
+                         if classes is not None else np.full(rows, "prediction")),
+               "score": found["score"].cpu().numpy(), "baseline_score": found["baseline_score"].cpu().numpy(),
+               "delta": found["delta"].cpu().numpy(), "steps": found["steps"].cpu().numpy().astype(np.int32)}
+    columns.update({f"{name}_attribution": found["attributions"][name].detach().cpu().numpy() for name in types})
+    return pa.table(columns)
