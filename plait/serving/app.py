@@ -133,6 +133,7 @@ def build_app(model: ServedModel, runner: Runner, metrics: ServerMetrics | None 
         if asked.batch is None:
             checked = await off_loop(len(body), model.check_row, asked.row, blocks=model.reads_files)
             table = await runner.explain([[value] for value in checked], options)
+            metrics.rows.labels("explain").inc()
             return json_response(explanations.row_answer(table, options))
         batch = asked.batch
         columns = await off_loop(len(body), model.check_batch, batch.columns, batch.files, blocks=model.reads_files)

@@ -55,7 +55,7 @@ async def parse_request(content_type: str | None, headers, body: bytes, columns:
         options = {name: fields.pop(name) for name in OPTIONS if name in fields and name not in columns}
         if "dataset" not in fields or "dataset" in columns:
             return ExplainRequest(row=fields, options=options)
-        batch = await off_loop(len(body), batch_of_payload, parse_json(fields["dataset"] or b""), max_rows)
+        batch = await off_loop(len(body), _batch_of, fields["dataset"] or b"", max_rows)
         batch.files = files
         return ExplainRequest(batch=batch, options=options)
     payload = await off_loop(len(body), parse_json, body, kind)
@@ -67,6 +67,10 @@ async def parse_request(content_type: str | None, headers, body: bytes, columns:
                                f"batch (a JSON list of records, or pandas \"split\" JSON), not a JSON "
                                f"{type(payload).__name__}")
     return ExplainRequest(row=payload)
+
+
+def _batch_of(text: str | bytes, max_rows: int) -> Batch:
+    return batch_of_payload(parse_json(text), max_rows)
 
 
 def explain_options(query: Mapping[str, str], fields: Mapping[str, Any] | None, outputs: dict[str, str]

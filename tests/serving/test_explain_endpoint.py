@@ -58,6 +58,11 @@ def test_a_batch_of_every_class_is_explained_as_model_explain_in_the_shape_it_ca
     as_records = five.astype(object).where(five.notna(), None).to_dict("records")
     records = http.post(f"{server.url}/explain{query}", json=as_records).json()
     assert_same_explanations(pd.DataFrame(records), expected.head(15))
+    # Ludwig's batch form: the rows in the field 'dataset', the options beside them.
+    form = {"dataset": (None, rows.head(2).to_json(orient="split", index=False)), "output_feature_name": (None, "label"),
+            "every_class": (None, "true"), "steps": (None, "10")}
+    by_form = http.post(f"{server.url}/explain", files=form).json()
+    assert_same_explanations(pd.DataFrame(by_form["data"], columns=by_form["columns"]), expected.head(6))
     one = http.post(f"{server.url}/explain{query}", json=row_request(rows.iloc[2])).json()
     assert [r["class"] for r in one] == expected["class"].tolist()[6:9]
 
