@@ -24,7 +24,7 @@ from plait.errors import UsageError
 from plait.explain.baselines import BASELINES
 from plait.explain.integrated_gradients import DEFAULT_STEPS
 from plait.explain.parts import described
-from plait.explain.rows import ChunkExplanations, check_output
+from plait.explain.rows import ChunkExplanations, check_output, explained_classes
 
 METHODS = ("ig", "permutation")
 ROWS_FILE = "explanations.parquet"
@@ -87,21 +87,23 @@ def explain(backend, spec, dataset: Any, output_feature_name: str | None = None,
 
 
 def _attributions(backend, spec, dataset, output: str, steps: int, every_class: bool, parts: bool):
-    """Each chunk's explanation rows, in the data's order, numbered by the row's place in the data."""
+    """Each chunk's explanation rows, in the data's order, numbered by the row's place in the data.
+
+    The numbers come from the position: every input row gives ``per_row`` rows, together. A
+    chunk's own numbers cannot be offset instead: on Ray, one table streamed back may hold the
+    rows of several batches."""
     import dataclasses
 
     from plait.features import data_directory
 
     spec = dataclasses.replace(spec, data_directory=data_directory(dataset))  # relative file paths: the data's folder
     make = partial(_make_explainer, spec, output, steps, every_class, parts)
-    tables, offset = [], 0
-    for table in backend.map_batches(dataset, make, ordered=True, what="explanation"):
-        numbers = table["row"].to_numpy()
-        tables.append(table.set_column(0, "row", pa.array(numbers + offset)))
-        offset += int(numbers.max()) + 1 if len(numbers) else 0
+    per_row = len(explained_classes(spec.metadata["features"], output, every_class) or [None])
+    tables = list(backend.map_batches(dataset, make, ordered=True, what="explanation"))
     if not tables:
         return pa.table({"row": pa.array([], pa.int64())}).to_pandas()
-    return pa.concat_tables(tables).to_pandas()
+    table = pa.concat_tables(tables)
+    return table.set_column(0, "row", pa.array(np.arange(len(table), dtype=np.int64) // per_row)).to_pandas()
 
 
 def _make_explainer(spec, output: str, steps: int, every_class: bool, parts: bool, device: str) -> ChunkExplanations:

@@ -19,6 +19,7 @@ from fastapi import FastAPI, Request, Response
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
+from plait.serving import explanations
 from plait.serving import inference_protocol as oip
 from plait.serving.metrics import ServerMetrics
 from plait.serving.model import ServedModel
@@ -29,8 +30,8 @@ from plait.serving.values import listed
 log = logging.getLogger("plait")
 
 ALIVE = {"message": "plait model server is alive"}
-ENDPOINTS = ("GET /, /info, /metrics; POST /predict, /batch_predict; and the Open Inference Protocol's GET /v2, "
-             "/v2/health/live, /v2/health/ready, /v2/models/{name}, /v2/models/{name}/ready, POST "
+ENDPOINTS = ("GET /, /info, /metrics; POST /predict, /batch_predict, /explain; and the Open Inference Protocol's "
+             "GET /v2, /v2/health/live, /v2/health/ready, /v2/models/{name}, /v2/models/{name}/ready, POST "
              "/v2/models/{name}/infer")
 
 
@@ -120,6 +121,26 @@ def build_app(model: ServedModel, runner: Runner, metrics: ServerMetrics | None 
         metrics.rows.labels("batch_predict").inc(batch.rows)
         return await off_loop(len(body), batch_answer, batch, predicted)
 
+    outputs = {p.name: p.type for p in model.predictor.outputs}
+
+    async def explained(request: Request, body: bytes) -> Response:
+        if not model.explains:
+            raise ClientError(404, "/explain needs the model's gradients, and this server serves an ONNX export, which "
+                                   "has none: serve the plait model folder it was exported from to explain predictions")
+        asked = await explanations.parse_request(request.headers.get("content-type"), request.headers, body,
+                                                 set(model.columns), settings.max_batch_rows)
+        options = explanations.explain_options(request.query_params, asked.options, outputs)
+        if asked.batch is None:
+            checked = await off_loop(len(body), model.check_row, asked.row, blocks=model.reads_files)
+            table = await runner.explain([[value] for value in checked], options)
+            metrics.rows.labels("explain").inc()
+            return json_response(explanations.row_answer(table, options))
+        batch = asked.batch
+        columns = await off_loop(len(body), model.check_batch, batch.columns, batch.files, blocks=model.reads_files)
+        table = await runner.explain(columns, options)
+        metrics.rows.labels("explain").inc(batch.rows)
+        return json_response(await off_loop(len(body), explanations.batch_answer, batch, table))
+
     @app.get("/")
     async def alive() -> Response:
         return json_response(ALIVE)
@@ -135,6 +156,10 @@ def build_app(model: ServedModel, runner: Runner, metrics: ServerMetrics | None 
     @app.post("/batch_predict")
     async def batch_predict(request: Request) -> Response:
         return await answer("batch_predict", request, many_rows)
+
+    @app.post("/explain")
+    async def explain(request: Request) -> Response:
+        return await answer("explain", request, explained)
 
     @app.get("/metrics")
     async def prometheus() -> Response:

@@ -177,6 +177,21 @@ class ServedModel:
             checked.setdefault(i.column, values)
         return [checked[column] for column in self.columns]
 
+    # ---- explanations -----------------------------------------------------------------------------------
+
+    @property
+    def explains(self) -> bool:
+        """Its predictor has gradients to explain with (a plait model folder's; an ONNX export's not)."""
+        return hasattr(self.predictor, "explain")
+
+    def explain_batch(self, columns: list[list], output: str, steps: int, every_class: bool):
+        """Integrated gradients for checked columns (a whole request, or a piece of one), as an
+        Arrow table (``plait.explain.rows.explain_table``)."""
+        try:
+            return self.predictor.explain(dict(zip(self.columns, columns)), output, steps, every_class)
+        except DataError as exc:
+            raise ClientError(400, str(exc)) from None
+
     def predict_batch(self, columns: list[list]) -> dict[str, Any]:
         """Predictions for checked columns (:meth:`check_batch`: a whole request, or a piece of
         one), by prediction column."""

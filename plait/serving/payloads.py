@@ -156,7 +156,11 @@ async def parse_batch(content_type: str | None, headers, body: bytes, max_rows: 
 
 
 def _batch_of(body: bytes | str, kind: str, max_rows: int) -> Batch:
-    payload = parse_json(body, kind)
+    return batch_of_payload(parse_json(body, kind), max_rows)
+
+
+def batch_of_payload(payload: Any, max_rows: int) -> Batch:
+    """A batch of parsed JSON: a list of records, or pandas "split" JSON."""
     batch = _records(payload) if isinstance(payload, list) else _split(payload)
     if batch.rows == 0:
         raise ClientError(400, "the batch has no rows")

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from plait.serving.batcher import MicroBatcher
 from plait.serving.metrics import ServerMetrics
 from plait.serving.model import ServedModel
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 class Runner(Protocol):
@@ -25,6 +28,10 @@ class Runner(Protocol):
     async def predict_batch(self, columns: list[list], rows: int) -> dict[str, Any]:
         """The predictions for a batch's checked columns (``ServedModel.check_batch``), by
         prediction column."""
+
+    async def explain(self, columns: list[list], options) -> "pa.Table":
+        """Integrated gradients for a request's checked columns (``ExplainOptions``: what to
+        explain), a row per (row, explained class)."""
 
     async def stop(self) -> None:
         """Finish: called once the server has answered its last request."""
@@ -60,6 +67,25 @@ class LocalRunner:
             piece = columns if rows <= step else [values[start:start + step] for values in columns]
             parts.append(await loop.run_in_executor(self.executor, self.model.predict_batch, piece))
         return joined(parts)
+
+    async def explain(self, columns: list[list], options) -> "pa.Table":
+        """Explanations on the model thread, as a batch's predictions run (:meth:`predict_here`),
+        in pieces of at most one pass of integrated gradients (``ROWS_PER_PASS`` interpolated
+        rows): single rows run between the pieces, and a request past its time limit stops after
+        its current one. Not micro-batched: an explanation costs ``steps`` forward and backward
+        passes, and sharing them saves little."""
+        from plait.explain.integrated_gradients import ROWS_PER_PASS
+        from plait.serving.explanations import numbered
+
+        loop = asyncio.get_running_loop()
+        step = max(1, min(self.model.settings.batch_piece_rows, ROWS_PER_PASS // options.steps))
+        rows = len(columns[0])
+        parts, starts = [], list(range(0, rows, step))
+        for start in starts:
+            piece = columns if rows <= step else [values[start:start + step] for values in columns]
+            parts.append(await loop.run_in_executor(self.executor, self.model.explain_batch, piece, options.output,
+                                                    options.steps, options.every_class))
+        return numbered(parts, starts)
 
     async def stop(self) -> None:
         await self.batcher.stop()

@@ -298,3 +298,19 @@ def test_cli_predict_on_an_input_without_rows_writes_the_usual_columns_and_no_ro
     assert json.loads(out) == {"predictions": str(tmp_path / "out" / "predictions.parquet"), "rows": 0}
     written = pq.read_table(tmp_path / "out" / "predictions.parquet")
     assert written.num_rows == 0 and written.schema.equals(usual)
+
+
+def test_explanations_on_ray_equal_the_local_ones_row_for_row(saved, small_batches):
+    """Integrated gradients as a Ray Data job, every class of each row: a DataFrame in one block,
+    cut into batches of 64 whose outputs Ray streams back joined into one table (each batch
+    numbered its rows from 0: offsetting them by the table gave rows 0-63 three times)."""
+    frame = every_type_frame(150, seed=2)  # three batches
+    options = {"output_feature_name": "label", "every_class": True, "steps": 10}
+    local = Model.load(saved / "model", backend="local").explain(frame, **options)
+    on_ray = Model.load(saved / "model", backend="ray").explain(frame, **options)
+    assert on_ray.rows["row"].tolist() == [i // 3 for i in range(450)]
+    pd.testing.assert_frame_equal(on_ray.rows, local.rows, check_exact=False, rtol=1e-5, atol=1e-5)
+    assert on_ray.summary.keys() == local.summary.keys()
+    for key, value in local.summary.items():
+        assert on_ray.summary[key] == (pytest.approx(value, rel=1e-5, abs=1e-6) if key in ("importance", "max_abs_delta")
+                                       else value), key

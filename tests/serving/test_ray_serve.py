@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 
+import numpy as np
 import pytest
 import requests
 
@@ -40,6 +41,14 @@ def test_two_replicas_answer_single_rows_and_share_a_batch_as_plait_predict(ray_
     answer = requests.post(f"{ray_served}/batch_predict", json=split_request(rows)).json()
     assert_same_predictions([dict(zip(answer["columns"], r)) for r in answer["data"]], expected, exact=False)
     assert requests.post(f"{ray_served}/predict", json={"nope": 1}).status_code == 400
+    # /explain is the same app's: a replica explains with its model, as Model.explain does.
+    explained = requests.post(f"{ray_served}/explain?output_feature_name=label&steps=10",
+                              json=split_request(rows.head(3))).json()
+    from plait.api import Model
+
+    by_model = Model.load(trained[0], backend="local").explain(rows.head(3), output_feature_name="label", steps=10).rows
+    np.testing.assert_allclose([r[explained["columns"].index("num_attribution")] for r in explained["data"]],
+                               by_model["num_attribution"], atol=1e-5)
     kept = complete_rows(rows.head(30))  # the Open Inference Protocol, through Triton's client
     assert_same_predictions(infer_with_triton(ray_served, rows.iloc[kept].reset_index(drop=True)),
                             expected.iloc[kept].reset_index(drop=True), exact=False)

@@ -85,6 +85,14 @@ def test_a_bad_request_gets_the_same_4xx_and_the_server_goes_on(servers, exporte
     assert http.post(f"{servers[1].url}/predict", json={"age": 1.0, "color": "a", "member": True}).status_code == 200
 
 
+def test_explain_on_an_export_is_a_404_that_names_the_model_folder_and_the_folder_explains(servers, http):
+    row = {"age": 1.0, "color": "a", "member": True}
+    torch_server, onnx_server = servers
+    answer = http.post(f"{onnx_server.url}/explain", json=row)
+    assert answer.status_code == 404 and "serve the plait model folder it was exported from" in answer.json()["error"]
+    assert http.post(f"{torch_server.url}/explain", json=row).json()["class"] in ("high", "low")
+
+
 def test_an_export_of_images_is_refused_before_serving(tmp_path):
     from plait.errors import ModelError
     from plait.serving.predictors import open_folder

@@ -41,6 +41,9 @@ class ServingPredictor(Protocol):
         per input column (``ServedModel.check_row`` / ``check_batch``). A
         :class:`~plait.errors.DataError` refuses rows the features cannot read."""
 
+    # A predictor that can explain its predictions (the torch model's) also has
+    # ``explain(columns, output, steps, every_class) -> pa.Table``; an ONNX export has no gradients.
+
 
 class ModelFolder(Protocol):
     path: str

@@ -48,8 +48,19 @@ class TorchPredictor:
             self._arrow_types.setdefault(i.column, ARROW_TYPES.get(i.type, pa.string()))
 
     def predict(self, columns: dict[str, list]) -> dict[str, Any]:
-        table = pa.table({column: pa.array(values, self._arrow_types[column]) for column, values in columns.items()})
-        return self.predictor.predict_columns(table)
+        return self.predictor.predict_columns(self._table(columns))
+
+    def explain(self, columns: dict[str, list], output: str, steps: int, every_class: bool) -> pa.Table:
+        """Integrated gradients for checked values, as ``plait explain`` computes them
+        (``plait.explain.rows.explain_table``)."""
+        from plait.explain.rows import explain_table
+
+        # Feature-level attributions only: a token's or a pixel's (plait explain's parts) would cost
+        # one more integral per text or image input in a request, and answer lists per row.
+        return explain_table(self.predictor, self._table(columns), output, steps, every_class, parts=False)
+
+    def _table(self, columns: dict[str, list]) -> pa.Table:
+        return pa.table({column: pa.array(values, self._arrow_types[column]) for column, values in columns.items()})
 
 
 def serve_settings(config_dict: dict, settings: dict | None) -> ServeConfig:
