@@ -159,7 +159,7 @@ def _every_visualization_of_one_run(run, data: str, figures, capsys) -> None:
     from plait.visualize import VISUALIZATIONS
 
     for name, visualization in VISUALIZATIONS.items():
-        if "hyperopt_statistics" in visualization.needs:
+        if {"hyperopt_statistics", "explanation_summary"} & set(visualization.needs):  # a search's, plait explain's
             continue
         if "training_statistics" in visualization.needs:
             flags = ["-trs", run / "training_statistics.json"]

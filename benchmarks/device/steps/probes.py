@@ -115,7 +115,7 @@ def ray_data_plan() -> dict:
 
 def serve_replica() -> dict:
     from plait.config.serve import ServeConfig
-    from plait.serving.model import _device
+    from plait.serving.predictors.plait_model import _device
     from plait.serving.ray_serve import deployment_options
 
     got = {"num_gpus": deployment_options(ServeConfig(gpus_per_replica=1))["ray_actor_options"]["num_gpus"],
