@@ -26,7 +26,7 @@ from steps.common import device_for, synchronize
 ROOT = Path(__file__).resolve().parents[3]
 SIZES = {"full": {"rows": 200_000, "epochs": 3, "repeat": 1},  # the wine part has warmed CUDA up
          "small": {"rows": 20_000, "epochs": 2, "repeat": 1},
-         "tiny": {"rows": 3_000, "epochs": 1, "repeat": 1}}
+         "tiny": {"rows": 1_000, "epochs": 1, "repeat": 1}}
 BATCH_SIZE = 256
 SEED = 42
 SPLIT = [0.9, 0.05, 0.05]
