@@ -41,7 +41,9 @@ def read_batches(config, data, loader: dict, workers: int, epochs: int = 2, batc
     """Row ids of each batch each worker got, per epoch: ``[epoch][worker][batch] -> ids``,
     read concurrently as Ray Train workers read them."""
     settings = LoaderConfig(**loader)  # the ray backend's loader section
-    datasets = split_datasets(data, settings, ["row_id", "x", "y"], workers)
+    # Only the training split is read: configuring the validation split too would start a
+    # streaming-split coordinator actor (a Ray worker process) that nothing reads from.
+    datasets = {"training": split_datasets(data, settings, ["row_id", "x", "y"], workers)["training"]}
     shards = exactly_once_data_config(settings.window_size_bytes).configure(datasets, workers, None, None)
     features = data.metadata["features"]
     filler = filler_table(datasets["training"])
