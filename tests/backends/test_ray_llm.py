@@ -30,7 +30,9 @@ def on_ray(config: dict, tmp_path, strategy: dict) -> dict:
 def test_lora_with_zero3_resumes_after_a_killed_worker_and_predicts_on_ray_as_locally(base, tmp_path):
     pytest.importorskip("deepspeed")
     pytest.importorskip("peft")
-    trainer = {"type": "finetune", "epochs": 4, "batch_size": 8, "learning_rate": 0.02}
+    # Two epochs: the group is killed at the first epoch's checkpoint and the new one trains the
+    # second from it (its validation loss about half the first's); each ZeRO-3 epoch costs ~4 s.
+    trainer = {"type": "finetune", "epochs": 2, "batch_size": 8, "learning_rate": 0.02}
     zero3 = {"type": "deepspeed", "zero_optimization": {"stage": 3}}
     model = Model(on_ray(llm_config(base, adapter=LORA, trainer=trainer), tmp_path, zero3))
     run = tmp_path / "run"
@@ -40,7 +42,7 @@ def test_lora_with_zero3_resumes_after_a_killed_worker_and_predicts_on_ray_as_lo
     assert killed, "no worker was killed: training ended before the first checkpoint was seen"
     [restart] = result.restarts
     assert restart["resumed_from_step"] > 0, "the new worker group resumed from the sharded checkpoint"
-    assert [r["epoch"] for r in result.training_statistics] == list(range(1, 5))
+    assert [r["epoch"] for r in result.training_statistics] == [1, 2]
     assert all("lora_" in key for key in model.module.state_dict()), "the adapter alone comes back"
     assert result.training_statistics[-1]["validation"]["french"]["loss"] < result.training_statistics[0]["validation"]["french"]["loss"]
     on_ray_predictions = model.predict(colour_rows(1))  # a Ray Data job
