@@ -10,22 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from relevant_table import RELEVANT, relevant_rows
+
 from plait import Model
 from plait.cli import main
 from plait.explain.integrated_gradients import ABSOLUTE_FLOOR, TOLERANCE
-
-RELEVANT = {"x0", "c0"}
-
-
-def _rows(count: int, seed: int) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    frame = pd.DataFrame({f"x{i}": rng.normal(size=count) for i in range(6)})
-    frame["c0"], frame["c1"] = rng.choice(list("abcd"), count), rng.choice(list("pq"), count)
-    signal = frame["x0"] + 2.0 * (frame["c0"] == "a") - 1.0
-    frame["y"] = np.where(signal > 0, "yes", "no")
-    frame["z"] = np.where(signal > 0.8, "high", np.where(signal > -0.8, "mid", "low"))
-    return frame
-
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
@@ -35,19 +24,19 @@ def model(tmp_path_factory):
     model = Model({"input_features": inputs, "output_features": [{"name": "y", "type": "binary"},
                                                                  {"name": "z", "type": "category"}],
                    "trainer": {"epochs": 8, "batch_size": 64}, "backend": {"type": "local", "cache_dir": str(root / "c")}})
-    model.train(dataset=_rows(1000, 0), progress_bar=False, random_seed=1)
+    model.train(dataset=relevant_rows(1000, 0), progress_bar=False, random_seed=1)
     model.save(root / "model")
     return model
 
 
 def test_integrated_gradients_rank_the_two_relevant_inputs_first(model):
-    explanation = model.explain(_rows(200, 5))
+    explanation = model.explain(relevant_rows(200, 5))
     assert set(explanation.summary["ranking"][:2]) == RELEVANT
     assert explanation.summary["output_feature"] == "y" and explanation.summary["baselines"]["c0"] == "the unknown value <UNK>"
 
 
 def test_integrated_gradients_add_up_to_each_rows_change_of_score(model):
-    rows = model.explain(_rows(200, 6), output_feature_name="z").rows
+    rows = model.explain(relevant_rows(200, 6), output_feature_name="z").rows
     change = (rows["score"] - rows["baseline_score"]).abs()
     assert (rows["delta"].abs() <= TOLERANCE * change + ABSOLUTE_FLOOR).all()
     attributions = rows[[c for c in rows.columns if c.endswith("_attribution")]].sum(axis=1)
@@ -55,20 +44,20 @@ def test_integrated_gradients_add_up_to_each_rows_change_of_score(model):
 
 
 def test_every_class_gives_a_row_per_class_and_input_row(model):
-    rows = model.explain(_rows(20, 7), output_feature_name="z", every_class=True).rows
+    rows = model.explain(relevant_rows(20, 7), output_feature_name="z", every_class=True).rows
     assert len(rows) == 60 and sorted(rows["class"].unique()) == ["high", "low", "mid"]
     assert rows.groupby("row")["class"].nunique().eq(3).all()
 
 
 def test_permutation_importance_ranks_the_two_relevant_inputs_first(model):
-    summary = model.explain(_rows(400, 8), method="permutation").summary
+    summary = model.explain(relevant_rows(400, 8), method="permutation").summary
     assert set(summary["ranking"][:2]) == RELEVANT and summary["metric"] == "loss"
     assert min(summary["importance"][name] for name in RELEVANT) > max(
         summary["importance"][name] for name in summary["importance"] if name not in RELEVANT)
 
 
 def test_the_cli_writes_the_rows_and_the_summary(model, tmp_path, capsys):
-    _rows(50, 9).to_csv(tmp_path / "rows.csv", index=False)
+    relevant_rows(50, 9).to_csv(tmp_path / "rows.csv", index=False)
     code = main(["explain", "--model_path", str(model.path), "--dataset", str(tmp_path / "rows.csv"),
                  "--output_directory", str(tmp_path / "out")])
     assert code == 0
@@ -84,7 +73,7 @@ def test_the_cli_writes_the_rows_and_the_summary(model, tmp_path, capsys):
     (["--method", "permutation", "--steps", "5"], None),
 ])
 def test_mistakes_are_one_plait_error(model, tmp_path, capsys, arguments, message):
-    _rows(30, 10).drop(columns=["y", "z"]).to_csv(tmp_path / "rows.csv", index=False)
+    relevant_rows(30, 10).drop(columns=["y", "z"]).to_csv(tmp_path / "rows.csv", index=False)
     code = main(["explain", "--model_path", str(model.path), "--dataset", str(tmp_path / "rows.csv"),
                  "--output_directory", str(tmp_path / "out"), *arguments])
     err = capsys.readouterr().err

@@ -5,26 +5,14 @@ two first; numpy rows and DataFrames score alike; each output type gives its sha
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pytest
 import shap
+
+from relevant_table import RELEVANT, relevant_rows
 
 from plait import Model
 from plait.errors import UsageError
 from plait.explain.shap import encode_categories, input_columns, probability_function
-
-RELEVANT = {"x0", "c0"}
-
-
-def _rows(count: int, seed: int) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    frame = pd.DataFrame({f"x{i}": rng.normal(size=count) for i in range(4)})
-    frame["c0"], frame["c1"] = rng.choice(list("abcd"), count), rng.choice(list("pq"), count)
-    signal = frame["x0"] + 2.0 * (frame["c0"] == "a") - 1.0
-    frame["y"] = np.where(signal > 0, "yes", "no")
-    frame["z"] = np.where(signal > 0.8, "high", np.where(signal > -0.8, "mid", "low"))
-    return frame
-
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
@@ -34,12 +22,12 @@ def model(tmp_path_factory):
                                                                  {"name": "z", "type": "category"}],
                    "trainer": {"epochs": 5, "batch_size": 32},
                    "backend": {"type": "local", "cache_dir": str(tmp_path_factory.mktemp("shap"))}})
-    model.train(dataset=_rows(400, 0), progress_bar=False, random_seed=1)
+    model.train(dataset=relevant_rows(400, 0, numbers=4), progress_bar=False, random_seed=1)
     return model
 
 
 def test_shap_and_permutation_importance_rank_the_two_relevant_inputs_first(model):
-    rows = encode_categories(model, _rows(48, 1)[input_columns(model)])
+    rows = encode_categories(model, relevant_rows(48, 1, numbers=4)[input_columns(model)])
     # KernelExplainer: with six inputs it enumerates all 62 coalitions against 8 background rows,
     # 40 rows x 496 evaluations in all. (PermutationExplainer ranks them alike, but its first call
     # compiles shap's numba code: about 20 s.)
@@ -47,12 +35,12 @@ def test_shap_and_permutation_importance_rank_the_two_relevant_inputs_first(mode
     values = explainer(rows.iloc[8:], silent=True).values
     mean_abs = dict(zip(rows.columns, np.abs(values).mean(axis=0)))
     assert set(sorted(mean_abs, key=lambda name: -mean_abs[name])[:2]) == RELEVANT
-    permutation = model.explain(_rows(200, 2), output_feature_name="y", method="permutation").summary
+    permutation = model.explain(relevant_rows(200, 2, numbers=4), output_feature_name="y", method="permutation").summary
     assert set(permutation["ranking"][:2]) == RELEVANT
 
 
 def test_numpy_rows_get_the_input_columns_names(model):
-    frame = _rows(8, 3)[input_columns(model)]
+    frame = relevant_rows(8, 3, numbers=4)[input_columns(model)]
     function = probability_function(model)
     encoded = encode_categories(model, frame)
     by_frame = function(frame)
@@ -65,7 +53,7 @@ def test_numpy_rows_get_the_input_columns_names(model):
 
 
 def test_a_category_output_gives_every_class_or_the_one_asked(model):
-    frame = _rows(5, 4)
+    frame = relevant_rows(5, 4, numbers=4)
     every = probability_function(model, "z")(frame[input_columns(model)])
     vocabulary = model.metadata["features"]["z"]["vocabulary"]
     assert every.shape == (5, len(vocabulary))
@@ -84,6 +72,6 @@ def test_mistakes_are_one_plait_error(model, arguments, message):
 
 
 def test_codes_outside_the_vocabulary_are_refused(model):
-    rows = encode_categories(model, _rows(3, 5)[input_columns(model)]).assign(c0=99.0)
+    rows = encode_categories(model, relevant_rows(3, 5, numbers=4)[input_columns(model)]).assign(c0=99.0)
     with pytest.raises(UsageError, match="column 'c0': encoded_categories reads a category input as its index"):
         probability_function(model, encoded_categories=True)(rows)
