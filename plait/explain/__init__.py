@@ -92,11 +92,9 @@ def _attributions(backend, spec, dataset, output: str, steps: int, every_class: 
     The numbers come from the position: every input row gives ``per_row`` rows, together. A
     chunk's own numbers cannot be offset instead: on Ray, one table streamed back may hold the
     rows of several batches."""
-    import dataclasses
+    from plait.inference import reading_from
 
-    from plait.features import data_directory
-
-    spec = dataclasses.replace(spec, data_directory=data_directory(dataset))  # relative file paths: the data's folder
+    spec = reading_from(spec, dataset)
     make = partial(_make_explainer, spec, output, steps, every_class, parts)
     per_row = len(explained_classes(spec.metadata["features"], output, every_class) or [None])
     tables = list(backend.map_batches(dataset, make, ordered=True, what="explanation"))

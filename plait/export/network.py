@@ -23,7 +23,9 @@ class ExportedNetwork(nn.Module):
         super().__init__()
         self.module = module
         self.inputs = list(module.input_names)
-        self.outputs = [(name, key) for name in module.output_names for key in _predicted_keys(module, name)]
+        no_rows = module.no_rows_outputs("cpu")  # each head's predict keys, found by running it on no rows
+        self.outputs = [(name, key) for name in module.output_names
+                        for key in sorted(module.head(name).predict(no_rows[name]))]
         """(output feature, key of its head's ``predict``) for each tensor ``forward`` returns."""
         self.eval()  # what prediction runs: no dropout, running statistics
 
@@ -31,12 +33,6 @@ class ExportedNetwork(nn.Module):
         logits = self.module(dict(zip(self.inputs, tensors)))
         predicted = {name: self.module.head(name).predict(logits[name]) for name in self.module.output_names}
         return tuple(predicted[name][key] for name, key in self.outputs)
-
-
-def _predicted_keys(module: nn.Module, name: str) -> list[str]:
-    """What the head of output ``name`` predicts (its keys, in a fixed order), found by running it
-    on no rows."""
-    return sorted(module.head(name).predict(module.no_rows_outputs("cpu")[name]))
 
 
 def example_tensors(module: nn.Module, features: dict) -> tuple[torch.Tensor, ...]:

@@ -92,7 +92,7 @@ def evaluate(backend, spec: PredictorSpec, dataset: Any, cached: bool | None = N
     """Metrics on data holding the output columns (rows missing a target are skipped): each
     batch's statistics, computed where the backend maps batches, added up here. ``cached``: the
     rows are preprocessed (default: for a cached split)."""
-    spec = _reading_from(spec, dataset)
+    spec = reading_from(spec, dataset)
     cached = isinstance(dataset, CachedSplit) if cached is None else cached
     if not cached:
         _check_known_columns(spec, dataset, with_outputs=True)
@@ -103,7 +103,7 @@ def evaluate(backend, spec: PredictorSpec, dataset: Any, cached: bool | None = N
     return total.metrics_or_error()
 
 
-def _reading_from(spec: PredictorSpec, dataset: Any) -> PredictorSpec:
+def reading_from(spec: PredictorSpec, dataset: Any) -> PredictorSpec:
     """The spec with relative file paths in ``dataset`` read from its folder."""
     from plait.features import data_directory
 
@@ -116,7 +116,7 @@ def _to_predict(spec: PredictorSpec, dataset: Any) -> tuple[PredictorSpec, Any]:
     paths in name order, and the predictions then begin with the path of each image."""
     from plait.data.io import image_files
 
-    spec = _reading_from(spec, dataset)
+    spec = reading_from(spec, dataset)
     inputs = spec.config["input_features"]
     if len(inputs) != 1 or inputs[0]["type"] != "image" or not isinstance(dataset, (str, os.PathLike)):
         return spec, dataset
@@ -152,4 +152,5 @@ def _check_known_columns(spec: PredictorSpec, dataset: Any, with_outputs: bool) 
 
 
 __all__ = ["CachedSplit", "ChunkPredictions", "ChunkStatistics", "Evaluation", "Predictor", "PredictorSpec",
-           "PredictionsSink", "WrittenPredictions", "evaluate", "iter_chunks", "predict", "write_predictions"]
+           "PredictionsSink", "WrittenPredictions", "evaluate", "iter_chunks", "predict", "reading_from",
+           "write_predictions"]
