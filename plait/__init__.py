@@ -6,7 +6,7 @@ Importing ``plait`` stays cheap (no torch): :class:`Model` is loaded on first us
 from plait.errors import ConfigError, DataError, ModelError, PlaitError
 
 __version__ = "0.1.0"
-__all__ = ["Model", "hyperopt", "PlaitError", "ConfigError", "DataError", "ModelError", "__version__"]
+__all__ = ["Model", "hyperopt", "auto_train", "PlaitError", "ConfigError", "DataError", "ModelError", "__version__"]
 
 
 def __getattr__(name: str):
@@ -18,4 +18,8 @@ def __getattr__(name: str):
         from plait.search import hyperopt
 
         return hyperopt
+    if name == "auto_train":  # Ludwig's AutoML (plait.automl)
+        from plait.automl.train import auto_train
+
+        return auto_train
     raise AttributeError(f"module 'plait' has no attribute {name!r}")

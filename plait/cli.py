@@ -404,6 +404,42 @@ def _add_visualize(sub) -> None:
     _refuse(g, ("--comet", "--wandb", "--mlflow", "--aim"), advice="plait has no experiment-tracker callbacks")
 
 
+def _add_automl(sub) -> None:
+    p = sub.add_parser("init_config", aliases=["init-config"],
+                       help="write a config for a dataset: each column's feature type inferred from its values "
+                            "(Ludwig's AutoML rules), with the reason as a comment")
+    p.add_argument("--dataset", required=True, help="the data (CSV, TSV, Parquet, JSON, JSONL; path or URL)")
+    p.add_argument("--target", required=True, help="the column to predict")
+    p.add_argument("--output", "-o", help="the YAML file to write (default: print it)")
+    p.add_argument("--hyperopt", action="store_true", help="add the search auto_train would run (with --time_limit_s)")
+    p.add_argument("--time-limit-s", "--time_limit_s", type=float, default=3600,
+                   help="the search's budget in seconds, with --hyperopt (default 3600)")
+    p.add_argument("--backend", "-b", choices=["auto", "local", "ray"], help="where the search will run")
+    _add_data_format(p)
+    _refuse(p, ("--tune_for_memory", "--tune-for-memory"), advice=(
+        "plait sizes batches from the rows, not from a memory probe; remove the flag"))
+    p = sub.add_parser("auto_train", aliases=["auto-train"],
+                       help="infer a config, search its key settings within a time budget and keep the best model "
+                            "(Ludwig's auto_train)")
+    p.add_argument("--dataset", required=True, help="the data (CSV, TSV, Parquet, JSON, JSONL; path or URL); "
+                                                    "plait splits it 70/10/20 unless --user-config says otherwise")
+    p.add_argument("--target", required=True, help="the column to predict")
+    p.add_argument("--time-limit-s", "--time_limit_s", type=float, required=True,
+                   help="the budget in seconds (reading the data, then the search)")
+    p.add_argument("--user-config", "--user_config", help="a YAML file (or YAML text) of settings merged over the "
+                                                          "inferred config; its settings win")
+    g = p.add_argument_group("run")
+    g.add_argument("--random-seed", "--random_seed", "-rs", type=int, default=42, help="the seed (default 42)")
+    g.add_argument("--backend", "-b", choices=["auto", "local", "ray"],
+                   help="where trials run (default auto: a Ray cluster plait finds, else this machine)")
+    g.add_argument("--hyperopt-log-verbosity", "--hyperopt_log_verbosity", type=int, choices=[0, 1, 2, 3], default=0,
+                   help="Ray Tune's console output (default 0: plait's summary only)")
+    _add_output(p)
+    p.set_defaults(experiment_name="auto_train")
+    _refuse(p, ("--tune_for_memory", "--tune-for-memory"), advice=(
+        "plait sizes batches from the rows, not from a memory probe; remove the flag"))
+
+
 def _add_report(sub) -> None:
     p = sub.add_parser("report", help="write one self-contained HTML page about a run or a search: config, data, "
                                       "learning curves, test metrics, confusion matrices, calibration, throughput")
@@ -430,6 +466,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_train(sub)
     _add_experiment(sub)
     _add_hyperopt(sub)
+    _add_automl(sub)
     _add_evaluate(sub)
     _add_predict(sub)
     _add_forecast(sub)
@@ -455,7 +492,6 @@ LUDWIG_VERBS_NOT_IMPLEMENTED = {
     "inspect": "the model's config is model/model_hyperparameters.json and its weights model_weights.safetensors",
     "export_schema": "plait's config reference is docs/config.md",
     "generate_config": "write the config by hand; plait validate checks it",
-    "init_config": "write the config by hand; plait validate checks it",
     "check_install": "plait synthesize-dataset and plait experiment on its data check an install",
     "upload": "plait does not upload models",
 }

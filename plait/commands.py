@@ -341,6 +341,60 @@ def hyperopt(args) -> int:
     return 0
 
 
+def init_config(args) -> int:
+    """Ludwig's init_config: a config inferred from the data, each type's reason as a comment;
+    printed, or written to ``--output`` (all or nothing)."""
+    from plait.automl.auto_config import to_yaml
+    from plait.automl.train import auto_config
+    from plait.utils.fs import atomic_open, resolve
+
+    _check_data_format(args.data_format, [args.dataset])
+    auto, config = auto_config(args.dataset, args.target, time_limit_s=args.time_limit_s if args.hyperopt else None,
+                               backend=args.backend)
+    auto.config = config
+    text = to_yaml(auto)
+    if not args.output:
+        sys.stdout.write(text)
+        return 0
+    fs, path = resolve(args.output)
+    _ensure_parent(fs, path)
+    with atomic_open(fs, path, "w") as handle:
+        handle.write(text)
+    log.info("Wrote the config to %s (%d inputs, %d left out)", args.output, len(config["input_features"]),
+             len(auto.excluded))
+    return 0
+
+
+def auto_train(args) -> int:
+    """Ludwig's auto_train: infer a config, search it within the time budget, report the best model."""
+    from plait.automl.train import auto_train as search
+
+    user = _user_config(args.user_config) if args.user_config else None
+    result = search(args.dataset, args.target, args.time_limit_s, output_directory=args.output_directory,
+                    experiment_name=args.experiment_name, random_seed=args.random_seed, user_config=user,
+                    backend=args.backend, tune_verbosity=args.hyperopt_log_verbosity)
+    best = result.search.best
+    print(json.dumps({"best_trial": best["trial_id"], "metric_score": best["metric_score"],
+                      "parameters": best["parameters"], "model_path": best["model_path"],
+                      "search_directory": result.search.run.root.url, "trials": result.trials}, indent=2))
+    return 0
+
+
+def _user_config(value: str) -> dict:
+    """--user-config: a YAML file, or the YAML text itself."""
+    from plait.config import read_yaml
+
+    import yaml
+
+    try:
+        data = read_yaml(value) if os.path.exists(value) else _yaml(value)
+    except yaml.YAMLError as error:
+        raise UsageError(f"--user-config {value!r}: not YAML ({str(error).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"--user-config {value!r}: give a mapping of settings (a YAML file or text)")
+    return data
+
+
 def _yaml(text: str) -> dict:
     import yaml
 

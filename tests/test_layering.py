@@ -82,6 +82,7 @@ LAYERS = [
     {"export"},                    # a trained model in formats outside plait (ONNX, torch.export, MLflow)
     {"api", "serving"},
     {"search"},                    # trials are runs of the public API
+    {"automl"},                    # a config inferred from the data, searched with search (Ludwig's AutoML)
     {"visualize"},                 # plots of what runs and searches wrote
     {"report"},                    # one HTML page of a run or a search, drawn by visualize
     {"commands"},

@@ -64,6 +64,7 @@ def check(source: dict):
     space.check_parameters(source, section.parameters, _validated)
     tune_parts.check_packages(section)
     tune_parts.check_scheduler(section)
+    tune_parts.check_points(section)
     if not isinstance(section.executor.scheduler, FifoScheduler) and config.backend.type == "ray":
         raise ConfigError(f"hyperopt.executor.scheduler.type: {section.executor.scheduler.type} stops or restarts "
                           "running trials, and a trial that is a Ray Train worker group leaves its workers' "

@@ -48,16 +48,41 @@ def searcher(section: hc.HyperoptConfig, seed: int, max_concurrent: int):
     from ray.tune.search import BasicVariantGenerator, ConcurrencyLimiter
 
     options = section.search_alg
+    settings = _with_tune_keys(options.options, section.parameters)
     if options.type in ("variant_generator", "random"):
         seed = options.random_state if options.random_state is not None else seed
-        return BasicVariantGenerator(max_concurrent=max_concurrent, random_state=seed, **options.options)
+        return BasicVariantGenerator(max_concurrent=max_concurrent, random_state=seed, **settings)
     module, name, _ = hc.SEARCHERS[options.type]
     cls = getattr(importlib.import_module(module), name)
     try:
-        algorithm = cls(**options.options)  # metric and mode come from Tune's own config
+        algorithm = cls(**settings)  # metric and mode come from Tune's own config
     except TypeError as error:
         raise ConfigError(f"hyperopt.search_alg: {options.type} does not take these settings: {error}") from None
     return ConcurrencyLimiter(algorithm, max_concurrent=max_concurrent)
+
+
+def _with_tune_keys(settings: dict, parameters: dict) -> dict:
+    """The searcher's settings with ``points_to_evaluate`` (trials to run first, written as
+    {parameter path: value}) keyed as Tune knows the parameters (``space.tune_keys``)."""
+    if settings.get("points_to_evaluate") is None:
+        return settings
+    keys = tune_keys(parameters)
+    points = [{keys[path]: value for path, value in point.items()} for point in settings["points_to_evaluate"]]
+    return {**settings, "points_to_evaluate": points}
+
+
+def check_points(section: hc.HyperoptConfig) -> None:
+    """``search_alg.points_to_evaluate``: a list of {searched parameter path: value}."""
+    points = section.search_alg.options.get("points_to_evaluate")
+    if points is None:
+        return
+    if not isinstance(points, list) or not all(isinstance(p, dict) for p in points):
+        raise ConfigError("hyperopt.search_alg.points_to_evaluate: give a list of mappings of parameter path to value")
+    for point in points:
+        unknown = [path for path in point if path not in section.parameters]
+        if unknown:
+            raise ConfigError(f"hyperopt.search_alg.points_to_evaluate: {unknown[0]!r} is not a searched parameter; "
+                              f"they are: {', '.join(section.parameters)}")
 
 
 def scheduler(section: hc.HyperoptConfig):

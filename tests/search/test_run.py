@@ -163,6 +163,8 @@ GOOD = {LR: {"space": "uniform", "lower": 0.01, "upper": 0.1}}
                                                               "has room for one"),
     (GOOD, {"executor": {"max_concurrent_trials": 9}}, {"type": "ray", "trainer": {"num_workers": 1}},
      "max_concurrent_trials: got 9, but this Ray cluster holds"),
+    (GOOD, {"search_alg": {"type": "random", "points_to_evaluate": [{"trainer.learning_rte": 0.1}]}}, {},
+     "points_to_evaluate: 'trainer.learning_rte' is not a searched parameter; they are: trainer.learning_rate"),
     (GOOD, {"executor": {"scheduler": {"type": "asha"}}}, {"type": "ray"},
      "asha stops or restarts running trials, and a trial that is a Ray Train worker group"),
 ])

@@ -1,0 +1,108 @@
+"""``auto_train``: a config from the data (``auto_config``), then plait's search over its key
+settings within a time budget, on Ray Tune (a local Ray, or the cluster plait finds); the best
+trial's model comes back loaded.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from plait.automl.auto_config import AutoConfig, build, search_section, TRIALS
+from plait.errors import TrainingError, UsageError
+
+log = logging.getLogger("plait")
+
+
+@dataclass
+class AutoTrainResult:
+    model: Any
+    """The best trial's model (a loaded :class:`plait.Model`)."""
+    best_config: dict
+    """The config that trained it (the inferred features and the trial's values)."""
+    config: dict
+    """The search's config: the inferred features and the hyperopt section."""
+    trials: int
+    """How many trials ran (the time budget may have ended some)."""
+    search: Any
+    """The search's :class:`plait.search.HyperoptResult` (every trial's record, the folder)."""
+    auto_config: AutoConfig
+
+
+def auto_config(dataset: Any, target: str, *, time_limit_s: float | None = None, user_config: dict | None = None,
+                backend: str | None = None) -> tuple[AutoConfig, dict]:
+    """The inferred config and, with ``time_limit_s``, its search (Ludwig's ``create_auto_config``):
+    ``user_config`` is merged over it, so its settings win."""
+    from plait.data.io import read_table
+
+    user = copy.deepcopy(user_config or {})
+    auto = build(read_table(dataset), target, _label(dataset), ignore=_split_column(user))
+    config = copy.deepcopy(auto.config)
+    if time_limit_s is not None:
+        kind = backend or (user.get("backend") or {}).get("type", "auto")
+        config["hyperopt"] = search_section(time_limit_s, kind)
+    return auto, _merged(config, user)
+
+
+def auto_train(dataset: Any, target: str, time_limit_s: float, *, output_directory: str = "results",
+               experiment_name: str = "auto_train", random_seed: int = 42, user_config: dict | None = None,
+               backend: str | None = None, tune_verbosity: int = 0) -> AutoTrainResult:
+    """Infer a config for ``target`` from ``dataset``, search its key settings for
+    ``time_limit_s`` seconds (the reading and profiling of the data come out of the budget) and
+    return the best model. ``user_config``: settings merged over the inferred config (a split
+    column it names is not an input)."""
+    if not time_limit_s or time_limit_s <= 0:
+        raise UsageError(f"time_limit_s: got {time_limit_s!r}; give the search's budget in seconds, such as 300")
+    started = time.monotonic()
+    auto, config = auto_config(dataset, target, time_limit_s=time_limit_s, user_config=user_config, backend=backend)
+    spent = time.monotonic() - started
+    config["hyperopt"]["executor"]["time_budget_s"] = max(1.0, time_limit_s - spent)
+    log.info("auto_train: %d inputs for %r; searching %d settings for up to %.0f s.", len(config["input_features"]),
+             target, len(config["hyperopt"]["parameters"]), config["hyperopt"]["executor"]["time_budget_s"])
+    from plait.search import hyperopt
+
+    found = hyperopt(config, dataset, output_directory=output_directory, experiment_name=experiment_name,
+                     random_seed=random_seed, backend=backend, tune_verbosity=tune_verbosity)
+    best = found.best
+    if best is None or best["model_path"] is None:
+        raise TrainingError(f"auto_train: no trial finished an evaluation within {time_limit_s:g} s; give a larger "
+                          f"time_limit_s (the search is in {found.run.root.url})")
+    return AutoTrainResult(model=_load(best["model_path"], backend), best_config=_trial_config(best), config=config,
+                           trials=len(found.trials), search=found, auto_config=auto)
+
+
+def _load(path: str, backend: str | None):
+    from plait.api import Model
+
+    return Model.load(path, backend=backend)
+
+
+def _trial_config(record: dict) -> dict:
+    import yaml
+
+    from plait.run_directory import RunDirectory
+
+    return yaml.safe_load(RunDirectory(record["run_directory"]).config_text())
+
+
+def _split_column(user: dict) -> tuple[str, ...]:
+    split = (user.get("preprocessing") or {}).get("split") or {}
+    return (split.get("column", "split"),) if split.get("type") == "fixed" else ()
+
+
+def _label(dataset: Any) -> str:
+    return repr(os.fspath(dataset)) if isinstance(dataset, (str, os.PathLike)) else "the DataFrame"
+
+
+def _merged(base: dict, extra: dict) -> dict:
+    out = dict(base)
+    for key, value in extra.items():
+        out[key] = _merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+__all__ = ["AutoTrainResult", "auto_config", "auto_train", "TRIALS"]

@@ -1,0 +1,71 @@
+"""plait init_config and auto_train from the command line and from Python, locally and on Ray.
+
+Each search is small (a few hundred rows, two or three trials of a few epochs) on the session's
+Ray cluster.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+import plait
+from plait.automl.auto_config import FIRST_TRIAL, SEARCH_SPACE
+from plait.config import load_config
+from plait.synthesize import synthesize_dataset
+
+pytestmark = pytest.mark.usefixtures("ray_cluster")
+
+FEATURES = {"input_features": [{"name": "x1", "type": "number"}, {"name": "x2", "type": "number"},
+                               {"name": "c", "type": "category"}],
+            "output_features": [{"name": "y", "type": "binary"}]}
+
+
+@pytest.fixture
+def data(tmp_path):
+    frame = synthesize_dataset(FEATURES, 300, seed=7)
+    frame["y"] = frame["y"].map({True: "yes", False: "no"})
+    path = tmp_path / "data.csv"
+    frame.to_csv(path, index=False)
+    return path
+
+
+def test_init_config_writes_a_config_that_trains(data, tmp_path, cli, cli_error):
+    written = tmp_path / "configs" / "auto.yaml"
+    code, _, err = cli("init_config", "--dataset", data, "--target", "y", "--output", written, "--hyperopt",
+                       "--time_limit_s", 120)
+    assert code == 0, err
+    text = written.read_text()
+    config = load_config(yaml.safe_load(text))
+    assert [(f.name, f.type) for f in config.input_features] == [("x1", "number"), ("x2", "number"), ("c", "category")]
+    assert [(f.name, f.type) for f in config.output_features] == [("y", "binary")]
+    assert "type: binary  # two values that read as true and false (no, yes)" in text
+    assert config.hyperopt.executor.time_budget_s == 120 and set(config.hyperopt.parameters) == set(SEARCH_SPACE)
+    assert cli_error("init_config", "--dataset", data, "--target", "z").endswith(
+        "target 'z': '" + str(data) + "' has no such column; its columns are: x1, x2, c, y")
+
+
+def test_auto_train_on_the_command_line_keeps_the_best_of_its_trials(data, tmp_path, cli):
+    user = json.dumps({"trainer": {"epochs": 3}, "hyperopt": {"executor": {"num_samples": 3}}})
+    code, out, err = cli("auto_train", "--dataset", data, "--target", "y", "--time_limit_s", 120,
+                         "--user_config", user, "--output_directory", tmp_path / "out")
+    assert code == 0, err
+    summary = json.loads(out[out.index("{"):])
+    assert summary["trials"] == 3
+    search = json.loads((tmp_path / "out" / "auto_train_run_0" / "hyperopt_statistics.json").read_text())
+    tried = [t["parameters"] for t in search["hyperopt_results"]]
+    assert FIRST_TRIAL in tried  # plait's defaults are one of the trials
+    model = plait.Model.load(summary["model_path"])
+    assert set(model.predict(str(data))["y_predictions"]) <= {True, False}  # a binary output predicts booleans
+
+
+def test_auto_train_on_ray_returns_the_model_and_its_config(data, tmp_path):
+    result = plait.auto_train(str(data), "y", time_limit_s=120, output_directory=str(tmp_path / "out"), backend="ray",
+                              user_config={"trainer": {"epochs": 1}, "hyperopt": {"executor": {"num_samples": 1}}})
+    assert result.trials == 1
+    assert result.config["hyperopt"]["executor"]["scheduler"] == {"type": "fifo"}  # no stopped worker groups on Ray
+    assert [f["name"] for f in result.best_config["input_features"]] == ["x1", "x2", "c"]
+    assert result.best_config["trainer"]["learning_rate"] == result.search.best["parameters"]["trainer.learning_rate"]
+    assert len(result.model.predict(str(data))) == 300
