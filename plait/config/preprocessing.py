@@ -73,7 +73,9 @@ class BinaryPreprocessing(FeaturePreprocessing):
         return self
 
 
-class NumberPreprocessing(FeaturePreprocessing):
+class NumberSettings(FeaturePreprocessing):
+    """What number inputs and outputs share."""
+
     fill_value: float = 0.0
     """The value used by ``fill_with_const``."""
     normalization: Literal["zscore", "minmax", "log1p", "iq", "none"] | None = "zscore"
@@ -93,7 +95,17 @@ class NumberPreprocessing(FeaturePreprocessing):
         return self
 
 
-class NumberOutputPreprocessing(NumberPreprocessing):
+class NumberPreprocessing(NumberSettings):
+    """A number input's preprocessing."""
+
+    clip_to_training_range: bool = True
+    """plait's setting (Ludwig has none): a value below the training split's smallest
+    or above its largest is read as that bound, so a row far outside what the model saw (a typo, a
+    sentinel such as 999999) cannot push its prediction anywhere (benchmarks/README.md, "Defaults
+    on 25 datasets"). false: values are read as they are."""
+
+
+class NumberOutputPreprocessing(NumberSettings):
     """A number output's preprocessing: plait normalizes the target (zscore) where Ludwig does not."""
 
     missing_value_strategy: MissingValueStrategy = "drop_row"

@@ -1,4 +1,5 @@
-"""Number features: missing-value fill, outliers, and zscore / minmax / log1p / iq normalization."""
+"""Number features: missing-value fill, the training range, outliers, and zscore / minmax / log1p / iq
+normalization."""
 
 from __future__ import annotations
 
@@ -93,6 +94,8 @@ class NumberProcessor(FeatureProcessor):
                                 "threshold": self.preprocessing.outlier_threshold,
                                 "fill_value": self._fill_for(self.preprocessing.outlier_strategy, meta, stats)}
         meta["shift"], meta["scale"] = _normalization(meta)
+        if not self.is_output and self.preprocessing.clip_to_training_range and stats["min"] is not None:
+            meta["clip"] = [meta["min"], meta["max"]]
         return meta
 
     def _fill_for(self, strategy: str, meta: dict, stats: dict) -> float:
@@ -106,6 +109,9 @@ class NumberProcessor(FeatureProcessor):
     def transform(self, column: pa.Array, metadata: dict) -> pa.Array:
         values = self.fill(column, metadata["fill_value"]).to_numpy(zero_copy_only=False)
         fill = metadata["fill_value"]
+        if "clip" in metadata:  # present values only: a fill is what the config says it is
+            present = column.is_valid().to_numpy(zero_copy_only=False)
+            values = np.where(present, np.clip(values, *metadata["clip"]), values)
         if "outliers" in metadata and metadata["outliers"]["strategy"] != "drop_row":
             values = np.where(outlier_mask(values, metadata), metadata["outliers"]["fill_value"], values)
         if metadata["normalization"] == "log1p":

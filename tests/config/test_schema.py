@@ -98,7 +98,8 @@ def test_minimal_config_gets_documented_defaults():
     x, y = shown["input_features"][0], shown["output_features"][0]
     assert x["column"] == "x"
     assert x["preprocessing"] == {"missing_value_strategy": "fill_with_const", "fill_value": 0.0, "normalization": "zscore",
-                                  "outlier_strategy": None, "outlier_threshold": 3.0}
+                                  "outlier_strategy": None, "outlier_threshold": 3.0,
+                                  "clip_to_training_range": True}
     assert x["encoder"] == {"type": "passthrough"}
     assert y["preprocessing"]["missing_value_strategy"] == "drop_row"
     assert y["decoder"]["type"] == "classifier"

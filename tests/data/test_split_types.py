@@ -16,7 +16,7 @@ from plait.data.preprocess import preprocess
 from plait.errors import DataError
 
 SPLITS = ("training", "validation", "test")
-ID = {"name": "id", "type": "number", "preprocessing": {"normalization": "none"}}
+ID = {"name": "id", "type": "number", "preprocessing": {"normalization": "none", "clip_to_training_range": False}}
 TARGET = {"name": "y", "type": "binary"}
 
 

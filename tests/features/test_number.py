@@ -31,7 +31,17 @@ def test_zscore_is_the_default(make_processor, fit):
 def test_minmax_maps_training_range_onto_zero_one(make_processor, fit_transform):
     meta, out = fit_transform(number(make_processor, normalization="minmax"), [2.0, 4.0, 10.0], [2.0, 4.0, 10.0, 14.0])
     assert (meta["min"], meta["max"]) == (2.0, 10.0)
-    assert out == pytest.approx([0.0, 0.25, 1.0, 1.5])
+    assert out == pytest.approx([0.0, 0.25, 1.0, 1.0])  # 14 is past the training range: read as 10
+
+
+def test_inputs_past_the_training_range_are_read_as_its_bounds_unless_told_not_to(make_processor, fit_transform):
+    meta, out = fit_transform(number(make_processor, normalization="none", fill_value=-99.0),
+                              [2.0, 4.0, 10.0], [-5.0, 3.0, 999999.0, None])
+    assert meta["clip"] == [2.0, 10.0]
+    assert out == pytest.approx([2.0, 3.0, 10.0, -99.0])  # a missing value keeps its fill
+    meta, out = fit_transform(number(make_processor, normalization="none", clip_to_training_range=False),
+                              [2.0, 4.0, 10.0], [-5.0, 999999.0])
+    assert "clip" not in meta and out == pytest.approx([-5.0, 999999.0])
 
 
 def test_iq_centres_on_the_median_and_scales_by_the_interquartile_range(make_processor, fit_transform):
@@ -76,8 +86,8 @@ def test_missing_values_default_to_zero(make_processor, fit_transform):
 
 def test_fill_with_mean_uses_the_training_mean(make_processor, fit_transform):
     processor = number(make_processor, normalization="none", missing_value_strategy="fill_with_mean")
-    _, out = fit_transform(processor, [1.0, 2.0, 6.0, None], [None, 10.0])
-    assert out == [3.0, 10.0]
+    _, out = fit_transform(processor, [1.0, 2.0, 6.0, None], [None, 5.0])
+    assert out == [3.0, 5.0]
 
 
 def test_fill_with_mode_uses_the_most_frequent_training_value(make_processor, fit_transform):
@@ -140,7 +150,7 @@ def test_infinities_drop_the_row_under_drop_row(make_processor):
 
 
 def test_log1p_takes_the_log_of_one_plus_each_value(make_processor, fit_transform):
-    meta, out = fit_transform(number(make_processor, normalization="log1p"), [0.0, 1.0, 9.0], [0.0, 99.0, None])
+    meta, out = fit_transform(number(make_processor, normalization="log1p"), [0.0, 1.0, 99.0], [0.0, 99.0, None])
     assert out == pytest.approx([0.0, np.log(100.0), 0.0])
     assert (meta["shift"], meta["scale"]) == (0.0, 1.0)
 

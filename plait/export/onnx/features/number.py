@@ -1,5 +1,5 @@
-"""Number features: plait.features.number's fill, outliers and normalization, in double precision
-as there, then narrowed to float as the model reads it."""
+"""Number features: plait.features.number's fill, training range, outliers and normalization, in
+double precision as there, then narrowed to float as the model reads it."""
 
 from __future__ import annotations
 
@@ -15,7 +15,11 @@ from plait.export.onnx.graph import GraphBuilder
 @exports_input("number", "double")
 def number_input(g: GraphBuilder, raw: str, meta: dict, feature) -> str:
     fill = meta["fill_value"]
-    values = g.op("Where", g.missing_numbers(raw), g.constant(fill, np.float64), raw)
+    present = raw
+    if "clip" in meta:
+        low, high = (g.constant(bound, np.float64) for bound in meta["clip"])
+        present = g.op("Min", g.op("Max", raw, low), high)
+    values = g.op("Where", g.missing_numbers(raw), g.constant(fill, np.float64), present)
     outliers = meta.get("outliers")
     if outliers and outliers["strategy"] != "drop_row":  # drop_row drops training rows; prediction keeps them
         spread = meta["std"] if meta["std"] > 0 else 1.0
