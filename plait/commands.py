@@ -191,8 +191,7 @@ def _resumed_run(args):
     else:  # the run's own config, read with the storage's own credentials
         run = _not_a_search(RunDirectory.existing(args.resume), args.resume)
         config = _config(args, _own_config(args, run))
-    saved = run.description()
-    return Model(config), dict(saved["data"]), saved["random_seed"], run
+    return Model(config), run.saved_data(args.resume), run.description()["random_seed"], run
 
 
 def _own_config(args, run) -> dict:
@@ -328,10 +327,9 @@ def hyperopt(args) -> int:
         if run.command() != "hyperopt":
             raise UsageError(f"--resume {args.resume!r}: a {run.command()} run, not a search; continue it with "
                              f"plait {run.command()} --resume {args.resume}")
-        saved = run.description()
         given = args.config or args.config_str
         source = _with_command_line(args, None if given else _own_config(args, run))
-        data, seed = saved["data"], saved["random_seed"]
+        data, seed = run.saved_data(args.resume), run.description()["random_seed"]
     else:
         if not (args.config or args.config_str):
             raise UsageError("--config is required (unless --resume names a search directory)")

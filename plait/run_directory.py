@@ -130,9 +130,23 @@ class RunDirectory:
     # ---- what the run writes and reads back ------------------------------------------------------
 
     def write_start(self, config_yaml: str, data: dict, seed: int, command: str) -> None:
-        """The resolved config and what ``--resume`` needs to start the same run again."""
+        """The resolved config and what ``--resume`` needs to start the same run again. Data given
+        as a DataFrame is described, not saved (``IN_MEMORY``): such a run resumes from Python,
+        given the data again."""
         self.root.write_text(CONFIG, config_yaml)
-        self.root.write_json(DESCRIPTION, {"data": data, "random_seed": seed, "command": command})
+        described = {key: _described(value) for key, value in data.items()}
+        self.root.write_json(DESCRIPTION, {"data": described, "random_seed": seed, "command": command})
+
+    def saved_data(self, location: str) -> dict:
+        """The data arguments ``--resume`` starts the run again with; a UsageError when the run
+        was given a DataFrame, which its folder does not keep."""
+        data = dict(self.description()["data"])
+        in_memory = [key for key, value in data.items() if isinstance(value, dict) and IN_MEMORY in value]
+        if in_memory:
+            raise UsageError(f"--resume {location!r}: the run was given {in_memory[0]} as "
+                             f"{data[in_memory[0]][IN_MEMORY]}, which its folder does not keep; resume it from "
+                             "Python with the same data, or train from a file")
+        return data
 
     def is_started(self) -> bool:
         """Whether :meth:`write_start` wrote this run's config and description."""
@@ -225,3 +239,14 @@ def _statistics_file(kind: str) -> str:
 
 def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:40]
+
+
+IN_MEMORY = "in_memory"
+"""description.json's mark of data that was a DataFrame (its shape), in place of a path."""
+
+
+def _described(value):
+    if type(value).__name__ == "DataFrame":
+        rows, columns = value.shape
+        return {IN_MEMORY: f"a pandas DataFrame of {rows:,} rows and {columns} columns"}
+    return value

@@ -23,3 +23,18 @@ def test_an_experiment_name_that_leaves_the_output_directory_is_refused(name, tm
     assert err.count("plait: error:") == 1 and err.startswith(f"plait: error: --experiment-name {name!r}: must be a plain "
                                                                "folder name"), err
     assert not list(tmp_path.glob("escaped*")) and not (tmp_path.parent / "escaped_run_0").exists()
+
+
+def test_a_run_given_a_dataframe_describes_it_and_resumes_only_from_python(tmp_path):
+    import pandas as pd
+
+    from plait.errors import UsageError
+    from plait.run_directory import RunDirectory
+
+    run = RunDirectory.create(str(tmp_path), "frame")
+    run.write_start("{}", {"dataset": pd.DataFrame({"x": [1, 2, 3]}), "test_set": "test.csv"}, 7, "hyperopt")
+    assert run.description()["data"] == {"dataset": {"in_memory": "a pandas DataFrame of 3 rows and 1 columns"},
+                                         "test_set": "test.csv"}
+    with pytest.raises(UsageError, match="the run was given dataset as a pandas DataFrame of 3 rows and 1 "
+                                         "columns, which its folder does not keep; resume it from Python"):
+        run.saved_data("somewhere")
