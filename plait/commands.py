@@ -103,18 +103,24 @@ def render_config(args) -> int:
     """Ludwig's render_config: the config with every default filled in, printed or written to
     ``--output`` (all or nothing)."""
     from plait.config.render import resolved_dict, yaml_text
+
+    if _print_or_write(yaml_text(resolved_dict(_config(args))), args.output):
+        log.info("Wrote the rendered config to %s", args.output)
+    return 0
+
+
+def _print_or_write(text: str, output: str | None) -> bool:
+    """``text`` to stdout, or (True) to ``output`` (a path or an fsspec URL), whole or not at all."""
     from plait.utils.fs import atomic_open, resolve
 
-    text = yaml_text(resolved_dict(_config(args)))
-    if not args.output:
+    if not output:
         sys.stdout.write(text)
-        return 0
-    fs, path = resolve(args.output)
+        return False
+    fs, path = resolve(output)
     _ensure_parent(fs, path)
     with atomic_open(fs, path, "w") as handle:
         handle.write(text)
-    log.info("Wrote the rendered config to %s", args.output)
-    return 0
+    return True
 
 
 def _ensure_parent(fs, path: str) -> None:
@@ -344,22 +350,14 @@ def init_config(args) -> int:
     printed, or written to ``--output`` (all or nothing)."""
     from plait.automl.auto_config import to_yaml
     from plait.automl.train import auto_config
-    from plait.utils.fs import atomic_open, resolve
 
     _check_data_format(args.data_format, [args.dataset])
     auto, config = auto_config(args.dataset, args.target, time_limit_s=args.time_limit_s if args.hyperopt else None,
                                backend=args.backend)
     auto.config = config
-    text = to_yaml(auto)
-    if not args.output:
-        sys.stdout.write(text)
-        return 0
-    fs, path = resolve(args.output)
-    _ensure_parent(fs, path)
-    with atomic_open(fs, path, "w") as handle:
-        handle.write(text)
-    log.info("Wrote the config to %s (%d inputs, %d left out)", args.output, len(config["input_features"]),
-             len(auto.excluded))
+    if _print_or_write(to_yaml(auto), args.output):
+        log.info("Wrote the config to %s (%d inputs, %d left out)", args.output, len(config["input_features"]),
+                 len(auto.excluded))
     return 0
 
 
