@@ -27,10 +27,17 @@ SEARCH_SPACE: dict[str, dict] = {
     "trainer.learning_rate": {"space": "choice", "categories": [0.0003, 0.001, 0.003]},
 }
 """What auto_train searches: the concat combiner's depth, width and dropout, and the learning
-rate. The first trial is plait's defaults (``FIRST_TRIAL``), so the search keeps a model at least
+rate (and ``ENCODER_CHOICES`` for the input types present). The first trial is plait's defaults (``FIRST_TRIAL``), so the search keeps a model at least
 as good on the validation split as a plain ``plait train``."""
 FIRST_TRIAL = {"combiner.num_fc_layers": 1, "combiner.output_size": 128, "combiner.dropout": 0.1,
                "trainer.learning_rate": 0.001}
+ENCODER_CHOICES = {
+    "number": ["passthrough", "ple"],   # PLE: far better on diamonds, worse on small tables
+    "date": ["embed", "wave"],          # wave: better on daily dates (seattle_weather), embed on hourly
+    "text": ["parallel_cnn", "embed"],  # embed: better on short reviews, parallel_cnn on documentation
+}
+"""Encoder types searched for each input type the config has, plait's default first: the
+alternatives that won on some of benchmarks/model_quality.py's datasets and lost on others."""
 TRIALS = 24
 """The most trials a search runs (its time budget may end it sooner)."""
 
@@ -76,7 +83,8 @@ def build(table, target: str, source: str = "the dataset", ignore: tuple[str, ..
     return AutoConfig(config, reasons, excluded, source, table.num_rows)
 
 
-def search_section(time_limit_s: float, backend_type: str, trials: int = TRIALS) -> dict:
+def search_section(time_limit_s: float, backend_type: str, input_types: set[str] = frozenset(),
+                   trials: int = TRIALS) -> dict:
     """The hyperopt section auto_train runs: the validation loss, ``SEARCH_SPACE`` with plait's
     defaults tried first, within ``time_limit_s``. Locally, trials that fall behind at each rung
     are stopped (asynchronous successive halving); on Ray every trial runs to its end (a stopped
@@ -85,9 +93,14 @@ def search_section(time_limit_s: float, backend_type: str, trials: int = TRIALS)
     if backend_type != "ray":
         scheduler = {"type": "async_hyperband", "time_attr": "training_iteration", "max_t": 100,
                      "grace_period": 5, "reduction_factor": 3}
+    encoders = {f"defaults.{kind}.encoder.type": choices for kind, choices in ENCODER_CHOICES.items()
+                if kind in input_types}
+    parameters = {**SEARCH_SPACE,
+                  **{path: {"space": "choice", "categories": choices} for path, choices in encoders.items()}}
+    first = {**FIRST_TRIAL, **{path: choices[0] for path, choices in encoders.items()}}
     return {"goal": "minimize", "metric": "loss", "output_feature": "combined", "split": "validation",
-            "parameters": SEARCH_SPACE,
-            "search_alg": {"type": "variant_generator", "points_to_evaluate": [FIRST_TRIAL]},
+            "parameters": parameters,
+            "search_alg": {"type": "variant_generator", "points_to_evaluate": [first]},
             "executor": {"num_samples": trials, "time_budget_s": max(1.0, float(time_limit_s)), "scheduler": scheduler}}
 
 

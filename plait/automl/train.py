@@ -44,7 +44,7 @@ def auto_config(dataset: Any, target: str, *, time_limit_s: float | None = None,
     config = copy.deepcopy(auto.config)
     if time_limit_s is not None:
         kind = backend or (user.get("backend") or {}).get("type", "auto")
-        config["hyperopt"] = search_section(time_limit_s, kind)
+        config["hyperopt"] = search_section(time_limit_s, kind, {f["type"] for f in config["input_features"]})
     return auto, _merged(config, user)
 
 
