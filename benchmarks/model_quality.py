@@ -311,7 +311,8 @@ def main(argv=None) -> int:
     parser.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1 (default 5)")
     parser.add_argument("--jobs", type=int, default=2, help="runs at once (default 2: this machine's cores)")
     parser.add_argument("--override", default="{}", help="JSON merged into every plait config (use with --name)")
-    parser.add_argument("--name", help="file the plait variant's results under this name (default: plait)")
+    parser.add_argument("--name", help="file the results under this name (plait's as NAME, another variant's as "
+                                       "VARIANT-NAME), e.g. with --override")
     parser.add_argument("--time-limit-s", type=float, default=300, help="auto_train's budget per dataset")
     parser.add_argument("--job-timeout-s", type=float, default=3600)
     parser.add_argument("--report", action="store_true", help="only print the table of what has run")
@@ -322,7 +323,11 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     def name_of(variant: str) -> str:
-        return args.name if variant == "plait" and args.name else variant
+        """Where a variant's results are kept: --name files them apart (plait's as NAME, another
+        variant's as VARIANT-NAME)."""
+        if not args.name:
+            return variant
+        return args.name if variant == "plait" else f"{variant}-{args.name}"
 
     if not args.report:
         jobs = [{"variant": v, "name": name_of(v), "dataset": d, "seed": s, "override": json.loads(args.override),
