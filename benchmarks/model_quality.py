@@ -287,7 +287,12 @@ def report(names: list[str], datasets: list[str], seeds: int, markdown: bool, ju
 
 def _print(rows: list[dict], names: list[str], markdown: bool) -> None:
     def cell(c):
-        return "-" if c is None else f"{c['mean']:.3f} ± {c['std']:.3f}"
+        if c is None:
+            return "-"
+        seeds = "" if c["n"] == rows_seeds else f" ({c['n']} seed{'s' if c['n'] > 1 else ''})"
+        return f"{c['mean']:.3f} ± {c['std']:.3f}{seeds}"
+
+    rows_seeds = max((r[n]["n"] for r in rows for n in names if r.get(n)), default=0)
 
     header = ["dataset", "rows", "target", "inputs", *names, "matches best sklearn"]
     lines = [[r["dataset"], f"{r['rows']:,}", r["task"], " ".join(r["inputs"]), *(cell(r[n]) for n in names),
