@@ -15,6 +15,8 @@ from typing import Any
 import yaml
 
 from plait.automl.columns import exclusion, infer_type, profile
+from plait.config.combiners import ConcatCombiner
+from plait.config.encoders import DEFAULT_ENCODER
 from plait.errors import DataError, UsageError
 
 OUTPUT_TYPES = ("binary", "category", "number", "text", "vector", "set")
@@ -27,17 +29,19 @@ SEARCH_SPACE: dict[str, dict] = {
     "trainer.learning_rate": {"space": "choice", "categories": [0.0003, 0.001, 0.003]},
 }
 """What auto_train searches: the concat combiner's depth, width and dropout, and the learning
-rate (and ``ENCODER_CHOICES`` for the input types present). The first trial is plait's defaults (``FIRST_TRIAL``), so the search keeps a model at least
-as good on the validation split as a plain ``plait train``."""
-FIRST_TRIAL = {"combiner.num_fc_layers": 1, "combiner.output_size": 128, "combiner.dropout": 0.1,
-               "trainer.learning_rate": 0.001}
-ENCODER_CHOICES = {
-    "number": ["passthrough", "ple"],   # PLE: far better on diamonds, worse on small tables
-    "date": ["embed", "wave"],          # wave: better on daily dates (seattle_weather), embed on hourly
-    "text": ["parallel_cnn", "embed"],  # embed: better on short reviews, parallel_cnn on documentation
+rate (and an encoder rival for each input type present, ``ENCODER_RIVALS``). The first trial is
+plait's defaults (``FIRST_TRIAL``), so the search keeps a model at least as good on the
+validation split as a plain ``plait train``."""
+FIRST_TRIAL = {**{f"combiner.{name}": ConcatCombiner.model_fields[name].default
+                  for name in ("num_fc_layers", "output_size", "dropout")},
+               "trainer.learning_rate": 0.001}  # what learning_rate auto is on one worker (training.schedule)
+ENCODER_RIVALS = {
+    "number": "ple",    # far better than passthrough on diamonds, worse on small tables
+    "date": "wave",     # better than embed on daily dates (seattle_weather), worse on hourly ones
+    "text": "embed",    # better than parallel_cnn on short reviews, worse on documentation
 }
-"""Encoder types searched for each input type the config has, plait's default first: the
-alternatives that won on some of benchmarks/model_quality.py's datasets and lost on others."""
+"""Per input type, the encoder searched beside plait's default (``DEFAULT_ENCODER``): the rival
+that won on some of benchmarks/model_quality.py's datasets and lost on others."""
 TRIALS = 24
 """The most trials a search runs (its time budget may end it sooner)."""
 
@@ -58,7 +62,7 @@ def build(table, target: str, source: str = "the dataset", ignore: tuple[str, ..
     columns that are not data (a split column)."""
     if target not in table.column_names:
         raise UsageError(f"target {target!r}: {source} has no such column; its columns are: "
-                          f"{', '.join(table.column_names)}")
+                         f"{', '.join(table.column_names)}")
     columns = [c for c in profile(table) if c.name not in ignore]
     inputs, outputs, reasons, excluded = [], [], {}, {}
     for column in columns:
@@ -68,7 +72,7 @@ def build(table, target: str, source: str = "the dataset", ignore: tuple[str, ..
                 kind, reason = "category", f"{reason}; plait predicts no {kind} from a table, so a category"
             if column.distinct < 2:
                 raise DataError(f"target {target!r}: the column has {column.distinct} distinct value(s); "
-                                  "a model needs at least two to learn anything")
+                                "a model needs at least two to learn anything")
             outputs.append({"name": target, "type": kind})
         elif (why := exclusion(column, kind, len(columns))) is not None:
             excluded[column.name] = why
@@ -78,13 +82,12 @@ def build(table, target: str, source: str = "the dataset", ignore: tuple[str, ..
         reasons[column.name] = reason
     if not inputs:
         raise DataError(f"{source}: no column is left to predict {target!r} from "
-                          f"({'; '.join(f'{k}: {v}' for k, v in excluded.items()) or 'the table has only the target'})")
+                        f"({'; '.join(f'{k}: {v}' for k, v in excluded.items()) or 'the table has only the target'})")
     config = {"input_features": inputs, "output_features": outputs}
     return AutoConfig(config, reasons, excluded, source, table.num_rows)
 
 
-def search_section(time_limit_s: float, backend_type: str, input_types: set[str] = frozenset(),
-                   trials: int = TRIALS) -> dict:
+def search_section(time_limit_s: float, backend_type: str, input_types: set[str] = frozenset()) -> dict:
     """The hyperopt section auto_train runs: the validation loss, ``SEARCH_SPACE`` with plait's
     defaults tried first, within ``time_limit_s``. Locally, trials that fall behind at each rung
     are stopped (asynchronous successive halving); on Ray every trial runs to its end (a stopped
@@ -93,15 +96,15 @@ def search_section(time_limit_s: float, backend_type: str, input_types: set[str]
     if backend_type != "ray":
         scheduler = {"type": "async_hyperband", "time_attr": "training_iteration", "max_t": 100,
                      "grace_period": 5, "reduction_factor": 3}
-    encoders = {f"defaults.{kind}.encoder.type": choices for kind, choices in ENCODER_CHOICES.items()
-                if kind in input_types}
+    encoders = {f"defaults.{kind}.encoder.type": [DEFAULT_ENCODER[kind], rival]
+                for kind, rival in ENCODER_RIVALS.items() if kind in input_types}
     parameters = {**SEARCH_SPACE,
                   **{path: {"space": "choice", "categories": choices} for path, choices in encoders.items()}}
     first = {**FIRST_TRIAL, **{path: choices[0] for path, choices in encoders.items()}}
     return {"goal": "minimize", "metric": "loss", "output_feature": "combined", "split": "validation",
             "parameters": parameters,
             "search_alg": {"type": "variant_generator", "points_to_evaluate": [first]},
-            "executor": {"num_samples": trials, "time_budget_s": max(1.0, float(time_limit_s)), "scheduler": scheduler}}
+            "executor": {"num_samples": TRIALS, "time_budget_s": max(1.0, float(time_limit_s)), "scheduler": scheduler}}
 
 
 def to_yaml(auto: AutoConfig) -> str:

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from plait.automl.auto_config import AutoConfig, build, search_section, TRIALS
+from plait.automl.auto_config import AutoConfig, build, search_section
 from plait.errors import TrainingError, UsageError
 
 log = logging.getLogger("plait")
@@ -70,7 +70,7 @@ def auto_train(dataset: Any, target: str, time_limit_s: float, *, output_directo
     best = found.best
     if best is None or best["model_path"] is None:
         raise TrainingError(f"auto_train: no trial finished an evaluation within {time_limit_s:g} s; give a larger "
-                          f"time_limit_s (the search is in {found.run.root.url})")
+                            f"time_limit_s (the search is in {found.run.root.url})")
     return AutoTrainResult(model=_load(best["model_path"], backend), best_config=_trial_config(best), config=config,
                            trials=len(found.trials), search=found, auto_config=auto)
 
@@ -105,4 +105,4 @@ def _merged(base: dict, extra: dict) -> dict:
     return out
 
 
-__all__ = ["AutoTrainResult", "auto_config", "auto_train", "TRIALS"]
+__all__ = ["AutoTrainResult", "auto_config", "auto_train"]
