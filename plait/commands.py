@@ -38,14 +38,19 @@ def _with_command_line(args, source: dict | None = None) -> dict:
 
 def _config_from_string(text: str):
     """``--config_str``: the config as a YAML (or JSON, which is YAML) string."""
+    return _mapping_from_string(text, "--config_str", "a config: a mapping with input_features and output_features")
+
+
+def _mapping_from_string(text: str, flag: str, wanted: str) -> dict:
+    """A flag's YAML (or JSON, which is YAML) text, which must be a mapping (``wanted`` says of what)."""
     import yaml
 
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise UsageError(f"--config_str is not valid YAML or JSON: {getattr(exc, 'problem', None) or exc}") from None
+        raise UsageError(f"{flag} is not valid YAML or JSON: {getattr(exc, 'problem', None) or exc}") from None
     if not isinstance(data, dict):
-        raise UsageError("--config_str must hold a config: a mapping with input_features and output_features")
+        raise UsageError(f"{flag} must hold {wanted}")
     return data
 
 
@@ -380,14 +385,10 @@ def _user_config(value: str) -> dict:
     """--user-config: a YAML file, or the YAML text itself."""
     from plait.config import read_yaml
 
-    import yaml
-
-    try:
-        data = read_yaml(value) if os.path.exists(value) else _yaml(value)
-    except yaml.YAMLError as error:
-        raise UsageError(f"--user-config {value!r}: not YAML ({str(error).splitlines()[0]})") from None
+    settings = "a mapping of settings (a YAML file or text)"
+    data = read_yaml(value) if os.path.exists(value) else _mapping_from_string(value, "--user-config", settings)
     if not isinstance(data, dict):
-        raise UsageError(f"--user-config {value!r}: give a mapping of settings (a YAML file or text)")
+        raise UsageError(f"--user-config {value!r} must hold {settings}")
     return data
 
 
