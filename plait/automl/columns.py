@@ -72,18 +72,17 @@ def _profile(values, name: str, position: int) -> ColumnProfile:
 
     present = values.dropna()
     distinct = present.unique()
-    text = [str(v) for v in present.iloc[:SAMPLE]]
     stored_as_text = pd.api.types.is_object_dtype(values) or pd.api.types.is_string_dtype(values)
+    text = [str(v) for v in present.iloc[:SAMPLE]] if stored_as_text else []  # the checks of text columns
     numbers = _numeric(values, distinct, stored_as_text)
-    integers = _integers(distinct) if numbers else None
     return ColumnProfile(
         name=name, position=position, rows=len(values), distinct=len(distinct),
         missing=float(values.isna().mean()) if len(values) else 0.0,
         examples=tuple(str(v) for v in distinct[:10]),
         numbers=numbers,
-        integer_run=integers is not None and len(integers) > 0 and int(integers.max() - integers.min()) + 1 == len(integers),
+        integer_run=numbers and _integer_run(distinct),
         row_counter=numbers and _counts_rows(values),
-        words=sum(len(t.split()) for t in text) / len(text) if stored_as_text and text else None,
+        words=sum(len(t.split()) for t in text) / len(text) if text else None,
         dates=pd.api.types.is_datetime64_any_dtype(values) or (stored_as_text and not numbers and _dates(text)),
         files=_files(text) if stored_as_text else None,
         vector_length=_vector_length(text) if stored_as_text and not numbers else None,
@@ -100,12 +99,15 @@ def _numeric(values, distinct, stored_as_text: bool) -> bool:
     return len(distinct) > 0 and bool(pd.to_numeric(pd.Series(distinct, dtype=object), errors="coerce").notna().all())
 
 
-def _integers(distinct):
+def _integer_run(distinct) -> bool:
+    """Whether the distinct numbers are every integer from the smallest to the largest."""
     import numpy as np
 
     as_numbers = np.asarray([float(v) for v in distinct], dtype=float)
     finite = as_numbers[np.isfinite(as_numbers)]
-    return finite if np.all(finite == np.round(finite)) else None
+    if not len(finite) or not np.all(finite == np.round(finite)):
+        return False
+    return int(finite.max() - finite.min()) + 1 == len(finite)
 
 
 def _counts_rows(values) -> bool:
