@@ -49,6 +49,10 @@ class TrainResult:
         return training_statistics(self.training_statistics, self.evaluation_frequency, self.restarts)
 
 
+AS_SAVED = "as_saved"
+"""``Model.load``'s default quantization: the saved config's."""
+
+
 class Model:
     """A plait model: config, preprocessing metadata and (once trained) weights."""
 
@@ -241,13 +245,29 @@ class Model:
 
         return export_model(self, output_path, format)
 
+    def save_dequantized_base_model(self, save_path: str | os.PathLike) -> None:
+        """Write the config's quantized base model back in float16 as a Hugging Face model folder
+        at ``save_path`` (a path or fsspec URL): a base that predicts without bitsandbytes and
+        holds the rounding the quantized model computed with (Ludwig's method of this name)."""
+        from plait.models.llm import save_dequantized_base
+
+        if getattr(self.config, "model_type", None) != "llm":
+            raise UsageError("save_dequantized_base_model: this is not an LLM (model_type: llm)")
+        save_dequantized_base(self.config, _location(save_path, "save_path"))
+
     @classmethod
-    def load(cls, path: str | os.PathLike, backend: str | None = None) -> "Model":
+    def load(cls, path: str | os.PathLike, backend: str | None = None, quantization: Any = AS_SAVED) -> "Model":
         """A saved model, from a local path or an fsspec URL (``s3://...``), run on ``backend``
         (default: its config's backend section; a model trained under a launcher such as torchrun
-        predicts in this process outside of it)."""
+        predicts in this process outside of it).
+
+        ``quantization`` (an LLM saved as an adapter): how to load the base under the adapter,
+        whatever it trained on: None in full precision, ``{"bits": 4}`` (a config's quantization
+        section) quantized; by default as the saved config says."""
         folder = Folder(_location(path, "path"))
         config, metadata, weights = read_model(folder)
+        if quantization is not AS_SAVED:
+            config = _with_base_quantization(config, metadata, quantization, str(path))
         model = cls(config, backend=backend or _backend_outside_launcher(config))
         model.metadata = metadata
         model.module = build_model(model.config, metadata)
@@ -275,6 +295,16 @@ class Model:
             saved = save_model(os.path.join(tmp, "model"), resolved_dict(self.config), self.metadata,
                                self.module.state_dict())
             return export_mlflow(saved.url, output_path, registered_model_name)
+
+
+def _with_base_quantization(config: dict, metadata: dict, quantization: Any, shown: str) -> dict:
+    """The saved ``config`` with its base loaded as ``quantization`` says (see ``Model.load``)."""
+    from plait.models.llm import ADAPTER_MERGED
+
+    if config.get("model_type") != "llm" or not config.get("adapter") or metadata.get(ADAPTER_MERGED):
+        raise UsageError(f"quantization: the model at {shown!r} saved all its weights, so its base cannot be loaded "
+                         f"another way; only an LLM saved as an adapter can (load it without quantization=)")
+    return {**config, "quantization": quantization}
 
 
 def _location(value: Any, argument: str) -> str | os.PathLike:

@@ -244,14 +244,23 @@ Adapter = Annotated[LoraConfig | IA3Config | LoHaConfig | LoKrConfig | VeraConfi
 
 
 class QuantizationConfig(StrictModel):
-    """Load the base model's weights in 4 or 8 bits (bitsandbytes), for QLoRA; a CUDA GPU only."""
+    """Load the base model's linear layers in 4 or 8 bits with bitsandbytes (on a CUDA GPU or on
+    the CPU): a quarter or half of the memory of 16-bit weights. The base stays frozen, so a model
+    that trains needs an adapter (QLoRA: LoRA over a quantized base)."""
 
     bits: Literal[4, 8] = 4
+    """4: each weight is a 4-bit code (bnb_4bit_quant_type) with a scale per block of 64; 8:
+    LLM.int8(), 8-bit weights with the outlier features in 16 bits."""
     llm_int8_threshold: float = 6.0
+    """8 bits: input features larger than this stay in 16 bits (LLM.int8()'s outliers)."""
     llm_int8_has_fp16_weight: bool = False
+    """8 bits: keep 16-bit master weights beside the 8-bit ones (more memory)."""
     bnb_4bit_compute_dtype: Literal["float32", "float16", "bfloat16"] = "float16"
+    """4 bits: the dtype the dequantized weights compute in."""
     bnb_4bit_use_double_quant: bool = True
+    """4 bits: quantize the per-block scales too (about 0.4 bits per weight less)."""
     bnb_4bit_quant_type: Literal["fp4", "nf4"] = "nf4"
+    """4 bits: the code; nf4 (NormalFloat) suits weights drawn from a normal distribution."""
 
 
 class LLMFeature(StrictModel):
@@ -326,7 +335,7 @@ class LLMConfig(StrictModel):
     """null: full fine-tuning (every weight trains); otherwise the adapter that trains instead of
     the base model's weights (its type: lora, ia3, loha, lokr or vera)."""
     quantization: QuantizationConfig | None = None
-    """Load the base model in 4 or 8 bits (needs a CUDA GPU and bitsandbytes)."""
+    """Load the base model in 4 or 8 bits (bitsandbytes, on a GPU or the CPU): QLoRA with an adapter."""
     trainer: LLMTrainerConfig = Field(default_factory=LLMTrainerConfig)
     """How the model is trained: Ludwig's trainer keys, with type finetune or none."""
     preprocessing: LLMPreprocessing = Field(default_factory=LLMPreprocessing)
@@ -380,6 +389,28 @@ class LLMConfig(StrictModel):
         if self.trainer.type == "none" and trained:
             raise field_error("trainer.type", f"is none (no training, Ludwig's default for an LLM) but trainer."
                                               f"{trained[0]} is set; set trainer.type: finetune to train")
+        return self
+
+    @model_validator(mode="after")
+    def _quantization_fits(self):
+        if self.quantization is None:
+            return self
+        if self.trainer.type == "finetune" and self.adapter is None:
+            raise field_error("quantization", "a quantized base model cannot train its own weights (they are 4 or 8 "
+                                              "bit codes, with no gradient); add an adapter (adapter: {type: lora} "
+                                              "is QLoRA), or remove quantization for full fine-tuning")
+        if self.adapter is not None and self.adapter.postprocessor.merge_adapter_into_base_model:
+            raise field_error("adapter.postprocessor.merge_adapter_into_base_model", (
+                "is true with quantization: merging would round the adapter into 4 or 8 bit weights; keep the adapter "
+                "apart (it loads on the quantized base or a full-precision one), or save a full-precision base "
+                "with save_dequantized_base_model and train on that"))
+        strategy = getattr(getattr(self.backend, "trainer", None), "strategy", None)
+        sharded = strategy is not None and (strategy.type == "fsdp" or (
+            strategy.type == "deepspeed" and strategy.zero_optimization.stage == 3))
+        if sharded:
+            raise field_error("quantization", f"is set with the {strategy.type} strategy, which shards the parameters "
+                                              f"across workers; bitsandbytes' 4 and 8 bit weights cannot be sharded. "
+                                              f"Use ddp (or deepspeed stage 0-2), or remove quantization")
         return self
 
     @model_validator(mode="after")

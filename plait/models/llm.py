@@ -14,12 +14,16 @@ generates from the prompt.
 With an ``adapter`` (LoRA, IA3, LoHa, LoKr, VeRA) the base model's weights stay frozen and the
 module's state dict holds the adapter alone: checkpoints, the best weights and the saved model
 are the adapter's size, and building the module reads the base weights from ``base_model``.
+With ``quantization`` the base's linear layers are read in 4 or 8 bits (bitsandbytes): its weights
+are never saved, and an adapter trained on them loads on a quantized or a full-precision base.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import logging
+import shutil
 import warnings
 
 import torch
@@ -33,8 +37,11 @@ from plait.models.ecd import module_key
 from plait.models.hf_encoders import import_transformers
 from plait.models.sequence_heads import PAD, SequenceHead
 from plait.models.outputs import RowLosses
+from plait.utils.folder import Folder, built_locally
 from plait.utils.hf_models import MODEL_CONFIG, check_weights, model_folder, transformers_config
 
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".msgpack", ".h5", ".index.json")
+"""Files of a model folder that hold (or index) its weights."""
 ADAPTER_MERGED = "adapter_merged"
 """The metadata key saying the adapter was merged into the saved weights (a plain model)."""
 
@@ -85,12 +92,15 @@ class LLM(TrainableModel):
         self.target_length = features[target.name]["sequence_length"]
         merged = metadata.get(ADAPTER_MERGED, False)
         adapter = None if merged else config.adapter
-        self.model = build_causal_lm(config, features[prompt.name][MODEL_CONFIG],
-                                     load_pretrained or adapter is not None, adapter)
+        frozen_base = adapter is not None or config.quantization is not None
+        self.model = build_causal_lm(config, features[prompt.name][MODEL_CONFIG], load_pretrained or frozen_base,
+                                     adapter)
         self.pad_id = _pad_id(self.model.config, features[target.name]["stop_id"] - ID_OFFSET)
         self.keeps_logits = "logits_to_keep" in inspect.signature(self._causal_lm().forward).parameters
         self.heads = nn.ModuleDict({module_key(target.name): LLMHead(target, features[target.name])})
-        self.adapter_keys = frozenset(n for n, p in self.named_parameters() if p.requires_grad) if adapter else None
+        self.adapter_keys = frozenset(n for n, p in self.named_parameters() if p.requires_grad) if frozen_base else None
+        """The weights this model saves when its base is read from base_model (an adapter's, or
+        none for a quantized base used as it is); None: it saves them all."""
         self.adapter_hooks = [] if self.adapter_keys is None else [
             self.register_state_dict_post_hook(_adapter_only),
             self.register_load_state_dict_post_hook(_base_weights_not_missing)]
@@ -195,15 +205,13 @@ def _base_weights_not_missing(module: LLM, incompatible) -> None:
 
 
 def build_causal_lm(config, model_config: dict, load_pretrained: bool, adapter) -> nn.Module:
-    """The transformers model of ``base_model`` (its weights where ``load_pretrained``), with an
-    adapter where ``adapter`` is set."""
-    if config.quantization is not None:
-        raise ModelError(f"quantization: loading the base model in {config.quantization.bits} bits needs a CUDA GPU "
-                         f"and bitsandbytes, and plait does not quantize yet; remove quantization (LoRA alone "
-                         f"works on CPU and GPU)")
+    """The transformers model of ``base_model`` (its weights where ``load_pretrained``, quantized
+    where the config says), with an adapter where ``adapter`` is set."""
     transformers = import_transformers()
     config_of_model = transformers_config(transformers, model_config, "base_model")
-    if load_pretrained:
+    if config.quantization is not None:
+        model = quantized_causal_lm(transformers, config.base_model, config_of_model, config.quantization)
+    elif load_pretrained:
         folder = model_folder(config.base_model, "base_model")
         check_weights(folder, "base_model")
         model = transformers.AutoModelForCausalLM.from_pretrained(str(folder), config=config_of_model,
@@ -212,6 +220,52 @@ def build_causal_lm(config, model_config: dict, load_pretrained: bool, adapter) 
     else:
         model = transformers.AutoModelForCausalLM.from_config(config_of_model, dtype=torch.float32)
     return with_adapter(model, adapter) if adapter is not None else model
+
+
+def quantized_causal_lm(transformers, base_model: str, config_of_model, quantization) -> nn.Module:
+    """``base_model`` with its linear layers in 4 or 8 bits (bitsandbytes' ``Linear4bit`` or
+    ``Linear8bitLt``), on the device this process computes on, ready for an adapter to train
+    over it (peft's ``prepare_model_for_kbit_training``: frozen, norms in float32)."""
+    folder = model_folder(base_model, "base_model")
+    check_weights(folder, "base_model")
+    import_bitsandbytes()
+    # bitsandbytes quantizes as the weights reach their device, so they are loaded on the device
+    # that computes (a worker's GPU, else the CPU), not moved there afterwards.
+    device = f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_available() else "cpu"
+    settings = quantization.model_dump()
+    bits = transformers.BitsAndBytesConfig(
+        load_in_4bit=quantization.bits == 4, load_in_8bit=quantization.bits == 8,
+        **{key: value for key, value in settings.items() if key != "bits"})
+    # LLM.int8() computes in float16 and logs so on every step of a float32 model: plait chose
+    # float32 for the unquantized layers, so the notice says nothing new.
+    logging.getLogger("bitsandbytes.autograd._functions").setLevel(logging.ERROR)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # bitsandbytes' notices while it quantizes
+        model = transformers.AutoModelForCausalLM.from_pretrained(
+            str(folder), config=config_of_model, local_files_only=True, use_safetensors=True, dtype=torch.float32,
+            quantization_config=bits, device_map={"": device})
+    return import_peft().prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
+
+
+def save_dequantized_base(config, location) -> None:
+    """Write ``config.base_model`` as its quantized weights give it back, in float16, as a
+    Hugging Face model folder at ``location`` (a path or fsspec URL, published whole): a base to
+    fine-tune or predict on without bitsandbytes, whose weights hold the quantization's rounding
+    (what a model trained over the quantized base saw)."""
+    if config.quantization is None:
+        raise ModelError("save_dequantized_base_model: the config has no quantization section, so its base model is "
+                         "not quantized; set quantization: {bits: 4} (or 8), or use base_model as it is")
+    transformers = import_transformers()
+    folder = model_folder(config.base_model, "base_model")
+    config_of_model = transformers.AutoConfig.from_pretrained(str(folder), local_files_only=True)
+    model = quantized_causal_lm(transformers, config.base_model, config_of_model, config.quantization)
+    model = model.dequantize().to(torch.float16)
+    with built_locally(Folder(location), marker="config.json") as tmp:
+        model.save_pretrained(tmp)
+        # The tokenizer and the files that describe it come along (the weights are the new ones).
+        for file in folder.iterdir():
+            if file.is_file() and not (tmp / file.name).exists() and not file.name.endswith(WEIGHT_SUFFIXES):
+                shutil.copyfile(file, tmp / file.name)
 
 
 def with_adapter(model: nn.Module, adapter) -> nn.Module:
@@ -230,6 +284,15 @@ def with_adapter(model: nn.Module, adapter) -> nn.Module:
     except ValueError as error:
         raise ModelError(f"adapter: peft cannot place {adapter.type} adapters on this model ({error}); name the "
                          f"layers in adapter.target_modules, among: {', '.join(linear)}") from None
+
+
+@functools.cache
+def import_bitsandbytes():
+    try:
+        import bitsandbytes
+    except ImportError:
+        raise BackendError("quantization needs bitsandbytes: pip install plait[hf]") from None
+    return bitsandbytes
 
 
 @functools.cache

@@ -81,6 +81,15 @@ def test_the_template_reads_columns_the_sample_and_the_task():
     ({"trust_remote_code": True}, "trust_remote_code: got True; plait does not implement this Ludwig setting"),
     ({"combiner": {"type": "concat"}}, "combiner: unknown field"),
     ({"quantization": {"bits": 3}}, "quantization.bits: got 3"),
+    ({"quantization": {"bits": 4}, "trainer": {"type": "finetune"}},
+     "quantization: a quantized base model cannot train its own weights"),
+    ({"quantization": {"bits": 8}, "adapter": {"type": "lora", "postprocessor": {"merge_adapter_into_base_model": True}}},
+     "adapter.postprocessor.merge_adapter_into_base_model: is true with quantization"),
+    ({"quantization": {"bits": 4}, "adapter": {"type": "lora"}, "backend": {"type": "ray", "trainer": {"strategy": "fsdp"}}},
+     "quantization: is set with the fsdp strategy, which shards the parameters across workers"),
+    ({"quantization": {"bits": 4}, "adapter": {"type": "lora"},
+      "backend": {"type": "ray", "trainer": {"strategy": {"type": "deepspeed", "zero_optimization": {"stage": 3}}}}},
+     "quantization: is set with the deepspeed strategy"),
 ])
 def test_a_mistake_is_named_by_its_path(sections, problem):
     assert any(p.startswith(problem) for p in problems_of(llm(**sections))), problems_of(llm(**sections))
