@@ -5,12 +5,13 @@ The CLI is a thin layer over these same objects.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 from plait import inference, tracking
 from plait.callbacks import Dispatcher, check_callbacks
@@ -72,6 +73,8 @@ class Model:
         self.module = None
         self.path: Path | None = None
         """The saved-model directory the weights came from (a predictor spec points there)."""
+        self._cached_generator = None
+        """An LLM's Generator over ``module`` (built on the first generate)."""
 
     # ---- training --------------------------------------------------------------------------
 
@@ -176,22 +179,65 @@ class Model:
         table = transform_split(self.config, self.metadata["features"], dataset, seed, split)
         return inference.evaluate(LocalBackend(self.config), self.predictor_spec(), table, cached=True)
 
-    def predict(self, dataset: Any) -> "pandas.DataFrame":
+    def predict(self, dataset: Any, generation_config: dict | None = None) -> "pandas.DataFrame":
         """Predictions for every row of raw data, in its order (output columns are not needed),
         as a DataFrame. The backend computes them: here chunk by chunk, or as a Ray Data job on
-        Ray; for data larger than memory write them to files instead (``write_predictions``)."""
+        Ray; for data larger than memory write them to files instead (``write_predictions``).
+        ``generation_config`` (an LLM): generation settings over the config's ``generation``."""
         self.require_trained()
-        return inference.predict(self.backend, self.predictor_spec(), dataset)
+        return inference.predict(self.backend, self._generating_spec(generation_config), dataset)
 
     def write_predictions(self, dataset: Any, output_directory: str | os.PathLike,
-                          output_format: str = "parquet") -> WrittenPredictions:
+                          output_format: str = "parquet", generation_config: dict | None = None) -> WrittenPredictions:
         """Predictions for every row of ``dataset`` written to ``<output_directory>/predictions.<format>``:
-        a file here, a folder of part files (in input order) from a Ray Data job."""
+        a file here, a folder of part files (in input order) from a Ray Data job. ``generation_config``:
+        as for ``predict``."""
         self.require_trained()
         if output_format not in ("parquet", "csv"):
             raise UsageError(f"output_format {output_format!r}: give parquet or csv")
-        return inference.write_predictions(self.backend, self.predictor_spec(), dataset,
+        return inference.write_predictions(self.backend, self._generating_spec(generation_config), dataset,
                                            _location(output_directory, "output_directory"), output_format)
+
+    def generate(self, texts: str | dict | list, generation_config: dict | None = None,
+                 streaming: bool = False) -> str | list[str]:
+        """An LLM's generated text for each prompt, in this process (Ludwig's ``generate``). A
+        prompt is the input feature's text, or a dict of the columns the prompt template reads;
+        one prompt gives one string, a list a list. ``generation_config``: settings over the
+        config's ``generation`` (``{"max_new_tokens": 64, "do_sample": True}``). ``streaming``:
+        also print each text as its tokens come."""
+        generator = self._generator()
+        single = isinstance(texts, (str, dict))
+        prompts = [texts] if single else list(texts)
+        if streaming:
+            texts_out = [_printed(generator.stream(prompt, generation_config)) for prompt in prompts]
+        else:
+            batch = self.module.prediction_batch_rows
+            texts_out = [generated.text for first in range(0, len(prompts), batch)
+                         for generated in generator.generate(prompts[first:first + batch], generation_config)]
+        return texts_out[0] if single else texts_out
+
+    def generate_stream(self, text: str | dict, generation_config: dict | None = None) -> Iterator[str]:
+        """An LLM's generated text for one prompt, in pieces yielded as the tokens are generated."""
+        return self._generator().stream(text, generation_config)
+
+    def _generator(self):
+        from plait.inference.generate import Generator, generation_settings
+
+        self.require_trained()
+        generation_settings(self.config, None, "generate")  # an ECD model is refused by name
+        if self._cached_generator is None or self._cached_generator.module is not self.module:
+            self._cached_generator = Generator(self.config, self.metadata, self.module)
+        return self._cached_generator
+
+    def _generating_spec(self, generation_config: dict | None) -> PredictorSpec:
+        """The predictor spec, with ``generation_config`` over an LLM's generation settings."""
+        from plait.inference.generate import generation_settings
+
+        spec = self.predictor_spec()
+        if generation_config is None:
+            return spec
+        settings = generation_settings(self.config, generation_config)
+        return dataclasses.replace(spec, config={**spec.config, "generation": settings.model_dump()})
 
     def forecast(self, dataset: Any, horizon: int) -> "pandas.DataFrame":
         """The next ``horizon`` steps of each row's series (a model with one timeseries input, the
@@ -295,6 +341,16 @@ class Model:
             saved = save_model(os.path.join(tmp, "model"), resolved_dict(self.config), self.metadata,
                                self.module.state_dict())
             return export_mlflow(saved.url, output_path, registered_model_name)
+
+
+def _printed(pieces: Iterator[str]) -> str:
+    """The pieces joined, each printed as it comes (Ludwig's streaming generate)."""
+    text = []
+    for piece in pieces:
+        print(piece, end="", flush=True)
+        text.append(piece)
+    print(flush=True)
+    return "".join(text)
 
 
 def _with_base_quantization(config: dict, metadata: dict, quantization: Any, shown: str) -> dict:

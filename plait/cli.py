@@ -220,8 +220,9 @@ def _add_predict(sub) -> None:
     p.add_argument("--output-format", choices=["parquet", "csv"], default="parquet",
                    help="predictions.<format> in the output directory: a file, or with --backend ray a folder of "
                         "part files that in name order hold the input's rows in order (default parquet)")
-    _refuse(p, ("-gc", "--generation_config"), nargs=1, advice=(
-        "generation settings are for Ludwig's LLMs; plait's models are ECD models, which have none"))
+    p.add_argument("--generation-config", "--generation_config", "-gc",
+                   help="an LLM's generation settings over its config's generation section: a YAML or JSON file, "
+                        "or the text itself ('{max_new_tokens: 64, do_sample: true}')")
 
 
 def _add_forecast(sub) -> None:

@@ -370,7 +370,7 @@ def auto_train(args) -> int:
     """Ludwig's auto_train: infer a config, search it within the time budget, report the best model."""
     from plait.automl.train import auto_train as search
 
-    user = _user_config(args.user_config) if args.user_config else None
+    user = _mapping_file_or_text(args.user_config, "--user-config") if args.user_config else None
     result = search(args.dataset, args.target, args.time_limit_s, output_directory=args.output_directory,
                     experiment_name=args.experiment_name, random_seed=args.random_seed, user_config=user,
                     backend=args.backend, tune_verbosity=args.hyperopt_log_verbosity)
@@ -381,14 +381,14 @@ def auto_train(args) -> int:
     return 0
 
 
-def _user_config(value: str) -> dict:
-    """--user-config: a YAML file, or the YAML text itself."""
+def _mapping_file_or_text(value: str, flag: str) -> dict:
+    """A flag's mapping of settings: a YAML (or JSON) file, or the YAML text itself."""
     from plait.config import read_yaml
 
     settings = "a mapping of settings (a YAML file or text)"
-    data = read_yaml(value) if os.path.exists(value) else _mapping_from_string(value, "--user-config", settings)
+    data = read_yaml(value) if os.path.exists(value) else _mapping_from_string(value, flag, settings)
     if not isinstance(data, dict):
-        raise UsageError(f"--user-config {value!r} must hold {settings}")
+        raise UsageError(f"{flag} {value!r} must hold {settings}")
     return data
 
 
@@ -429,12 +429,14 @@ def predict(args) -> int:
     if args.split != "full":
         raise UsageError(f"--split {args.split}: plait predicts on every row it is given; for metrics on the "
                          f"{args.split} split use plait evaluate --split {args.split}")
+    generation = _mapping_file_or_text(args.generation_config, "--generation_config") if args.generation_config \
+        else None
     model = Model.load(args.model_path, backend=args.backend)
     try:
         if args.skip_save_predictions:  # computed (and checked) all the same, as Ludwig does
-            rows, path = len(model.predict(args.dataset)), None
+            rows, path = len(model.predict(args.dataset, generation)), None
         else:
-            written = model.write_predictions(args.dataset, args.output_directory, args.output_format)
+            written = model.write_predictions(args.dataset, args.output_directory, args.output_format, generation)
             rows, path = written.rows, written.path
     finally:
         model.close()

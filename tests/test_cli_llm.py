@@ -45,6 +45,25 @@ def test_an_experiment_then_predict_from_the_saved_model(sections, base, tmp_pat
     assert resolved["model_type"] == "llm" and resolved["prompt"]["template"] == "translate : {colour}"
 
 
+def test_predict_takes_generation_settings_from_a_file_or_its_text(base, tmp_path, cache_dir, write_config,
+                                                                    make_dataset, cli):
+    config = write_config(local(llm_config(base, trainer={"type": "none"}), cache_dir))
+    code, _, err = cli("train", "--config", config, "--dataset", make_dataset(colour_rows(2)), "--output-directory",
+                       tmp_path / "runs")
+    assert code == 0, err
+    model, data = tmp_path / "runs" / "experiment_run_0" / "model", make_dataset(colour_rows(1), "new.csv")
+    settings = tmp_path / "generation.yaml"
+    settings.write_text("max_new_tokens: 3\nmin_new_tokens: 3\n")
+    for given, words in ((settings, 3), ("{max_new_tokens: 2, min_new_tokens: 2}", 2)):
+        code, _, err = cli("predict", "--model-path", model, "--dataset", data, "--generation_config", given,
+                           "--output-directory", tmp_path / str(words))
+        assert code == 0, err
+        tokens = pd.read_parquet(tmp_path / str(words) / "predictions.parquet")["french_probabilities"]
+        assert [len(probabilities) for probabilities in tokens] == [words] * len(FRENCH)
+    code, _, err = cli("predict", "--model-path", model, "--dataset", data, "-gc", "{num_beams: 0}")
+    assert code == 2 and "generation_config.num_beams: Input should be greater than 0" in err
+
+
 def without_weights(folder):
     (folder / "model.safetensors").unlink()
     return folder

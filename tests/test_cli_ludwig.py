@@ -87,7 +87,6 @@ def test_the_tracker_flags_name_the_tools_a_training_run_logs_to(command):
     (["experiment", "--skip_save_k_fold_split_indices"], "--skip_save_k_fold_split_indices: plait has no k-fold"),
     (["predict", "-m", "m", "--dataset", "d.csv", "-bs", "64"], "-bs: plait sizes prediction batches itself"),
     (["evaluate", "-m", "m", "--dataset", "d.csv", "--batch_size", "64"], "--batch_size: plait sizes prediction batches"),
-    (["predict", "-m", "m", "--dataset", "d.csv", "-gc", "g.yaml"], "-gc: generation settings are for Ludwig's LLMs"),
     (["hyperopt", "-c", "c.yaml", "--skip_save_model"], "--skip_save_model: a search keeps every trial's checkpoints"),
     (["check_install"], "Ludwig's check_install command is not part of plait"),
     (["visualize", "-v", "confidence_thresholding_2thresholds_3d"],
@@ -213,3 +212,5 @@ def test_predict_and_evaluate_with_ludwig_flags(ludwig_run, cli, tmp_path):
                          "--split", "full", "--skip_save_eval_stats", "--skip_collect_predictions")
     assert code == 0, err
     assert "accuracy" in json.loads(out)["y"] and not (tmp_path / "e").exists()
+    code, out, err = cli("predict", "-m", run / "model", "--dataset", root / "data.csv", "-gc", "{max_new_tokens: 8}")
+    assert code == 2 and "--generation_config" not in err and "only an LLM (model_type: llm) generates text" in err

@@ -136,13 +136,21 @@ class LLM(TrainableModel):
         return torch.cat([logits, tokens.to(logits.dtype)], dim=-1)
 
     @torch.no_grad()
-    def _generated(self, prompt: torch.Tensor) -> torch.Tensor:
+    def generated(self, prompt: torch.Tensor, generation=None, streamer=None) -> torch.Tensor:
+        """Generated outputs ``[rows, max_new_tokens, 2]`` (each token's probability, then the
+        token as a stored id; PAD after a row's end) from right-padded prompts of stored ids, with
+        ``generation`` (a GenerationConfig; default the config's), handing each step's tokens to
+        ``streamer`` (transformers' ``put``/``end`` protocol) where given."""
+        return self._generated(_left_aligned(prompt.long()), generation, streamer)
+
+    @torch.no_grad()
+    def _generated(self, prompt: torch.Tensor, generation=None, streamer=None) -> torch.Tensor:
         ids, mask = self._model_ids(prompt)
-        settings = self.generation.transformers_kwargs()
+        settings = (generation or self.generation).transformers_kwargs()
         settings["max_new_tokens"] = settings.get("max_new_tokens") or self.target_length
         stop = self.head(self.output_names[0]).stop_id - ID_OFFSET
         out = self.model.generate(input_ids=ids, attention_mask=mask, pad_token_id=self.pad_id, eos_token_id=stop,
-                                  output_scores=True, return_dict_in_generate=True, **settings)
+                                  output_scores=True, return_dict_in_generate=True, streamer=streamer, **settings)
         new = out.sequences[:, ids.shape[1]:]
         # Greedy and sampled steps' scores are logits; beam search's are log-probabilities already.
         beams = getattr(out, "beam_indices", None)
