@@ -67,6 +67,10 @@ class ServeConfig(StrictModel):
     max_ongoing_requests: int = Field(256, ge=1)
     """Ray Serve: requests one replica takes at once before Serve queues them elsewhere. Keep it
     well above ``max_batch_size``, or micro-batches cannot fill."""
+    max_tokens: int = Field(512, ge=1)
+    """An LLM: the most tokens one request of the OpenAI endpoints may have generated (its
+    ``max_tokens``; more is a 400). A request that does not say gets the model's
+    ``generation.max_new_tokens`` within this bound."""
     batch_piece_rows: int = Field(2048, ge=1)
     """A ``/batch_predict`` request with more rows is predicted in pieces of this many: single
     rows that arrive meanwhile run between the pieces, and a request past

@@ -13,7 +13,7 @@ from __future__ import annotations
 import queue
 import threading
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import pyarrow as pa
 import torch
@@ -82,12 +82,19 @@ class Generator:
             ids[i, :len(row)] = torch.tensor(row, dtype=torch.long)
         return ids
 
-    def generate(self, prompts: list[str | dict], overrides: dict | None = None) -> list[Generated]:
-        """Each prompt's generated text, the prompts generated together as one batch."""
+    def generate(self, prompts: list[str | dict], overrides: dict | GenerationConfig | None = None,
+                 on_piece: Callable[[int, str], None] | None = None) -> list[Generated]:
+        """Each prompt's generated text, the prompts generated together as one batch.
+        ``on_piece(row, text)``: called on this thread with each new piece of a row's text as
+        its tokens are generated (the pieces of a row joined are its text)."""
         settings = self.settings(overrides)
+        if on_piece is not None and settings.num_beams > 1:
+            raise UsageError("streaming generates one token at a time, which beam search does not (it picks the "
+                             "text at the end); set num_beams to 1, or generate without streaming")
         ids = self.prompt_ids(self.rows(prompts))
+        streamer = None if on_piece is None else _PieceStreamer(len(ids), self.stop_id, self.tokenizer, on_piece)
         with self.lock:
-            output = self.module.generated(ids.to(self._device()), settings)
+            output = self.module.generated(ids.to(self._device()), settings, streamer)
         tokens = output[..., 1].long().cpu()
         ended = (tokens == PAD) | (tokens == self.stop_id)
         lengths = torch.where(ended.any(1), ended.float().argmax(1), torch.full_like(tokens[:, 0], tokens.shape[1]))
@@ -96,83 +103,66 @@ class Generator:
         return [Generated(text, int((row > 0).sum()), int(n), "stop" if stop else "length")
                 for text, row, n, stop in zip(texts, ids, lengths, stopped)]
 
-    def stream(self, prompt: str | dict, overrides: dict | None = None) -> Iterator[str]:
+    def stream(self, prompt: str | dict, overrides: dict | GenerationConfig | None = None) -> Iterator[str]:
         """The prompt's generated text in pieces, each yielded as soon as its tokens are
         generated (the pieces joined are what ``generate`` gives)."""
-        settings = self.settings(overrides)
-        if settings.num_beams > 1:
-            raise UsageError("streaming generates one token at a time, which beam search does not (it picks the "
-                             "text at the end); set num_beams to 1, or generate without streaming")
-        ids = self.prompt_ids(self.rows([prompt]))
-        steps = _TokenQueue()
+        pieces: queue.Queue = queue.Queue()
+        done = object()
+        settings = self.settings(overrides)  # a bad setting is raised here, on the first next()
 
         def run() -> None:
             try:
-                with self.lock:
-                    self.module.generated(ids.to(self._device()), settings, streamer=steps)
+                self.generate([prompt], settings, on_piece=lambda _, piece: pieces.put(piece))
+                pieces.put(done)
             except BaseException as error:  # handed to the reader, which raises it
-                steps.fail(error)
+                pieces.put(error)
 
         thread = threading.Thread(target=run, name="plait-generate", daemon=True)
         thread.start()
         try:
-            yield from self._pieces(steps)
+            while (item := pieces.get()) is not done:
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
         finally:
             thread.join()
-
-    def _pieces(self, steps: "_TokenQueue") -> Iterator[str]:
-        """Text pieces from the queue's token ids: the whole text decoded again at each step and
-        its new end yielded, so that a token that only makes sense with the next (a word split
-        in subwords, a character split in bytes) comes out right."""
-        generated: list[int] = []
-        shown = ""
-        for token in steps:
-            stored = token + ID_OFFSET
-            if stored == self.stop_id:
-                break
-            generated.append(stored)
-            text = hf_tokens.decode([generated], self.tokenizer)[0]
-            if text.endswith("\ufffd"):  # an unfinished character: wait for its next bytes
-                continue
-            if len(text) > len(shown) and text.startswith(shown):
-                yield text[len(shown):]
-                shown = text
 
     def _device(self) -> torch.device:
         return next(self.module.parameters()).device
 
 
-class _TokenQueue:
-    """transformers' streamer protocol (``put`` for each step's tokens, ``end``) as an iterator of
-    token ids; the first ``put`` is the prompt, which is not generated and is skipped."""
+class _PieceStreamer:
+    """transformers' streamer protocol (``put`` with each step's tokens, one per row; ``end``)
+    turned into text pieces per row. Each row's text is decoded whole again at every step and its
+    new end handed on, so that a token that only makes sense with the next (a word split in
+    subwords, a character split in bytes) comes out right. The first ``put`` is the prompt."""
 
-    _END = object()
-
-    def __init__(self):
-        self.queue: queue.Queue = queue.Queue()
+    def __init__(self, rows: int, stop_id: int, tokenizer: str, on_piece: Callable[[int, str], None]):
+        self.stop_id, self.tokenizer, self.on_piece = stop_id, tokenizer, on_piece
+        self.tokens: list[list[int]] = [[] for _ in range(rows)]
+        self.shown = [""] * rows
+        self.ended = [False] * rows
         self.prompt_seen = False
 
     def put(self, value: torch.Tensor) -> None:
         if not self.prompt_seen:
             self.prompt_seen = True
             return
-        for token in value.reshape(-1).tolist():
-            self.queue.put(token)
+        for row, token in enumerate(value.reshape(-1).tolist()):
+            stored = token + ID_OFFSET
+            if self.ended[row] or stored == self.stop_id:
+                self.ended[row] = True
+                continue
+            self.tokens[row].append(stored)
+            text = hf_tokens.decode([self.tokens[row]], self.tokenizer)[0]
+            shown = self.shown[row]
+            if text.endswith("\ufffd") or len(text) <= len(shown) or not text.startswith(shown):
+                continue  # an unfinished character, or nothing new yet
+            self.shown[row] = text
+            self.on_piece(row, text[len(shown):])
 
     def end(self) -> None:
-        self.queue.put(self._END)
-
-    def fail(self, error: BaseException) -> None:
-        self.queue.put(error)
-
-    def __iter__(self) -> Iterator[int]:
-        while True:
-            item = self.queue.get()
-            if item is self._END:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
+        pass
 
 
 def generation_settings(config, overrides: dict | GenerationConfig | None,

@@ -9,21 +9,25 @@ stops the server.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from contextlib import asynccontextmanager
-from typing import Any, Awaitable, Callable
+from typing import Any, AsyncIterator, Awaitable, Callable
 
 import orjson
 from fastapi import FastAPI, Request, Response
+from fastapi.responses import StreamingResponse
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
+from plait.errors import PlaitError
 from plait.serving import explanations
+from plait.serving import openai_api
 from plait.serving import inference_protocol as oip
 from plait.serving.metrics import ServerMetrics
 from plait.serving.model import ServedModel
-from plait.serving.payloads import Batch, ClientError, off_loop, parse_batch, parse_row, read_body
+from plait.serving.payloads import Batch, ClientError, off_loop, parse_batch, parse_json, parse_row, read_body
 from plait.serving.runners import Runner
 from plait.serving.values import listed
 
@@ -78,8 +82,10 @@ def build_app(model: ServedModel, runner: Runner, metrics: ServerMetrics | None 
         app.add_middleware(CORSMiddleware, allow_origins=settings.allowed_origins, allow_methods=["GET", "POST"],
                            allow_headers=["*"])
 
-    async def answer(endpoint: str, request: Request, work: Callable[[Request, bytes], Awaitable[Response]]) -> Response:
-        """Read the body within its limits, do the work within the time limit, count it."""
+    async def answer(endpoint: str, request: Request, work: Callable[[Request, bytes], Awaitable[Response]],
+                     error_response: Callable[[int, str], Response] = error_response) -> Response:
+        """Read the body within its limits, do the work within the time limit, count it;
+        ``error_response``: how a refusal is written (the OpenAI endpoints write OpenAI's shape)."""
         started, accepted = time.perf_counter(), False
         metrics.in_flight.inc()
         try:
@@ -166,7 +172,109 @@ def build_app(model: ServedModel, runner: Runner, metrics: ServerMetrics | None 
         return Response(metrics.exposition(), media_type=metrics.content_type)
 
     add_inference_protocol(app, model, runner, answer)
+    if model.generator is not None:
+        add_openai_api(app, model, runner, answer, metrics)
     return app
+
+
+def add_openai_api(app: FastAPI, model: ServedModel, runner: Runner, answer: Callable, metrics: ServerMetrics) -> None:
+    """OpenAI's completion endpoints over an LLM (``plait.serving.openai_api``), batched with
+    each other by the runner."""
+    name, created, limits, generator = model.name, int(time.time()), model.settings, model.generator
+
+    def openai_error(status: int, message: str) -> Response:
+        return json_response(openai_api.error_body(message, status), status)
+
+    def checked(body: bytes, chat: bool) -> openai_api.CompletionRequest:
+        asked = openai_api.parse_request(parse_json(body), chat, name, limits.max_tokens, limits.max_batch_size,
+                                         generator.settings)
+        try:
+            generator.rows(asked.prompts)  # a template that reads other columns than the prompt's
+        except PlaitError as exc:
+            raise ClientError(400, f"prompt: {exc}") from None
+        return asked
+
+    def items(asked: openai_api.CompletionRequest, on_piece=None) -> list[openai_api.GenerationItem]:
+        prompts = [prompt for prompt in asked.prompts for _ in range(asked.n)]
+        return [openai_api.GenerationItem(prompt, asked.settings, None if on_piece is None else
+                                          functools.partial(on_piece, index)) for index, prompt in enumerate(prompts)]
+
+    async def complete(body: bytes, chat: bool) -> Response:
+        asked = checked(body, chat)
+        metrics.rows.labels("chat_completions" if chat else "completions").inc(len(asked.prompts) * asked.n)
+        if asked.stream:
+            return streamed(asked)
+        done = await asyncio.gather(*(runner.generate(item) for item in items(asked)))
+        choices = [openai_api.choice(asked, i, *openai_api.finished(g.text, g.finish_reason, asked.stops), delta=False)
+                   for i, g in enumerate(done)]
+        return json_response(openai_api.answer(asked, name, choices, _usage(asked, done), chunk=False))
+
+    def streamed(asked: openai_api.CompletionRequest) -> StreamingResponse:
+        loop = asyncio.get_running_loop()
+        pieces: asyncio.Queue = asyncio.Queue()
+
+        def on_piece(index: int, piece: str) -> None:  # on the model thread
+            loop.call_soon_threadsafe(pieces.put_nowait, (index, piece))
+
+        job = asyncio.gather(*(runner.generate(item) for item in items(asked, on_piece)))
+        # Set after the pieces: the model thread hands them over before its batch returns.
+        job.add_done_callback(lambda _: pieces.put_nowait(None))
+        return StreamingResponse(_events(asked, name, job, pieces), media_type="text/event-stream")
+
+    @app.get("/v1/models")
+    async def models() -> Response:
+        return json_response(openai_api.models_list(name, created))
+
+    @app.post("/v1/completions")
+    async def completions(request: Request) -> Response:
+        return await answer("completions", request, lambda _, body: complete(body, chat=False), openai_error)
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request) -> Response:
+        return await answer("chat_completions", request, lambda _, body: complete(body, chat=True), openai_error)
+
+
+def _usage(asked, done: list) -> dict:
+    """Tokens read and written: each prompt once, every choice's text."""
+    return openai_api.usage([g.prompt_tokens for g in done[::asked.n]], [g.tokens for g in done])
+
+
+async def _events(asked, name: str, job: asyncio.Future, pieces: asyncio.Queue) -> AsyncIterator[bytes]:
+    """The server-sent events of a streamed answer: a chunk per new piece of a choice's text
+    (cut at a stop string), each choice's last chunk with its finish reason, the usage if asked,
+    then ``[DONE]``."""
+    count = len(asked.prompts) * asked.n
+    texts = [openai_api.StopText(asked.stops) for _ in range(count)]
+
+    def chunk(choices: list[dict], usage: dict | None = None) -> bytes:
+        return _event(openai_api.answer(asked, name, choices, usage, chunk=True))
+
+    if asked.chat:  # OpenAI's first chat chunk names the role
+        yield chunk([{"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
+                      "finish_reason": None} for i in range(count)])
+    while (item := await pieces.get()) is not None:
+        index, piece = item
+        shown = texts[index].add(piece)
+        if shown:
+            yield chunk([openai_api.choice(asked, index, shown, None, delta=True)])
+    try:
+        done = job.result()
+    except Exception as exc:  # the headers are sent: the error is the stream's last event
+        status = exc.status if isinstance(exc, ClientError) else 500
+        if status == 500:
+            log.error("a streamed completion failed: %s: %s", type(exc).__name__, exc)
+        yield _event(openai_api.error_body(getattr(exc, "message", f"{type(exc).__name__}: {exc}"), status))
+        return
+    for index, (text, generated) in enumerate(zip(texts, done)):
+        reason = "stop" if text.stopped else generated.finish_reason
+        yield chunk([openai_api.choice(asked, index, text.rest() or None, reason, delta=True)])
+    if asked.include_usage:
+        yield chunk([], _usage(asked, done))
+    yield b"data: [DONE]\n\n"
+
+
+def _event(value: dict) -> bytes:
+    return b"data: " + orjson.dumps(value) + b"\n\n"
 
 
 def add_inference_protocol(app: FastAPI, model: ServedModel, runner: Runner, answer: Callable) -> None:

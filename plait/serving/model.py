@@ -177,6 +177,42 @@ class ServedModel:
             checked.setdefault(i.column, values)
         return [checked[column] for column in self.columns]
 
+    # ---- an LLM's generation ----------------------------------------------------------------------------
+
+    @functools.cached_property
+    def generator(self):
+        """An LLM's :class:`~plait.inference.generate.Generator` (None for other models, and
+        for an ONNX export, whose predictor has none)."""
+        make = getattr(self.predictor, "generator", None)
+        return make() if make is not None else None
+
+    def generate_rows(self, items: list) -> list:
+        """Generated text for a micro-batch of :class:`~plait.serving.openai_api.GenerationItem`:
+        the items that share their settings are generated as one batch. A batch the model
+        refuses gets a ClientError for each of its items, and the others their answers."""
+        from plait.errors import PlaitError
+
+        answers: list = [None] * len(items)
+        groups: dict[str, list[int]] = {}
+        for index, item in enumerate(items):
+            groups.setdefault(item.settings.model_dump_json(), []).append(index)
+        for indices in groups.values():
+            group = [items[i] for i in indices]
+            streamed = {row: item.on_piece for row, item in enumerate(group) if item.on_piece is not None}
+
+            def on_piece(row: int, piece: str, streamed=streamed) -> None:
+                if row in streamed:
+                    streamed[row](piece)
+
+            try:
+                done = self.generator.generate([item.prompt for item in group], group[0].settings,
+                                               on_piece if streamed else None)
+            except PlaitError as exc:
+                done = [ClientError(400, str(exc))] * len(group)
+            for i, answer in zip(indices, done):
+                answers[i] = answer
+        return answers
+
     # ---- explanations -----------------------------------------------------------------------------------
 
     @property

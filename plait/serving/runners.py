@@ -20,6 +20,8 @@ from plait.serving.model import ServedModel
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from plait.inference.generate import Generated
+
 
 class Runner(Protocol):
     async def predict_row(self, row: tuple) -> dict:
@@ -33,6 +35,10 @@ class Runner(Protocol):
         """Integrated gradients for a request's checked columns (``ExplainOptions``: what to
         explain), a row per (row, explained class)."""
 
+    async def generate(self, item) -> "Generated":
+        """An LLM's text for one :class:`~plait.serving.openai_api.GenerationItem`, generated
+        in a batch with the other requests' that arrive together."""
+
     async def stop(self) -> None:
         """Finish: called once the server has answered its last request."""
 
@@ -45,12 +51,18 @@ class LocalRunner:
         self.executor = ThreadPoolExecutor(1, thread_name_prefix="plait-predict")
         self.batcher = MicroBatcher(model.predict_rows, self.executor, settings.max_batch_size,
                                     settings.batch_wait_ms / 1000, on_batch=metrics.micro_batch.observe)
+        # An LLM's generation batches the same way: texts asked for together share each step.
+        self.generation = MicroBatcher(model.generate_rows, self.executor, settings.max_batch_size,
+                                       settings.batch_wait_ms / 1000, on_batch=metrics.micro_batch.observe)
 
     async def predict_row(self, row: tuple) -> dict:
         return await self.batcher.submit(row)
 
     async def predict_batch(self, columns: list[list], rows: int) -> dict[str, Any]:
         return await self.predict_here(columns)
+
+    async def generate(self, item) -> "Generated":
+        return await self.generation.submit(item)
 
     async def predict_here(self, columns: list[list]) -> dict[str, Any]:
         """A batch's predictions on this process's model thread, in pieces of
@@ -89,6 +101,7 @@ class LocalRunner:
 
     async def stop(self) -> None:
         await self.batcher.stop()
+        await self.generation.stop()
         self.executor.shutdown(wait=True)
 
 

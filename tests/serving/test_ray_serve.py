@@ -63,3 +63,26 @@ def test_replicas_the_cluster_cannot_hold_are_refused_before_deploying(ray_clust
                                            r"has room for 0: a replica runs on one node, and the cluster has 1 node "
                                            r"with 4 CPU, 0 GPU"):
         check_room(config)
+
+
+def test_an_llm_replica_answers_openais_client_whole_and_streamed(ray_served, tmp_path):
+    openai = pytest.importorskip("openai")
+    from ray import serve
+
+    from hf_models import COLORS, colour_rows, llm_config, write_colour_llama
+    from plait.api import Model
+    from plait.serving.ray_serve import _application
+
+    model = Model({**llm_config(write_colour_llama(tmp_path / "llama"), generation={"min_new_tokens": 2}),
+                   "backend": {"type": "local", "cache_dir": str(tmp_path / "cache")}})
+    model.train(colour_rows(16), progress_bar=False)
+    expected = model.predict(colour_rows(1))["french_predictions"].tolist()
+    app, _ = _application(str(model.save(tmp_path / "colours")), {"cpus_per_replica": 0.25})
+    serve.run(app, name="plait-llm", route_prefix="/llm", blocking=False)  # beside the other application
+    wait_for(f"{ray_served}/llm/")
+    client = openai.OpenAI(base_url=f"{ray_served}/llm/v1", api_key="unused", max_retries=0)
+    assert [c.text for c in client.completions.create(model="colours", prompt=COLORS).choices] == expected
+    stream = client.chat.completions.create(model="colours", messages=[{"role": "user", "content": "red"}], stream=True)
+    pieces = [c.choices[0].delta.content for c in stream if c.choices and c.choices[0].delta.content]
+    assert len(pieces) >= 2 and "".join(pieces) == expected[0]
+    serve.delete("plait-llm")

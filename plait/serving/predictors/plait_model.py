@@ -59,6 +59,16 @@ class TorchPredictor:
         # one more integral per text or image input in a request, and answer lists per row.
         return explain_table(self.predictor, self._table(columns), output, steps, every_class, parts=False)
 
+    def generator(self):
+        """An LLM's :class:`~plait.inference.generate.Generator` over this predictor's module
+        (None for other models)."""
+        from plait.inference.generate import Generator
+
+        predictor = self.predictor
+        if getattr(predictor.config, "model_type", None) != "llm":
+            return None
+        return Generator(predictor.config, {"features": predictor.features}, predictor.module)
+
     def _table(self, columns: dict[str, list]) -> pa.Table:
         return pa.table({column: pa.array(values, self._arrow_types[column]) for column, values in columns.items()})
 
