@@ -12,7 +12,8 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import ConfigDict, Field, model_validator
 
-from plait.config.base import StrictModel, TypedModel, field_error
+from plait.config.base import StrictModel, TypedModel, field_error, shown
+from plait.config.metrics import COMBINED, COMBINED_METRICS, METRICS_BY_OUTPUT_TYPE
 
 # ---- spaces ---------------------------------------------------------------------------------------
 
@@ -378,3 +379,16 @@ class HyperoptConfig(StrictModel):
         if self.executor.num_samples is not None:
             return self.executor.num_samples
         return 1 if self.has_grid else 10
+
+
+def check_hyperopt_target(hyperopt: HyperoptConfig, outputs: dict[str, str]) -> None:
+    """The searched metric must be one the output feature reports (``outputs``: each output
+    feature's type by name)."""
+    feature, metric = hyperopt.output_feature, hyperopt.metric
+    if feature != COMBINED and feature not in outputs:
+        raise field_error("hyperopt.output_feature", f"got {shown(feature)}, which is no output feature; valid "
+                                                     f"choices are: {', '.join([*outputs, COMBINED])}")
+    known = METRICS_BY_OUTPUT_TYPE[outputs[feature]] if feature in outputs else COMBINED_METRICS
+    if metric not in known:
+        raise field_error("hyperopt.metric", f"got {shown(metric)}, which output feature {feature} does not "
+                                             f"report; valid choices are: {', '.join(known)}")

@@ -15,6 +15,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from plait.config.backend import AutoBackendConfig, BackendConfig, backend_data
+from plait.config.hyperopt import HyperoptConfig, check_hyperopt_target
 from plait.config.base import StrictModel, field_error, ludwig_only, shown
 from plait.config.preprocessing import GlobalPreprocessing, TextPreprocessing
 from plait.config.serve import ServeConfig
@@ -299,6 +300,26 @@ class LLMOutputFeature(LLMFeature):
     reduce_dependencies: Annotated[str | None, ludwig_only(None, "sum", instead="an LLM has one output")] = None
 
 
+class LLMTextDefaults(StrictModel):
+    """``defaults.text`` of an LLM config: settings its text input starts from."""
+
+    preprocessing: TextPreprocessing = Field(default_factory=TextPreprocessing)
+    """Preprocessing the input feature's own settings go over (as in Ludwig, the input only: the
+    target keeps its own, which drop the rows without a target)."""
+    encoder: Annotated[dict | None, ludwig_only(None, {"type": "passthrough"}, instead="an LLM reads the tokens "
+                                                "itself; drop the encoder")] = None
+    decoder: Annotated[dict | None, ludwig_only(None, {"type": "text_extractor"}, instead="an LLM's output is the "
+                                                "text it generates; drop the decoder")] = None
+    loss: Annotated[dict | None, ludwig_only(None, {"type": "next_token_softmax_cross_entropy"},
+                                             instead="an LLM learns the target's next tokens; drop the loss")] = None
+
+
+class LLMDefaults(StrictModel):
+    """Ludwig's ``defaults`` of an LLM config: its one feature type, text."""
+
+    text: LLMTextDefaults = Field(default_factory=LLMTextDefaults)
+
+
 class LLMTrainerConfig(TrainerConfig):
     batch_size: Annotated[int | Literal["auto"], _positive_or_auto("the batch size", "rows per step, such as 4")] = 1
     """Rows per step per worker (Ludwig's LLM default); auto as for any model."""
@@ -348,6 +369,11 @@ class LLMConfig(StrictModel):
                                                                        "implemented")] = None
     serve: ServeConfig | None = None
     """How ``plait serve`` answers requests (saved with the model)."""
+    defaults: LLMDefaults = Field(default_factory=LLMDefaults)
+    """Settings the text input starts from (``defaults.text.preprocessing``)."""
+    hyperopt: HyperoptConfig | None = None
+    """Ludwig's hyperparameter search over this config (``plait hyperopt``): each trial is a
+    fine-tuning run, on the backend the config names (sharded across its workers as it says)."""
     tracking: list[TrackerConfig] = Field(default_factory=list)
     """Experiment trackers the run logs to (as for any model)."""
     ludwig_version: str | None = None
@@ -362,6 +388,28 @@ class LLMConfig(StrictModel):
     @classmethod
     def _backend_type(cls, value: Any) -> Any:
         return backend_data(value)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _apply_defaults(cls, data: Any) -> Any:
+        """The input feature's preprocessing over ``defaults.text.preprocessing`` (raw dicts; a
+        bad default is reported at its own path)."""
+        if not isinstance(data, dict):
+            return data
+        defaults = ((data.get("defaults") or {}).get("text") or {}) if isinstance(data.get("defaults"), dict) else {}
+        shared = defaults.get("preprocessing") if isinstance(defaults, dict) else None
+        features = data.get("input_features")
+        if not isinstance(shared, dict) or not shared or not isinstance(features, list):
+            return data
+        merged = [{**f, "preprocessing": {**shared, **(f.get("preprocessing") or {})}} if isinstance(f, dict) else f
+                  for f in features]
+        return {**data, "input_features": merged}
+
+    @model_validator(mode="after")
+    def _hyperopt_target(self):
+        if self.hyperopt is not None:
+            check_hyperopt_target(self.hyperopt, {self.output_features[0].name: "text"})
+        return self
 
     @field_validator("adapter", mode="before")
     @classmethod

@@ -10,7 +10,7 @@ from pydantic import Field, field_validator, model_validator
 from plait.config.backend import AutoBackendConfig, BackendConfig, backend_data
 from plait.config.base import StrictModel, field_error, ludwig_only, shown
 from plait.config.defaults import APPLIES_TO, MODULE_DEFAULT_TYPES, Defaults, valid_section, with_type
-from plait.config.hyperopt import HyperoptConfig
+from plait.config.hyperopt import HyperoptConfig, check_hyperopt_target
 from plait.config.serve import ServeConfig
 from plait.config.tracking import TrackerConfig, check_tracking
 from plait.config.features import INPUT_TYPES, OUTPUT_TYPES, InputFeature, OutputFeature, check_dependencies, resolve_tied
@@ -165,18 +165,8 @@ class PlaitConfig(StrictModel):
 
     @model_validator(mode="after")
     def _hyperopt_target(self):
-        """The searched metric must be one the output feature reports."""
-        if self.hyperopt is None:
-            return self
-        outputs = {f.name: f.type for f in self.output_features}
-        feature, metric = self.hyperopt.output_feature, self.hyperopt.metric
-        if feature != COMBINED and feature not in outputs:
-            raise field_error("hyperopt.output_feature", f"got {shown(feature)}, which is no output feature; valid "
-                                                         f"choices are: {', '.join([*outputs, COMBINED])}")
-        known = METRICS_BY_OUTPUT_TYPE[outputs[feature]] if feature in outputs else COMBINED_METRICS
-        if metric not in known:
-            raise field_error("hyperopt.metric", f"got {shown(metric)}, which output feature {feature} does not "
-                                                 f"report; valid choices are: {', '.join(known)}")
+        if self.hyperopt is not None:
+            check_hyperopt_target(self.hyperopt, {f.name: f.type for f in self.output_features})
         return self
 
     @property

@@ -81,6 +81,11 @@ def test_the_template_reads_columns_the_sample_and_the_task():
     ({"trust_remote_code": True}, "trust_remote_code: got True; plait does not implement this Ludwig setting"),
     ({"combiner": {"type": "concat"}}, "combiner: unknown field"),
     ({"quantization": {"bits": 3}}, "quantization.bits: got 3"),
+    ({"hyperopt": {"parameters": {"adapter.r": {"space": "choice", "categories": [4, 8]}}, "metric": "accuracy",
+                   "output_feature": "answer"}}, "hyperopt.metric: got 'accuracy', which output feature answer does not"),
+    ({"defaults": {"text": {"preprocessing": {"max_sequence_lenght": 3}}}},
+     "defaults.text.preprocessing.max_sequence_lenght: unknown field"),
+    ({"defaults": {"text": {"encoder": {"type": "bert"}}}}, "defaults.text.encoder: got {'type': 'bert'}"),
     ({"quantization": {"bits": 4}, "trainer": {"type": "finetune"}},
      "quantization: a quantized base model cannot train its own weights"),
     ({"quantization": {"bits": 8}, "adapter": {"type": "lora", "postprocessor": {"merge_adapter_into_base_model": True}}},
@@ -93,6 +98,17 @@ def test_the_template_reads_columns_the_sample_and_the_task():
 ])
 def test_a_mistake_is_named_by_its_path(sections, problem):
     assert any(p.startswith(problem) for p in problems_of(llm(**sections))), problems_of(llm(**sections))
+
+
+def test_defaults_reach_the_input_and_hyperopt_is_kept():
+    config = load_config(llm(defaults={"text": {"preprocessing": {"max_sequence_length": 64, "lowercase": True}}},
+                             input_features=[{"name": "question", "type": "text", "preprocessing": {"lowercase": False}}],
+                             hyperopt={"parameters": {"adapter.r": {"space": "choice", "categories": [4, 8]}},
+                                       "metric": "sequence_accuracy", "goal": "maximize", "output_feature": "answer"}))
+    prompt, target = config.input_features[0].preprocessing, config.output_features[0].preprocessing
+    assert (prompt.max_sequence_length, prompt.lowercase) == (64, False), "the feature's own setting wins"
+    assert target.max_sequence_length != 64 and target.missing_value_strategy == "drop_row", "the target keeps its own"
+    assert config.hyperopt.metric == "sequence_accuracy"
 
 
 def test_an_llm_has_one_text_input_and_one_text_output():

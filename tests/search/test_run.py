@@ -202,3 +202,22 @@ def test_resume_of_a_training_run_is_refused_with_the_command_that_continues_it(
     run.write_start("{}", {"dataset": "d.csv"}, 42, "train")
     code, _, err = cli("hyperopt", "--resume", run)
     assert code == 2 and f"a train run, not a search; continue it with plait train --resume {run}" in err
+
+
+def test_an_llm_config_searches_its_adapter_through_the_cli(tmp_path, cache_dir, write_config, make_dataset, cli):
+    from hf_models import colour_rows, llm_config, write_colour_llama
+
+    lora = {"type": "lora", "target_modules": ["q_proj", "v_proj", "lm_head"]}
+    config = llm_config(write_colour_llama(tmp_path / "llama"), adapter=lora,
+                        trainer={"type": "finetune", "epochs": 1, "batch_size": 16, "learning_rate": 0.02},
+                        defaults={"text": {"preprocessing": {"max_sequence_length": 16}}},
+                        backend={"type": "local", "cache_dir": cache_dir},
+                        hyperopt={"parameters": {"adapter.r": {"space": "grid_search", "values": [4, 8]}},
+                                  "goal": "minimize", "metric": "loss", "output_feature": "french"})
+    code, out, err = cli("hyperopt", "--config", write_config(config), "--dataset", make_dataset(colour_rows(10)),
+                         "--output-directory", tmp_path / "out")
+    assert code == 0, err
+    statistics = json.loads((tmp_path / "out" / "hyperopt_run_0" / "hyperopt_statistics.json").read_text())
+    trials = statistics["hyperopt_results"]
+    assert sorted(t["parameters"]["adapter.r"] for t in trials) == [4, 8]
+    assert all(t["metric_score"] > 0 for t in trials)
