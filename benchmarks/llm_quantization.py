@@ -15,6 +15,10 @@ prompts, greedy, ``--new-tokens`` tokens each.
 
 * base model: bytes of the module's parameters and buffers once built (bitsandbytes' packed
   weights and their scales included; the adapter's few weights too);
+* memory after training, resident: anonymous (what the process allocated: quantized weights,
+  adapter, optimizer state, activations' leftovers) and file-backed (pages of the safetensors file,
+  which transformers maps: float32 weights are used in place from it; the kernel may drop those
+  pages and read them again). Then the peak (``ru_maxrss``, loading included);
 * training tokens/s: every real token a step reads (prompt, target, end token), from the rows/s
   that plait records per epoch, the first epoch not counted (warm-up);
 * generation tokens/s: the tokens generated over the wall time of ``predict``.
@@ -70,16 +74,33 @@ def variant_run(folder: Path, csv: Path, predict_csv: Path, quantization: dict |
     result = model.train(str(csv), progress_bar=False)
     speeds = [r["rows_per_s"] for r in result.training_statistics]
     module_bytes = sum(t.numel() * t.element_size() for t in [*model.module.parameters(), *model.module.buffers()])
+    resident = _resident_mib()
     prompts = pd.read_csv(predict_csv)
     started = time.perf_counter()
     model.predict(prompts)
     seconds = time.perf_counter() - started
     return {"model_mib": round(module_bytes / 2**20, 1),
+            "anonymous_after_training_mib": resident["RssAnon"],
+            "file_backed_after_training_mib": resident["RssFile"],
             "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
             "train_tokens_per_s": round(statistics.median(speeds[1:]) * tokens_per_row),
             "train_rows_per_s_per_epoch": [round(s, 1) for s in speeds],
             "generate_tokens_per_s": round(len(prompts) * args.new_tokens / seconds, 1),
             "validation_loss": round(result.training_statistics[-1]["validation"]["target"]["loss"], 4)}
+
+
+def _resident_mib() -> dict[str, int]:
+    """This process's resident memory now, after a collection and a malloc_trim: anonymous (what
+    the process allocated) and file-backed (pages of mapped files: the weights file's, which
+    safetensors maps, and which the kernel may drop and read again)."""
+    import ctypes
+    import gc
+
+    gc.collect()
+    ctypes.CDLL("libc.so.6").malloc_trim(0)
+    lines = Path("/proc/self/status").read_text().splitlines()
+    return {key: int(line.split()[1]) // 1024 for line in lines for key in ("RssAnon", "RssFile")
+            if line.startswith(key + ":")}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -117,7 +138,9 @@ def main(argv: list[str] | None = None) -> int:
                                   capture_output=True, text=True)
             results[name] = json.loads(done.stdout.strip().splitlines()[-1])
             shutil.rmtree(work / "cache", ignore_errors=True)
-            print(f"{name:>7}: base model {results[name]['model_mib']} MiB, peak {results[name]['peak_rss_mib']} MiB, "
+            print(f"{name:>7}: base model {results[name]['model_mib']} MiB, after training "
+                  f"{results[name]['anonymous_after_training_mib']} MiB anonymous + "
+                  f"{results[name]['file_backed_after_training_mib']} MiB file-backed, peak {results[name]['peak_rss_mib']} MiB, "
                   f"train {results[name]['train_tokens_per_s']:,} tokens/s, generate "
                   f"{results[name]['generate_tokens_per_s']} tokens/s")
     finally:
@@ -127,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
               "gpu": "not measured: no device lent to this session", "machine": preprocess.machine()}
     if "lora" in results:
         report["against_lora"] = {name: {key: round(r[key] / results["lora"][key], 2)
-                                         for key in ("model_mib", "peak_rss_mib", "train_tokens_per_s",
+                                         for key in ("model_mib", "anonymous_after_training_mib", "peak_rss_mib",
+                                                     "train_tokens_per_s",
                                                      "generate_tokens_per_s")}
                                   for name, r in results.items() if name != "lora"}
         print("against lora:", report["against_lora"])

@@ -146,6 +146,12 @@ class AdapterConfig(StrictModel):
         raise NotImplementedError
 
 
+LORA_INITS_KEEPING_THE_BASE = ("default", "gaussian", "orthogonal")
+"""LoRA initializations that leave the base weights as they are (the adapter starts at zero or at
+random); pissa and olora move the base's principal components into the adapter instead."""
+LORA_INITS_CHANGING_THE_BASE = ("pissa", "olora")
+
+
 class LoraConfig(AdapterConfig):
     """Low-rank adapters (LoRA): small matrices added to chosen layers are trained instead of
     the layers' own weights."""
@@ -153,21 +159,69 @@ class LoraConfig(AdapterConfig):
     type: Literal["lora"] = "lora"
     r: int = Field(8, gt=0)
     """The rank of the adapters."""
-    alpha: int = Field(16, gt=0)
-    """Scales the adapters' output by alpha / r."""
+    alpha: int | None = Field(None, gt=0)
+    """Scales the adapters' output by alpha / r; null: 2 * r (Ludwig's default)."""
     dropout: float = Field(0.05, ge=0, lt=1)
     """Dropout on the adapters' input, in training."""
-    bias: Literal["none", "all", "lora_only"] = "none"
-    """Which biases train too."""
+    bias_type: Literal["none", "all", "lora_only"] = "none"
+    """Which biases train too (Ludwig's key; plait's older ``bias`` is read as it)."""
     use_rslora: bool = False
     """Rank-stabilized LoRA: scale by alpha / sqrt(r)."""
     use_dora: bool = False
     """Weight-decomposed LoRA (DoRA)."""
+    init_lora_weights: Literal["default", "gaussian", "orthogonal", "pissa", "olora", "eva", "corda", "loftq"] = "default"
+    """How the adapters start: default (A random, B zero: the model unchanged), gaussian,
+    orthogonal; pissa and olora start from the base weights' principal components (SVD, QR) and
+    take them out of the base, so the saved model holds the changed base weights too."""
+    loraplus_lr_ratio: Annotated[float | None, ludwig_only(None, instead="LoRA+ needs a learning rate per weight "
+                                                                       "group, which plait's optimizers do not take "
+                                                                       "yet; leave it null")] = None
+    """Ludwig: LoRA+ (the B matrices learn this many times faster); not implemented."""
+    eva_config: Annotated[dict | None, ludwig_only(None, instead="eva initializes from activations over the "
+                                                                  "training data, not implemented")] = None
+    loftq_config: Annotated[dict | None, ludwig_only(None, instead="loftq is not implemented; quantize with the "
+                                                                    "quantization section (QLoRA)")] = None
+    rank_pattern: dict[str, int] | None = None
+    """Ranks of chosen layers (name or regular expression: rank), over ``r``."""
+    alpha_pattern: dict[str, float] | None = None
+    """Alphas of chosen layers (name or regular expression: alpha), over ``alpha``."""
+    layer_replication: list[tuple[int, int]] | None = None
+    """Layers repeated to build a deeper model, as [start, end) ranges of the base's layers, each
+    copy with adapters of its own (peft's layer replication)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _older_bias_key(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "bias" in data and "bias_type" not in data:
+            data = {**data, "bias_type": data["bias"]}
+            del data["bias"]
+        return data
+
+    @field_validator("init_lora_weights", mode="before")
+    @classmethod
+    def _true_is_default(cls, value: Any) -> Any:
+        return "default" if value is True else value
+
+    @model_validator(mode="after")
+    def _init_is_implemented(self):
+        if self.init_lora_weights in ("eva", "corda", "loftq"):
+            raise field_error("init_lora_weights", f"got {shown(self.init_lora_weights)}; eva and corda initialize "
+                                                   f"from the activations of a pass over the training data and loftq "
+                                                   f"from its own quantization, which plait does not do; use "
+                                                   f"{', '.join(LORA_INITS_KEEPING_THE_BASE + LORA_INITS_CHANGING_THE_BASE)}")
+        return self
+
+    @property
+    def changes_base_weights(self) -> bool:
+        return self.init_lora_weights in LORA_INITS_CHANGING_THE_BASE
 
     def peft_config(self, peft):
-        return peft.LoraConfig(r=self.r, lora_alpha=self.alpha, lora_dropout=self.dropout, bias=self.bias,
-                               target_modules=self.target_modules, use_rslora=self.use_rslora,
-                               use_dora=self.use_dora, task_type="CAUSAL_LM")
+        init = True if self.init_lora_weights == "default" else self.init_lora_weights
+        return peft.LoraConfig(r=self.r, lora_alpha=self.alpha or 2 * self.r, lora_dropout=self.dropout,
+                               bias=self.bias_type, target_modules=self.target_modules, use_rslora=self.use_rslora,
+                               use_dora=self.use_dora, init_lora_weights=init, rank_pattern=self.rank_pattern or {},
+                               alpha_pattern=self.alpha_pattern or {}, layer_replication=self.layer_replication,
+                               task_type="CAUSAL_LM")
 
 
 class IA3Config(AdapterConfig):
@@ -235,13 +289,41 @@ class VeraConfig(AdapterConfig):
                                projection_prng_key=self.projection_prng_key, task_type="CAUSAL_LM")
 
 
+class TinyLoraConfig(AdapterConfig):
+    """TinyLoRA: each chosen layer's frozen weight is decomposed by SVD (rank ``r``), and a tiny
+    trained vector of ``u`` values per group is projected through fixed random tensors into the
+    update: as few as tens of trained weights."""
+
+    type: Literal["tinylora"] = "tinylora"
+    r: int = Field(2, gt=0)
+    """The rank of the frozen SVD decomposition."""
+    u: int = Field(64, gt=0)
+    """Trained values per group."""
+    weight_tying: float = Field(0.0, ge=0, le=1)
+    """How much the trained vectors are shared across layers (0: none, 1: one for all)."""
+    projection_seed: int = Field(42, ge=0)
+    """The seed of the fixed random projections."""
+    save_projection: bool = True
+    """Ludwig's; plait saves the trained values only and makes the projections again from the
+    seed and the SVD from the base weights, whatever it says."""
+    tinylora_dropout: float = Field(0.0, ge=0, lt=1)
+    """Dropout on the layers' input, in training."""
+
+    def peft_config(self, peft):
+        return peft.TinyLoraConfig(r=self.r, u=self.u, weight_tying=self.weight_tying,
+                                   projection_seed=self.projection_seed, save_projection=False,
+                                   tinylora_dropout=self.tinylora_dropout, target_modules=self.target_modules,
+                                   task_type="CAUSAL_LM")
+
+
 ADAPTERS = {config.model_fields["type"].default: config
-            for config in (LoraConfig, IA3Config, LoHaConfig, LoKrConfig, VeraConfig)}
+            for config in (LoraConfig, IA3Config, LoHaConfig, LoKrConfig, VeraConfig, TinyLoraConfig)}
 """The adapters plait builds, by Ludwig's ``type``."""
 ADAPTERS_NOT_IMPLEMENTED = ("adalora", "oft", "boft", "fourierft", "prompt_tuning", "prefix_tuning", "p_tuning",
-                            "adaption_prompt", "tinylora", "c3a", "hra")
+                            "adaption_prompt", "c3a", "hra", "waveft", "ln_tuning", "vblora")
 """Ludwig's other adapters, refused by name."""
-Adapter = Annotated[LoraConfig | IA3Config | LoHaConfig | LoKrConfig | VeraConfig, Field(discriminator="type")]
+Adapter = Annotated[LoraConfig | IA3Config | LoHaConfig | LoKrConfig | VeraConfig | TinyLoraConfig,
+                    Field(discriminator="type")]
 
 
 class QuantizationConfig(StrictModel):
@@ -452,6 +534,10 @@ class LLMConfig(StrictModel):
                 "is true with quantization: merging would round the adapter into 4 or 8 bit weights; keep the adapter "
                 "apart (it loads on the quantized base or a full-precision one), or save a full-precision base "
                 "with save_dequantized_base_model and train on that"))
+        if getattr(self.adapter, "changes_base_weights", False):
+            raise field_error("adapter.init_lora_weights", f"is {self.adapter.init_lora_weights} with quantization: it "
+                                                           f"changes the base weights, which a quantized base cannot "
+                                                           f"hold; use {', '.join(LORA_INITS_KEEPING_THE_BASE)}")
         strategy = getattr(getattr(self.backend, "trainer", None), "strategy", None)
         sharded = strategy is not None and (strategy.type == "fsdp" or (
             strategy.type == "deepspeed" and strategy.zero_optimization.stage == 3))
@@ -462,12 +548,18 @@ class LLMConfig(StrictModel):
         return self
 
     @model_validator(mode="after")
-    def _template_reads_input(self):
+    def _template_reads_the_row(self):
+        """Ludwig's rule: the template reads the row ({__sample__}, the input's text, or any
+        column: the input's own column need not appear), and never the target's column."""
         names = template_fields(self.prompt.text())
-        column = self.input_features[0].source_column
-        if SAMPLE not in names and column not in names:
-            raise field_error("prompt.template", f"names neither {{{SAMPLE}}} nor the input column {{{column}}}; "
-                                                 f"the prompt must contain the input text")
+        target = self.output_features[0].source_column
+        if target in names:
+            raise field_error("prompt.template", f"names the output column {{{target}}}: the target is what the model "
+                                                 f"learns to write after the prompt, so the prompt cannot hold it; "
+                                                 f"remove it")
+        if not any(name != TASK for name in names):
+            raise field_error("prompt.template", f"names no column of the data and not {{{SAMPLE}}} (the input "
+                                                 f"feature's text); the prompt must contain something of the row")
         return self
 
     @property

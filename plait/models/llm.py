@@ -98,9 +98,12 @@ class LLM(TrainableModel):
         self.pad_id = _pad_id(self.model.config, features[target.name]["stop_id"] - ID_OFFSET)
         self.keeps_logits = "logits_to_keep" in inspect.signature(self._causal_lm().forward).parameters
         self.heads = nn.ModuleDict({module_key(target.name): LLMHead(target, features[target.name])})
-        self.adapter_keys = frozenset(n for n, p in self.named_parameters() if p.requires_grad) if frozen_base else None
+        saves_base = getattr(adapter, "changes_base_weights", False)
+        self.adapter_keys = frozenset(n for n, p in self.named_parameters() if p.requires_grad) \
+            if frozen_base and not saves_base else None
         """The weights this model saves when its base is read from base_model (an adapter's, or
-        none for a quantized base used as it is); None: it saves them all."""
+        none for a quantized base used as it is); None: it saves them all (full fine-tuning, or
+        an adapter whose initialization changed the base weights, such as pissa)."""
         self.adapter_hooks = [] if self.adapter_keys is None else [
             self.register_state_dict_post_hook(_adapter_only),
             self.register_load_state_dict_post_hook(_base_weights_not_missing)]

@@ -21,6 +21,11 @@ def problems_of(config: dict) -> list[str]:
     return info.value.problems
 
 
+def test_a_template_may_read_other_columns_than_the_inputs_own_as_in_ludwig():
+    config = load_config(llm(prompt={"template": "Context: {context}\nInstruction: {instruction}"}))
+    assert config.template_columns == ["question", "context", "instruction"]
+
+
 def test_a_minimal_config_takes_ludwigs_llm_defaults():
     config = load_config(llm())
     assert isinstance(config, LLMConfig)
@@ -66,8 +71,10 @@ def test_the_template_reads_columns_the_sample_and_the_task():
 @pytest.mark.parametrize("sections, problem", [
     ({"prompt": {"template": "Q: {question!r}"}}, "prompt.template: the template has {question!r}"),
     ({"prompt": {"template": "Q: {question"}}, "prompt.template: the template is malformed"),
-    ({"prompt": {"template": "Q: {context}"}}, "prompt.template: names neither {__sample__} nor the input column "
-                                              "{question}"),
+    ({"prompt": {"template": "Q: no placeholder"}}, "prompt.template: names no column of the data and not "
+                                                   "{__sample__}"),
+    ({"prompt": {"template": "{__task__} only", "task": "Answer."}}, "prompt.template: names no column of the data"),
+    ({"prompt": {"template": "Q: {question} A: {answer}"}}, "prompt.template: names the output column {answer}"),
     ({"prompt": {"template": "{question}", "task": "Answer."}}, "prompt.template: prompt.task is set but the template "
                                                                 "has no {__task__}"),
     ({"trainer": {"epochs": 3}}, "trainer.type: is none (no training, Ludwig's default for an LLM) but "
@@ -81,6 +88,11 @@ def test_the_template_reads_columns_the_sample_and_the_task():
     ({"trust_remote_code": True}, "trust_remote_code: got True; plait does not implement this Ludwig setting"),
     ({"combiner": {"type": "concat"}}, "combiner: unknown field"),
     ({"quantization": {"bits": 3}}, "quantization.bits: got 3"),
+    ({"adapter": {"type": "lora", "init_lora_weights": "eva"}}, "adapter.init_lora_weights: got 'eva'; eva and corda"),
+    ({"adapter": {"type": "lora", "init_lora_weights": "pissa"}, "quantization": {"bits": 4}},
+     "adapter.init_lora_weights: is pissa with quantization"),
+    ({"adapter": {"type": "lora", "loraplus_lr_ratio": 4}}, "adapter.loraplus_lr_ratio: got 4"),
+    ({"adapter": {"type": "waveft"}}, "adapter: got type 'waveft'"),
     ({"hyperopt": {"parameters": {"adapter.r": {"space": "choice", "categories": [4, 8]}}, "metric": "accuracy",
                    "output_feature": "answer"}}, "hyperopt.metric: got 'accuracy', which output feature answer does not"),
     ({"defaults": {"text": {"preprocessing": {"max_sequence_lenght": 3}}}},
@@ -109,6 +121,13 @@ def test_defaults_reach_the_input_and_hyperopt_is_kept():
     assert (prompt.max_sequence_length, prompt.lowercase) == (64, False), "the feature's own setting wins"
     assert target.max_sequence_length != 64 and target.missing_value_strategy == "drop_row", "the target keeps its own"
     assert config.hyperopt.metric == "sequence_accuracy"
+
+
+def test_ludwigs_lora_keys_mean_what_they_mean_in_ludwig():
+    lora = load_config(llm(adapter={"type": "lora", "r": 4, "bias": "all"})).adapter
+    assert (lora.alpha, lora.bias_type, lora.init_lora_weights) == (None, "all", "default")
+    assert load_config(llm(adapter={"type": "lora", "init_lora_weights": True})).adapter.init_lora_weights == "default"
+    assert load_config(llm(adapter={"type": "tinylora"})).adapter.u == 64
 
 
 def test_an_llm_has_one_text_input_and_one_text_output():

@@ -109,6 +109,7 @@ def test_evaluation_scores_the_targets_as_validation_does(base, cache_dir):
     {"type": "loha", "r": 4, "target_modules": ["q_proj", "v_proj"]},
     {"type": "lokr", "r": 4, "target_modules": ["q_proj", "v_proj"]},
     {"type": "vera", "r": 16, "target_modules": ["q_proj", "v_proj"]},
+    {"type": "tinylora", "u": 8, "target_modules": ["q_proj", "v_proj"]},
 ])
 def test_other_peft_adapters_train_alone_and_reload_from_their_own_weights(base, cache_dir, tmp_path, adapter):
     model = Model(config(base, cache_dir, adapter=adapter, trainer={**LORA_TRAINER, "epochs": 1}))
@@ -119,3 +120,13 @@ def test_other_peft_adapters_train_alone_and_reload_from_their_own_weights(base,
     model.save(tmp_path / "model")
     assert len(load_file(str(tmp_path / "model" / WEIGHTS))) == len(trained), "the saved model is the adapter alone"
     assert predicted(Model.load(tmp_path / "model")) == predicted(model), "the adapter reloads on the base weights"
+
+
+def test_a_lora_started_from_the_bases_principal_components_saves_the_changed_base(base, cache_dir, tmp_path):
+    lora = {**LORA, "init_lora_weights": "pissa", "alpha": 8}
+    model = Model(config(base, cache_dir, adapter=lora, trainer={**LORA_TRAINER, "epochs": 1}))
+    model.train(colour_rows(), progress_bar=False)
+    model.save(tmp_path / "model")
+    saved = load_file(str(tmp_path / "model" / WEIGHTS))
+    assert any("base_layer" in key for key in saved), "pissa took the principal components out of the base"
+    assert predicted(Model.load(tmp_path / "model")) == predicted(model)
