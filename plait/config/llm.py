@@ -370,6 +370,26 @@ class LLMInputFeature(LLMFeature):
 
 
 class LLMOutputFeature(LLMFeature):
+    @model_validator(mode="before")
+    @classmethod
+    def _refused_kinds(cls, data: Any) -> Any:
+        """Ludwig's LLM outputs plait does not produce, each named with the reason."""
+        if not isinstance(data, dict):
+            return data
+        if data.get("type") == "category":
+            raise ValueError("an LLM's category output (Ludwig's category_extractor decoder, which matches the "
+                             "generated text to the labels) is not implemented; use type: text with the labels as "
+                             "the target texts, and read the predicted text")
+        decoder = data.get("decoder")
+        if isinstance(decoder, dict) and decoder.get("type") == "text_parser":
+            asked = [key for key in ("json_schema", "regex", "grammar") if key in decoder]
+            raise ValueError(f"decoder: got type 'text_parser' ({', '.join(asked) or 'constrained decoding'}): Ludwig "
+                             f"0.17.8 documents it in its structured-output example but has no such decoder, and "
+                             f"plait does not constrain generation either; ask for the format in the prompt and "
+                             f"check the text afterwards")
+        return data
+
+
     preprocessing: TextPreprocessing = Field(
         default_factory=lambda: TextPreprocessing(missing_value_strategy="drop_row"))
     """max_sequence_length caps the target's tokens (the end token included)."""
@@ -412,6 +432,24 @@ class LLMTrainerConfig(TrainerConfig):
     (zero-shot or in-context prediction through the prompt), as in Ludwig, whose default it is."""
     base_learning_rate: Annotated[float, ludwig_only(0.0, instead="set learning_rate")] = 0.0
     """Ludwig's; plait accepts only 0."""
+
+    @field_validator("type", mode="before")
+    @classmethod
+    def _preference_trainers(cls, value: Any) -> Any:
+        if value in PREFERENCE_TRAINERS:
+            raise ValueError(f"got {shown(value)}; {PREFERENCE_TRAINERS[value]}: plait does not implement Ludwig's "
+                             f"preference trainers yet (dpo, kto, orpo, grpo); use finetune on the chosen texts, or "
+                             f"none")
+        return value
+
+
+PREFERENCE_TRAINERS = {
+    "dpo": "direct preference optimization, from chosen and rejected completions",
+    "kto": "Kahneman-Tversky optimization, from chosen and rejected completions",
+    "orpo": "odds ratio preference optimization, from chosen and rejected completions",
+    "grpo": "group relative policy optimization, from a reward over generated completions",
+}
+"""Ludwig 0.17's alignment trainer types, refused by name."""
 
 
 class LLMPreprocessing(GlobalPreprocessing):

@@ -93,6 +93,9 @@ def test_the_template_reads_columns_the_sample_and_the_task():
      "adapter.init_lora_weights: is pissa with quantization"),
     ({"adapter": {"type": "lora", "loraplus_lr_ratio": 4}}, "adapter.loraplus_lr_ratio: got 4"),
     ({"adapter": {"type": "waveft"}}, "adapter: got type 'waveft'"),
+    ({"trainer": {"type": "orpo"}}, "trainer.type: got 'orpo'; odds ratio preference optimization"),
+    ({"output_features": [{"name": "answer", "type": "text", "decoder": {"type": "text_parser", "regex": "yes|no"}}]},
+     "output_features[0]: decoder: got type 'text_parser' (regex): Ludwig 0.17.8 documents it"),
     ({"hyperopt": {"parameters": {"adapter.r": {"space": "choice", "categories": [4, 8]}}, "metric": "accuracy",
                    "output_feature": "answer"}}, "hyperopt.metric: got 'accuracy', which output feature answer does not"),
     ({"defaults": {"text": {"preprocessing": {"max_sequence_lenght": 3}}}},
@@ -133,5 +136,6 @@ def test_ludwigs_lora_keys_mean_what_they_mean_in_ludwig():
 def test_an_llm_has_one_text_input_and_one_text_output():
     two = llm(input_features=[{"name": "a", "type": "text"}, {"name": "b", "type": "text"}])
     assert any(p.startswith("input_features:") for p in problems_of(two))
-    assert any(p.startswith("output_features[0].type:") for p in problems_of(llm(output_features=[{"name": "a", "type": "category"}])))
+    assert any(p.startswith("output_features[0]: an LLM's category output") for p in problems_of(
+        llm(output_features=[{"name": "a", "type": "category"}])))
     assert any("the same name" in p for p in problems_of(llm(output_features=[{"name": "question", "type": "text"}])))
