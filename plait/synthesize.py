@@ -112,7 +112,7 @@ def _text(feature, rows: int, rng) -> tuple:
         index = rng.integers(len(vocabulary), size=rows)
         weights = rng.normal(size=len(vocabulary))
         return np.asarray(vocabulary, dtype=object)[index], weights[index]
-    longest = max(1, min(TEXT_WORDS[1], getattr(preprocessing, "max_sequence_length", TEXT_WORDS[1])))
+    longest = max(1, min(TEXT_WORDS[1], getattr(preprocessing, "max_sequence_length", None) or TEXT_WORDS[1]))
     lengths = rng.integers(min(TEXT_WORDS[0], longest), longest + 1, size=rows)
     words = rng.integers(len(vocabulary), size=(rows, longest))
     used = np.arange(longest)[None, :] < lengths[:, None]

@@ -26,6 +26,10 @@ HERE = Path(__file__).parent
 CONFIGS = sorted((HERE / "ludwig_configs").glob("*.yaml"))
 RENDERED = sorted((HERE / "ludwig_rendered").glob("*.json"))
 ALL_CONFIGS = CONFIGS + RENDERED
+LLM_CONFIGS = [path for path in ALL_CONFIGS if path.suffix == ".json" and '"model_type": "llm"' in path.read_text()]
+"""Rendered LLM configs: they name a base model folder of Ludwig's machine, so they train on a
+tiny Llama written here instead (``test_a_rendered_llm_config_fine_tunes_and_predicts``)."""
+ECD_CONFIGS = [path for path in ALL_CONFIGS if path not in LLM_CONFIGS]
 RAY_CONFIGS = [path for path in ALL_CONFIGS if path.name.startswith("backend_")
                and path.name != "backend_ray_strategy_auto.yaml"]
 """The configs that also train on Ray: every Ray backend section (but ``strategy: auto``, which
@@ -103,7 +107,7 @@ def test_validates_through_the_cli(path, capsys):
     assert code == 0, capsys.readouterr().err
 
 
-@pytest.mark.parametrize("path", ALL_CONFIGS, ids=lambda path: path.name)
+@pytest.mark.parametrize("path", ECD_CONFIGS, ids=lambda path: path.name)
 def test_trains_two_epochs_and_predicts_locally(path, tmp_path, datasets):
     config = with_test_settings(read_config(path), {"type": "local", "cache_dir": str(tmp_path / "cache")})
     train_and_predict(config, datasets(path), tmp_path / "run")
@@ -114,3 +118,23 @@ def test_trains_two_epochs_and_predicts_on_ray(path, tmp_path, datasets, ray_clu
     original = read_config(path)
     config = with_test_settings(original, ray_backend(original, str(tmp_path / "cache")))
     train_and_predict(config, datasets(path), tmp_path / "run")
+
+
+@pytest.mark.parametrize("path", LLM_CONFIGS, ids=lambda path: path.name)
+def test_a_rendered_llm_config_fine_tunes_and_predicts(path, tmp_path):
+    """Every key as Ludwig 0.17.8 rendered it, on a tiny Llama of this machine; the generation is
+    cut to a few tokens (Ludwig rendered max_new_tokens from its model's context)."""
+    import numpy as np
+    import pandas as pd
+
+    from hf_models import write_tiny_llama
+
+    rendered = read_config(path)
+    words = [f"w{i}" for i in range(40)]
+    rng = np.random.default_rng(0)
+    data = pd.DataFrame({feature["column"]: [" ".join(rng.choice(words, 4)) for _ in range(PREDICTED_ROWS)]
+                         for feature in rendered["input_features"] + rendered["output_features"]})
+    base = write_tiny_llama(tmp_path / "llama", ["###", "Instruction:", "Response:", *words])
+    config = {**with_test_settings(rendered, {"type": "local", "cache_dir": str(tmp_path / "cache")}),
+              "base_model": str(base), "generation": {**rendered["generation"], "max_new_tokens": 4}}
+    train_and_predict(config, data, tmp_path / "run")

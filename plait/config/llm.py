@@ -82,6 +82,9 @@ def template_parts(template: str) -> list[tuple[str, str | None]]:
     return [(literal, name) for literal, name, _, _ in parsed]
 
 
+_GENERATE_MOVED = "transformers 5 moved it out of generate() to a hub repository, which plait never downloads"
+
+
 class GenerationConfig(StrictModel):
     """How text is generated when predicting (transformers' generation settings)."""
 
@@ -108,14 +111,78 @@ class GenerationConfig(StrictModel):
     """With beams: above 0 favours longer texts, below 0 shorter ones."""
     use_cache: bool = True
     """Reuse the attention keys and values of earlier steps (faster, same result)."""
+    max_length: int | None = Field(32, gt=0)
+    """Prompt plus text, in tokens, as transformers reads it: max_new_tokens, which plait always
+    sets, takes precedence (as in transformers), so this has no effect."""
+    min_length: int = Field(0, ge=0)
+    """The fewest tokens of prompt plus text before the end token may end it (see min_new_tokens)."""
+    early_stopping: bool | Literal["never"] = False
+    """Beam search: stop once num_beams texts are complete (true), or as transformers' heuristic."""
+    max_time: float | None = Field(None, gt=0)
+    """Stop generating after this many seconds."""
+    typical_p: float = Field(1.0, gt=0, le=1)
+    """Sampling: keep the tokens whose information is closest to the expected (typical sampling)."""
+    epsilon_cutoff: float = Field(0.0, ge=0, lt=1)
+    """Sampling: drop the tokens less likely than this."""
+    eta_cutoff: float = Field(0.0, ge=0, lt=1)
+    """Sampling: eta sampling's cutoff."""
+    encoder_repetition_penalty: float = Field(1.0, gt=0)
+    """Above 1: tokens of the prompt become less likely (below 1: more)."""
+    bad_words_ids: list[list[int]] | None = None
+    """Token id sequences (the tokenizer's ids) that are never generated."""
+    renormalize_logits: bool = False
+    """Normalize the scores again after every logits processor."""
+    forced_bos_token_id: int | None = None
+    """A token id forced as the first generated token."""
+    forced_eos_token_id: int | list[int] | None = None
+    """A token id (or ids) forced as the last token when max_new_tokens is reached."""
+    remove_invalid_values: bool = False
+    """Replace nan and inf scores so that generation does not crash."""
+    exponential_decay_length_penalty: tuple[int, float] | None = None
+    """(start, factor): after ``start`` tokens, the end token becomes exponentially more likely."""
+    suppress_tokens: list[int] | None = None
+    """Token ids never generated."""
+    begin_suppress_tokens: list[int] | None = None
+    """Token ids not generated as the first token."""
+    sequence_bias: list[list] | dict | None = None
+    """Biases added to the scores of token sequences (transformers' sequence_bias)."""
+    prompt_lookup_num_tokens: int | None = Field(None, gt=0)
+    """Prompt lookup decoding: draft this many tokens from n-grams of the prompt (same text, faster
+    where the answer copies the prompt)."""
+    pad_token_id: int | None = None
+    """The padding token id; null: the model's (or its end token)."""
+    num_beam_groups: Annotated[int, ludwig_only(1, instead=f"{_GENERATE_MOVED} (group beam search)")] = 1
+    diversity_penalty: Annotated[float, ludwig_only(0.0, 0, instead=f"{_GENERATE_MOVED} (group beam search)")] = 0.0
+    penalty_alpha: Annotated[float | None, ludwig_only(None, instead=f"{_GENERATE_MOVED} (contrastive search)")] = None
+    force_words_ids: Annotated[list | None, ludwig_only(None, instead=f"{_GENERATE_MOVED} (constrained beam search)")] = None
+    forced_decoder_ids: Annotated[list | None, ludwig_only(None, instead="transformers 5 removed it; use "
+                                                                         "forced_bos_token_id")] = None
+    guidance_scale: Annotated[float | None, ludwig_only(None, instead="classifier-free guidance needs an "
+                                                                      "unconditional prompt, which plait does not make")] = None
+    bos_token_id: Annotated[int | None, ludwig_only(None, instead="a causal LM's prompt already starts with its "
+                                                                  "start token; leave it null")] = None
+    eos_token_id: Annotated[int | list[int] | None, ludwig_only(None, instead=(
+        "plait ends the text at the end token the model was taught to write (the base model's); leave it null"))] = None
 
     def transformers_kwargs(self) -> dict[str, Any]:
-        """The settings as ``generate()`` keywords (sampling settings only when sampling)."""
+        """The settings as ``generate()`` keywords: sampling settings only when sampling, and only
+        the settings that change something (transformers warns of the others)."""
         kwargs = self.model_dump(exclude_none=True)
+        for key in ("pad_token_id", "max_length", *LUDWIG_ONLY_GENERATION):  # the model passes the pad id
+            kwargs.pop(key, None)
         if not self.do_sample:
-            for key in ("temperature", "top_k", "top_p"):
+            for key in SAMPLING_ONLY:
                 kwargs.pop(key, None)
-        return kwargs
+        return {key: value for key, value in kwargs.items() if NEUTRAL.get(key, _NONE) != value}
+
+
+SAMPLING_ONLY = ("temperature", "top_k", "top_p", "typical_p", "epsilon_cutoff", "eta_cutoff")
+LUDWIG_ONLY_GENERATION = ("num_beam_groups", "diversity_penalty", "penalty_alpha", "force_words_ids",
+                          "forced_decoder_ids", "guidance_scale", "bos_token_id", "eos_token_id")
+_NONE = object()
+NEUTRAL = {"min_length": 0, "early_stopping": False, "typical_p": 1.0, "epsilon_cutoff": 0.0, "eta_cutoff": 0.0,
+           "encoder_repetition_penalty": 1.0, "renormalize_logits": False, "remove_invalid_values": False}
+"""Generation settings at the value that changes nothing: not passed (transformers warns of some)."""
 
 
 class AdapterPostprocessor(StrictModel):
@@ -346,6 +413,60 @@ class QuantizationConfig(StrictModel):
     """4 bits: the code; nf4 (NormalFloat) suits weights drawn from a normal distribution."""
 
 
+_NO_LAYERS = "an LLM's text goes from the model's own output layer; leave Ludwig's default"
+
+
+class PassthroughEncoder(StrictModel):
+    """Ludwig's encoder of an LLM's input: the tokens go to the model as they are."""
+
+    type: Literal["passthrough"] = "passthrough"
+    skip: Annotated[bool, ludwig_only(False, instead=_NO_LAYERS)] = False
+    adapter: Annotated[dict | None, ludwig_only(None, instead="an LLM's adapter goes in the config's adapter "
+                                                              "section")] = None
+
+
+class TextExtractorDecoder(StrictModel):
+    """Ludwig's decoder of an LLM's text output, accepted as Ludwig renders it: the text is what
+    the model generates, with the base model's tokenizer."""
+
+    type: Literal["text_extractor"] = "text_extractor"
+    fc_layers: Annotated[list | None, ludwig_only(None, instead=_NO_LAYERS)] = None
+    num_fc_layers: Annotated[int, ludwig_only(0, instead=_NO_LAYERS)] = 0
+    fc_output_size: Annotated[int, ludwig_only(256, instead=_NO_LAYERS)] = 256
+    fc_use_bias: Annotated[bool, ludwig_only(True, instead=_NO_LAYERS)] = True
+    fc_weights_initializer: Annotated[str, ludwig_only("xavier_uniform", instead=_NO_LAYERS)] = "xavier_uniform"
+    fc_bias_initializer: Annotated[str, ludwig_only("zeros", instead=_NO_LAYERS)] = "zeros"
+    fc_norm: Annotated[str | None, ludwig_only(None, instead=_NO_LAYERS)] = None
+    fc_norm_params: Annotated[dict | None, ludwig_only(None, instead=_NO_LAYERS)] = None
+    fc_activation: Annotated[str, ludwig_only("relu", instead=_NO_LAYERS)] = "relu"
+    fc_dropout: Annotated[float, ludwig_only(0.0, instead=_NO_LAYERS)] = 0.0
+    tokenizer: Annotated[str, ludwig_only("hf_tokenizer", instead="an LLM's text is read with the base model's "
+                                                                  "tokenizer")] = "hf_tokenizer"
+    pretrained_model_name_or_path: str | None = ""
+    """Ludwig fills in base_model; the base model's tokenizer is used whatever it says."""
+    vocab_file: str | None = ""
+    """As pretrained_model_name_or_path."""
+    max_new_tokens: int | None = None
+    """Ludwig copies generation.max_new_tokens here; plait reads generation's."""
+    match_strategy: Annotated[str, ludwig_only("contains", instead="Ludwig's text_extractor reads it and does "
+                                                                   "nothing with it; leave contains")] = "contains"
+
+
+class NextTokenLoss(StrictModel):
+    """Ludwig's loss of an LLM's output, accepted as Ludwig renders it: the cross-entropy of the
+    target's next tokens."""
+
+    type: Literal["next_token_softmax_cross_entropy"] = "next_token_softmax_cross_entropy"
+    weight: Annotated[float, ludwig_only(1.0, instead="an LLM has one loss; scale the learning rate instead")] = 1.0
+    class_weights: Annotated[Any, ludwig_only(None, instead="tokens are not weighted")] = None
+    robust_lambda: Annotated[float, ludwig_only(0, instead="not implemented for next-token loss")] = 0
+    confidence_penalty: Annotated[float, ludwig_only(0, instead="not implemented for next-token loss")] = 0
+    class_similarities: Annotated[Any, ludwig_only(None, instead="not implemented for next-token loss")] = None
+    class_similarities_temperature: Annotated[float, ludwig_only(0, instead="not implemented for next-token "
+                                                                             "loss")] = 0
+    unique: Annotated[bool, ludwig_only(False, instead="not implemented for next-token loss")] = False
+
+
 class LLMFeature(StrictModel):
     """What the prompt's and the target's features share."""
 
@@ -354,6 +475,8 @@ class LLMFeature(StrictModel):
     """An LLM reads and writes text."""
     column: str | None = None
     """The data column (default: the name)."""
+    active: Annotated[bool, ludwig_only(True, instead="an LLM has one input and one output; remove the feature "
+                                                      "instead")] = True
 
     @property
     def source_column(self) -> str:
@@ -364,9 +487,9 @@ class LLMInputFeature(LLMFeature):
     preprocessing: TextPreprocessing = Field(default_factory=TextPreprocessing)
     """max_sequence_length caps the prompt's tokens (its start is kept); the tokenizer is always the
     base model's, and the other text keys are accepted with no effect."""
-    encoder: Annotated[dict | None, ludwig_only(None, {"type": "passthrough"}, instead="an LLM reads the "
-                                                "tokens itself; drop the encoder")] = None
+    encoder: PassthroughEncoder | None = None
     """Ludwig writes passthrough: the tokens go to the model as they are."""
+    tied: Annotated[str | None, ludwig_only(None, instead="an LLM has one input")] = None
 
 
 class LLMOutputFeature(LLMFeature):
@@ -393,10 +516,11 @@ class LLMOutputFeature(LLMFeature):
     preprocessing: TextPreprocessing = Field(
         default_factory=lambda: TextPreprocessing(missing_value_strategy="drop_row"))
     """max_sequence_length caps the target's tokens (the end token included)."""
-    decoder: Annotated[dict | None, ludwig_only(None, {"type": "text_extractor"}, instead="an LLM's output is "
-                                                "the text it generates; drop the decoder")] = None
-    loss: Annotated[dict | None, ludwig_only(None, {"type": "next_token_softmax_cross_entropy"},
-                                             instead="an LLM learns the target's next tokens; drop the loss")] = None
+    decoder: TextExtractorDecoder | None = None
+    """Ludwig writes text_extractor: the text the model generates."""
+    loss: NextTokenLoss | None = None
+    """Ludwig writes next_token_softmax_cross_entropy: what the model learns."""
+    class_similarities: Annotated[Any, ludwig_only(None, instead="an LLM's output is text")] = None
     dependencies: Annotated[list | None, ludwig_only(None, [], instead="an LLM has one output")] = None
     reduce_input: Annotated[str | None, ludwig_only(None, "sum", instead="an LLM's output is a sequence")] = None
     reduce_dependencies: Annotated[str | None, ludwig_only(None, "sum", instead="an LLM has one output")] = None
@@ -408,12 +532,9 @@ class LLMTextDefaults(StrictModel):
     preprocessing: TextPreprocessing = Field(default_factory=TextPreprocessing)
     """Preprocessing the input feature's own settings go over (as in Ludwig, the input only: the
     target keeps its own, which drop the rows without a target)."""
-    encoder: Annotated[dict | None, ludwig_only(None, {"type": "passthrough"}, instead="an LLM reads the tokens "
-                                                "itself; drop the encoder")] = None
-    decoder: Annotated[dict | None, ludwig_only(None, {"type": "text_extractor"}, instead="an LLM's output is the "
-                                                "text it generates; drop the decoder")] = None
-    loss: Annotated[dict | None, ludwig_only(None, {"type": "next_token_softmax_cross_entropy"},
-                                             instead="an LLM learns the target's next tokens; drop the loss")] = None
+    encoder: PassthroughEncoder | None = None
+    decoder: TextExtractorDecoder | None = None
+    loss: NextTokenLoss | None = None
 
 
 class LLMDefaults(StrictModel):
@@ -498,6 +619,10 @@ class LLMConfig(StrictModel):
     """Experiment trackers the run logs to (as for any model)."""
     ludwig_version: str | None = None
     """Accepted for Ludwig compatibility and ignored."""
+    adapters: Annotated[dict | None, ludwig_only(None, instead="Ludwig's named adapters (several, switched or "
+                                                               "merged) are not implemented; use adapter")] = None
+    is_multimodal: Annotated[bool, ludwig_only(False, instead="vision-language models are not implemented: plait's "
+                                                              "LLM reads text")] = False
 
     @field_validator("tracking")
     @classmethod

@@ -149,10 +149,12 @@ class LLM(TrainableModel):
     @torch.no_grad()
     def _generated(self, prompt: torch.Tensor, generation=None, streamer=None) -> torch.Tensor:
         ids, mask = self._model_ids(prompt)
-        settings = (generation or self.generation).transformers_kwargs()
+        generation = generation or self.generation
+        settings = generation.transformers_kwargs()
         settings["max_new_tokens"] = settings.get("max_new_tokens") or self.target_length
         stop = self.head(self.output_names[0]).stop_id - ID_OFFSET
-        out = self.model.generate(input_ids=ids, attention_mask=mask, pad_token_id=self.pad_id, eos_token_id=stop,
+        pad = generation.pad_token_id if generation.pad_token_id is not None else self.pad_id
+        out = self.model.generate(input_ids=ids, attention_mask=mask, pad_token_id=pad, eos_token_id=stop,
                                   output_scores=True, return_dict_in_generate=True, streamer=streamer, **settings)
         new = out.sequences[:, ids.shape[1]:]
         # Greedy and sampled steps' scores are logits; beam search's are log-probabilities already.

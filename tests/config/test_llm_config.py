@@ -100,7 +100,7 @@ def test_the_template_reads_columns_the_sample_and_the_task():
                    "output_feature": "answer"}}, "hyperopt.metric: got 'accuracy', which output feature answer does not"),
     ({"defaults": {"text": {"preprocessing": {"max_sequence_lenght": 3}}}},
      "defaults.text.preprocessing.max_sequence_lenght: unknown field"),
-    ({"defaults": {"text": {"encoder": {"type": "bert"}}}}, "defaults.text.encoder: got {'type': 'bert'}"),
+    ({"defaults": {"text": {"encoder": {"type": "bert"}}}}, "defaults.text.encoder.type: got 'bert'"),
     ({"quantization": {"bits": 4}, "trainer": {"type": "finetune"}},
      "quantization: a quantized base model cannot train its own weights"),
     ({"quantization": {"bits": 8}, "adapter": {"type": "lora", "postprocessor": {"merge_adapter_into_base_model": True}}},
