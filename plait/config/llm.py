@@ -398,6 +398,12 @@ class QuantizationConfig(StrictModel):
     the CPU): a quarter or half of the memory of 16-bit weights. The base stays frozen, so a model
     that trains needs an adapter (QLoRA: LoRA over a quantized base)."""
 
+    backend: Annotated[Literal["bitsandbytes", "torchao"], ludwig_only("bitsandbytes", instead=(
+        "plait quantizes with bitsandbytes; torchao's modes are not implemented"))] = "bitsandbytes"
+    """Ludwig's choice of library; plait implements bitsandbytes."""
+    mode: Annotated[str | None, ludwig_only(None, instead="torchao's modes are not implemented")] = None
+    qat: Annotated[bool, ludwig_only(False, instead="quantization-aware training (torchao) is not implemented; "
+                                                    "QLoRA trains an adapter over the quantized base")] = False
     bits: Literal[4, 8] = 4
     """4: each weight is a 4-bit code (bnb_4bit_quant_type) with a scale per block of 64; 8:
     LLM.int8(), 8-bit weights with the outlier features in 16 bits."""

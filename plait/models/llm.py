@@ -40,6 +40,9 @@ from plait.models.outputs import RowLosses
 from plait.utils.folder import Folder, built_locally
 from plait.utils.hf_models import MODEL_CONFIG, check_weights, model_folder, transformers_config
 
+BITSANDBYTES_KEYS = ("llm_int8_threshold", "llm_int8_has_fp16_weight", "bnb_4bit_compute_dtype",
+                     "bnb_4bit_use_double_quant", "bnb_4bit_quant_type")
+"""The quantization section's keys that are transformers' BitsAndBytesConfig's own."""
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".msgpack", ".h5", ".index.json")
 """Files of a model folder that hold (or index) its weights."""
 ADAPTER_MERGED = "adapter_merged"
@@ -245,10 +248,9 @@ def quantized_causal_lm(transformers, base_model: str, config_of_model, quantiza
     # bitsandbytes quantizes as the weights reach their device, so they are loaded on the device
     # that computes (a worker's GPU, else the CPU), not moved there afterwards.
     device = f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_available() else "cpu"
-    settings = quantization.model_dump()
-    bits = transformers.BitsAndBytesConfig(
-        load_in_4bit=quantization.bits == 4, load_in_8bit=quantization.bits == 8,
-        **{key: value for key, value in settings.items() if key != "bits"})
+    settings = quantization.model_dump(include=set(BITSANDBYTES_KEYS))
+    bits = transformers.BitsAndBytesConfig(load_in_4bit=quantization.bits == 4, load_in_8bit=quantization.bits == 8,
+                                           **settings)
     # LLM.int8() computes in float16 and logs so on every step of a float32 model: plait chose
     # float32 for the unquantized layers, so the notice says nothing new.
     logging.getLogger("bitsandbytes.autograd._functions").setLevel(logging.ERROR)

@@ -88,6 +88,7 @@ def test_the_template_reads_columns_the_sample_and_the_task():
     ({"trust_remote_code": True}, "trust_remote_code: got True; plait does not implement this Ludwig setting"),
     ({"combiner": {"type": "concat"}}, "combiner: unknown field"),
     ({"quantization": {"bits": 3}}, "quantization.bits: got 3"),
+    ({"quantization": {"backend": "torchao", "mode": "int8_weight_only"}}, "quantization.backend: got 'torchao'"),
     ({"adapter": {"type": "lora", "init_lora_weights": "eva"}}, "adapter.init_lora_weights: got 'eva'; eva and corda"),
     ({"adapter": {"type": "lora", "init_lora_weights": "pissa"}, "quantization": {"bits": 4}},
      "adapter.init_lora_weights: is pissa with quantization"),
