@@ -22,6 +22,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from plait.errors import PlaitError
 from plait.serving.payloads import ClientError
 
 COMPLETION_FIELDS = {"model", "prompt", "max_tokens", "temperature", "top_p", "n", "stream", "stream_options", "stop",
@@ -90,7 +91,7 @@ def parse_request(body: Any, chat: bool, served: str, max_tokens: int, max_choic
     overrides = generation_overrides(body, chat, max_tokens)
     try:
         settings = settings_of(overrides)
-    except Exception as error:  # a ConfigError naming the setting: the client's to fix
+    except PlaitError as error:  # a ConfigError naming the setting: the client's to fix
         raise ClientError(400, str(error).replace("invalid config:\n  ", "")) from None
     if "max_new_tokens" not in overrides:
         settings = bounded_max_tokens(settings, max_tokens)

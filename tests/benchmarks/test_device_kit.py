@@ -18,10 +18,11 @@ from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[2]
 KIT = ROOT / "benchmarks" / "device"
-DRY_RUN_STEPS = ("env,probes,ecd.precision,strategies.zero3,llm.write_model,llm.lora_plain,llm.qlora_plain,"
-                 "llm.qlora_plait")
-"""The dry-run's parts that CI runs (about 45 s on 2 cores): every GPU path's CPU twin that is
-cheap; the Ray and scaling steps start clusters and take minutes (the README's full dry-run)."""
+DRY_RUN_STEPS = "env,probes,ecd.precision,strategies.zero3,llm.write_model,llm.lora_plain,llm.qlora_plain"
+"""The dry-run's parts that CI runs (about 35 s on 2 cores): every GPU path's CPU twin that is
+cheap; the Ray and scaling steps start clusters and take minutes (the README's full dry-run).
+llm.qlora_plait trains plait's QLoRA since issue #39 (13 s here), which
+tests/models/test_llm_quantization.py covers on the CPU."""
 DEVICE_ENVIRONMENT = {**default_environment(), "python_version": "3.12", "python_full_version": "3.12.3",
                       "sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64",
                       "implementation_name": "cpython", "platform_python_implementation": "CPython"}
@@ -106,8 +107,6 @@ def test_the_llm_parts_run_and_the_gpu_only_one_says_why_it_was_skipped(dry_run)
     llm = parts(dry_run, "llm")
     assert llm["lora_plain"]["tokens_per_s"] > 0 and llm["lora_plain"]["weights"] == "bfloat16"
     assert llm["qlora_plain"]["status"] == "skipped" and "GPU" in llm["qlora_plain"]["reason"]
-    assert llm["qlora_plait"]["status"] == "ok"
-    assert "refused_by_plait" in llm["qlora_plait"] or llm["qlora_plait"]["tokens_per_s"] > 0
 
 
 def test_unknown_steps_and_parts_are_refused_with_the_names_there_are():

@@ -14,8 +14,10 @@ here with transformers: nothing is downloaded.
 * qlora_plain: the plain loop on the base model quantized to 4-bit NF4 by bitsandbytes (bf16
   compute, double quantization, no gradient checkpointing, so the speed compares with LoRA's):
   peak GPU memory and tokens/s.
-* qlora_plait: the same through plait's ``quantization`` section; plait refuses quantization
-  today, and that refusal is recorded as the finding.
+* qlora_plait: the same through plait's ``quantization`` section (QLoRA, issue #39: the base
+  loaded in 4 bits by bitsandbytes on the device, LoRA over it): peak GPU memory and tokens/s,
+  against qlora_plain. (Before #39 plait refused quantization; a refusal is still recorded as
+  the finding, should one come back.)
 
 Model FLOPs utilisation counts the work a step must do, not what the kernels do: per token, 2N
 FLOPs forward (a multiply-add per weight) and 2N backward for the inputs' gradients, where N is
@@ -202,7 +204,7 @@ def figures(model, size: dict, tokens: int, seconds: float, steps: int, pairs: l
 # ---- plait ------------------------------------------------------------------------------------------------------
 
 def plait_lora(context: StepContext, folder: Path, size: dict, quantization: dict | None) -> dict:
-    """plait's LoRA fine-tune on the same rows; with ``quantization``, QLoRA (refused today)."""
+    """plait's LoRA fine-tune on the same rows; with ``quantization``, QLoRA."""
     import pandas as pd
 
     from plait.api import Model
