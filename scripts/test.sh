@@ -4,4 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-exec .venv/bin/python -m pytest -q "$@"
+# Two workers (pytest-xdist): the tests of Ray clusters, launchers and process groups run in one
+# of them, one after another (tests/conftest.py groups them); the rest share both. They spend much
+# of their time waiting on processes they start, which the other worker's tests fill.
+exec .venv/bin/python -m pytest -q -n 2 --dist loadgroup "$@"

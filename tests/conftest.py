@@ -16,6 +16,37 @@ import yaml
 from plait.config import load_config
 from plait.features import processors_for
 
+# ---- two test workers (pytest-xdist; scripts/test.sh runs two) -------------------------------------
+
+CLUSTER_MODULES = ("tests/backends/", "tests/search/", "tests/serving/test_ray_serve.py",
+                   "tests/benchmarks/test_device_kit.py", "tests/training/strategies/")
+"""Modules whose tests start clusters, launchers or process groups of their own (or time them):
+with the tests that use the session's Ray cluster, they all run in one worker, one after another,
+as they would in one process; every other test goes to whichever worker is free."""
+
+
+def pytest_collection_modifyitems(config, items):
+    root = Path(config.rootpath)
+    for item in items:
+        where = Path(item.path).relative_to(root).as_posix()
+        if "ray_cluster" in getattr(item, "fixturenames", ()) or where.startswith(CLUSTER_MODULES):
+            item.add_marker(pytest.mark.xdist_group("cluster"))
+
+
+def _own_ray_tmpdir() -> None:
+    """Under pytest-xdist, each worker's Ray keeps its files (and the address file a later
+    ``ray.init`` or plait's backend discovery reads) in a folder of its own, so that a worker
+    never joins the other's cluster."""
+    import os
+
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        os.environ.setdefault("RAY_TMPDIR", f"/tmp/ray-{worker}")
+        os.makedirs(os.environ["RAY_TMPDIR"], exist_ok=True)
+
+
+_own_ray_tmpdir()
+
 
 # ---- datasets and configs ----------------------------------------------------------------------
 

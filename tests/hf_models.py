@@ -146,3 +146,20 @@ def llm_config(base: Path, **sections) -> dict:
             "prompt": {"template": "translate : {colour}"},
             "trainer": {"type": "finetune", "epochs": 3, "batch_size": 16, "learning_rate": 0.003},
             **sections}
+
+
+LORA = {"type": "lora", "r": 8, "target_modules": ["q_proj", "v_proj", "lm_head"]}
+"""LoRA on the colour task: on the attention and the output layer, since a random tiny model's
+frozen output layer alone gives near-uniform logits whatever its hidden states."""
+LORA_TRAINER = {"type": "finetune", "epochs": 3, "batch_size": 16, "learning_rate": 0.02}
+"""A trainer that teaches the colour task to LoRA (or QLoRA) in three epochs."""
+
+
+def local_llm_config(base: Path, cache_dir: str, **sections) -> dict:
+    """``llm_config`` on the local backend with its cache in ``cache_dir``."""
+    return llm_config(base, backend={"type": "local", "cache_dir": cache_dir}, **sections)
+
+
+def predicted_french(model) -> list[str]:
+    """The model's text for each colour, in COLORS' order."""
+    return model.predict(colour_rows(1))["french_predictions"].tolist()

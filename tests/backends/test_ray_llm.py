@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import pytest
 
-from hf_models import colour_rows, llm_config, write_colour_llama
+from hf_models import LORA, colour_rows, llm_config, write_colour_llama
 from plait import Model
 from test_ray_training import kill_a_worker_when
 
 pytest.importorskip("ray")
 pytestmark = pytest.mark.usefixtures("ray_cluster")
-LORA = {"type": "lora", "r": 8, "target_modules": ["q_proj", "v_proj", "lm_head"]}
 
 
 @pytest.fixture(scope="module")
