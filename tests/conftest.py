@@ -25,6 +25,7 @@ with the tests that use the session's Ray cluster, they all run in one worker, o
 as they would in one process; every other test goes to whichever worker is free."""
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups
 def pytest_collection_modifyitems(config, items):
     root = Path(config.rootpath)
     for item in items:
