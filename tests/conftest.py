@@ -16,37 +16,24 @@ import yaml
 from plait.config import load_config
 from plait.features import processors_for
 
-# ---- two test workers (pytest-xdist; scripts/test.sh runs two) -------------------------------------
+# ---- two halves run at once (scripts/test.sh) ---------------------------------------------------------
 
 CLUSTER_MODULES = ("tests/backends/", "tests/search/", "tests/serving/test_ray_serve.py",
                    "tests/benchmarks/test_device_kit.py", "tests/training/strategies/")
-"""Modules whose tests start clusters, launchers or process groups of their own (or time them):
-with the tests that use the session's Ray cluster, they all run in one worker, one after another,
-as they would in one process; every other test goes to whichever worker is free."""
+"""Modules whose tests start clusters, launchers or process groups of their own (or time them).
+They and the tests that use the session's Ray cluster are marked ``cluster``: scripts/test.sh runs
+them in one pytest process, one after another, beside a second process that runs the rest."""
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups
-def pytest_collection_modifyitems(config, items):
-    root = Path(config.rootpath)
-    for item in items:
-        where = Path(item.path).relative_to(root).as_posix()
-        if "ray_cluster" in getattr(item, "fixturenames", ()) or where.startswith(CLUSTER_MODULES):
-            item.add_marker(pytest.mark.xdist_group("cluster"))
+def pytest_configure(config):
+    config.addinivalue_line("markers", "cluster: a Ray cluster, a launcher or a process group (scripts/test.sh "
+                                       "runs these in a process of their own)")
 
 
-def _own_ray_tmpdir() -> None:
-    """Under pytest-xdist, each worker's Ray keeps its files (and the address file a later
-    ``ray.init`` or plait's backend discovery reads) in a folder of its own, so that a worker
-    never joins the other's cluster."""
-    import os
-
-    worker = os.environ.get("PYTEST_XDIST_WORKER")
-    if worker:
-        os.environ.setdefault("RAY_TMPDIR", f"/tmp/ray-{worker}")
-        os.makedirs(os.environ["RAY_TMPDIR"], exist_ok=True)
-
-
-_own_ray_tmpdir()
+def pytest_itemcollected(item):
+    where = Path(item.path).relative_to(item.config.rootpath).as_posix()
+    if "ray_cluster" in getattr(item, "fixturenames", ()) or where.startswith(CLUSTER_MODULES):
+        item.add_marker(pytest.mark.cluster)
 
 
 # ---- datasets and configs ----------------------------------------------------------------------
