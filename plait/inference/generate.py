@@ -24,7 +24,6 @@ from plait.config.llm import GenerationConfig
 from plait.errors import ConfigError, UsageError
 from plait.features import hf_tokens
 from plait.features.llm import PromptProcessor
-from plait.models.sequence_heads import PAD
 from plait.utils.tokens import ID_OFFSET
 
 
@@ -50,7 +49,9 @@ class Generator:
         self.prompts = PromptProcessor(prompt, config)
         self.prompt_metadata = metadata["features"][prompt.name]
         self.tokenizer = metadata["features"][target.name]["hf_tokenizer"]
-        self.stop_id = metadata["features"][target.name]["stop_id"]
+        self.head = module.head(target.name)
+        """The target's head: its end token, and where each generated text ends."""
+        self.stop_id = self.head.stop_id
         self.lock = threading.Lock()
         """One generation at a time: a module's forward is not safe to run from two threads."""
 
@@ -96,8 +97,7 @@ class Generator:
         with self.lock:
             output = self.module.generated(ids.to(self._device()), settings, streamer)
         tokens = output[..., 1].long().cpu()
-        ended = (tokens == PAD) | (tokens == self.stop_id)
-        lengths = torch.where(ended.any(1), ended.float().argmax(1), torch.full_like(tokens[:, 0], tokens.shape[1]))
+        lengths = self.head.lengths(tokens)
         texts = hf_tokens.decode([row[:n].tolist() for row, n in zip(tokens, lengths)], self.tokenizer)
         stopped = (tokens == self.stop_id).any(1)
         return [Generated(text, int((row > 0).sum()), int(n), "stop" if stop else "length")
