@@ -4,29 +4,31 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-# Two pytest processes at once: the tests marked `cluster` (Ray clusters, launchers, process
-# groups: tests/conftest.py) in one, one after another as ever, and the rest in the other. The
-# cluster tests spend much of their time waiting on the processes they start, which the other
-# half fills. Each half's output goes to its log, printed when both are done.
+# Three pytest processes at once (the marks are set in tests/conftest.py): the tests of the
+# session's Ray cluster, the tests that start clusters, launchers or process groups of their own,
+# and the rest. The first two spend much of their time waiting on the processes they start, which
+# the others fill. Each process's output goes to its log, printed when all are done.
 logs=$(mktemp -d)
-mkdir "$logs/ray"
-.venv/bin/python -m pytest -q -m cluster "$@" >"$logs/cluster.log" 2>&1 &
-cluster=$!
-# The other half never joins the cluster half's Ray (plait finds a running cluster through the
-# address file in Ray's temp folder): it gets a temp folder of its own.
-RAY_TMPDIR="$logs/ray" .venv/bin/python -m pytest -q -m "not cluster" "$@" >"$logs/rest.log" 2>&1 &
-rest=$!
-status=0
-wait "$cluster" || cluster_status=$?
-wait "$rest" || rest_status=$?
-cluster_status=${cluster_status:-0} rest_status=${rest_status:-0}
-echo "== the cluster tests (pytest -m cluster)"; cat "$logs/cluster.log"
-echo "== the other tests (pytest -m 'not cluster')"; cat "$logs/rest.log"
-# Exit 5 is "no tests collected": fine for one half when the other ran tests (a selection of
-# files may hold only one kind), a failure when neither did.
-for code in "$cluster_status" "$rest_status"; do
-  if [ "$code" != 0 ] && [ "$code" != 5 ]; then status=$code; fi
+declare -A selection=([cluster]="cluster" [processes]="processes" [rest]="not cluster and not processes")
+declare -A pids
+for part in cluster processes rest; do
+  # Each process has a Ray temp folder of its own: plait finds a running cluster through the
+  # address file there, and only the first process's tests may join the session's cluster.
+  mkdir "$logs/ray-$part"
+  RAY_TMPDIR="$logs/ray-$part" .venv/bin/python -m pytest -q -m "${selection[$part]}" "$@" >"$logs/$part.log" 2>&1 &
+  pids[$part]=$!
 done
-if [ "$cluster_status" = 5 ] && [ "$rest_status" = 5 ]; then status=5; fi
+status=0 collected=0
+for part in cluster processes rest; do
+  code=0
+  wait "${pids[$part]}" || code=$?
+  echo "== $part (pytest -m '${selection[$part]}'): exit $code"; cat "$logs/$part.log"
+  # Exit 5 is "no tests collected": fine for a part when another ran tests (a selection of
+  # files may hold only one kind), a failure when none did.
+  if [ "$code" = 5 ]; then continue; fi
+  collected=1
+  if [ "$code" != 0 ]; then status=$code; fi
+done
+if [ "$collected" = 0 ]; then status=5; fi
 rm -rf "$logs"
 exit "$status"

@@ -16,24 +16,29 @@ import yaml
 from plait.config import load_config
 from plait.features import processors_for
 
-# ---- two halves run at once (scripts/test.sh) ---------------------------------------------------------
+# ---- three processes at once (scripts/test.sh) ------------------------------------------------------
 
-CLUSTER_MODULES = ("tests/backends/", "tests/search/", "tests/serving/test_ray_serve.py",
+PROCESS_MODULES = ("tests/backends/", "tests/search/", "tests/serving/test_ray_serve.py",
                    "tests/benchmarks/test_device_kit.py", "tests/training/strategies/")
-"""Modules whose tests start clusters, launchers or process groups of their own (or time them).
-They and the tests that use the session's Ray cluster are marked ``cluster``: scripts/test.sh runs
-them in one pytest process, one after another, beside a second process that runs the rest."""
+"""Modules whose tests start clusters, launchers or process groups of their own (or time them)."""
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "cluster: a Ray cluster, a launcher or a process group (scripts/test.sh "
-                                       "runs these in a process of their own)")
+    config.addinivalue_line("markers", "cluster: uses the session's Ray cluster (scripts/test.sh runs these in a "
+                                       "process of their own)")
+    config.addinivalue_line("markers", "processes: starts clusters, launchers or process groups of its own "
+                                       "(scripts/test.sh runs these in a third process)")
 
 
 def pytest_itemcollected(item):
+    """Mark each test for one of scripts/test.sh's three processes: the tests of the session's Ray
+    cluster (``cluster``), those of PROCESS_MODULES that start processes of their own
+    (``processes``), and the rest. Each process runs its tests one after another."""
     where = Path(item.path).relative_to(item.config.rootpath).as_posix()
-    if "ray_cluster" in getattr(item, "fixturenames", ()) or where.startswith(CLUSTER_MODULES):
+    if "ray_cluster" in getattr(item, "fixturenames", ()):
         item.add_marker(pytest.mark.cluster)
+    elif where.startswith(PROCESS_MODULES):
+        item.add_marker(pytest.mark.processes)
 
 
 # ---- datasets and configs ----------------------------------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -29,6 +30,14 @@ def launched_config(tmp_path: Path, **backend) -> Path:
     return path
 
 
+def free_port() -> int:
+    # The launchers' default rendezvous port (29500) is one for the whole machine; the suite's
+    # processes run beside each other (scripts/test.sh).
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def run(command: list[str], cwd: Path, **environment: str) -> subprocess.CompletedProcess:
     # No Ray here: auto-detection must pick the launcher, not the test session's cluster.
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
@@ -48,7 +57,7 @@ def test_torchrun_with_two_processes_trains_like_ray_ddp(tmp_path, ray_ddp_rule_
     # num_workers says 4: the launcher's count wins, and plait says so.
     config = launched_config(tmp_path, trainer={"num_workers": 4})
     store = (tmp_path / "mlruns").as_uri()  # tracked from rank 0 only: one run in the store
-    result = run([str(BIN / "torchrun"), "--nproc-per-node", "2", "-m", "plait", "train", "--config", str(config),
+    result = run([str(BIN / "torchrun"), "--nproc-per-node", "2", "--master-port", str(free_port()), "-m", "plait", "train", "--config", str(config),
                   "--dataset", "data.csv", "--output-directory", "out", "--mlflow"], cwd=tmp_path,
                  MLFLOW_TRACKING_URI=store, MLFLOW_ALLOW_FILE_STORE="true")
     for rank in (0, 1):
@@ -89,7 +98,7 @@ def test_horovodrun_with_two_processes_trains(tmp_path):
 @pytest.mark.skipif(shutil.which("deepspeed", path=str(BIN)) is None, reason="DeepSpeed is not installed")
 def test_the_deepspeed_launcher_with_two_processes_trains(tmp_path):
     config = launched_config(tmp_path)
-    result = run([str(BIN / "deepspeed"), "--num_gpus", "2", str(BIN / "plait"), "train", "--config", str(config),
+    result = run([str(BIN / "deepspeed"), "--num_gpus", "2", "--master_port", str(free_port()), str(BIN / "plait"), "train", "--config", str(config),
                   "--dataset", "data.csv", "--output-directory", "out", "--backend", "deepspeed"], cwd=tmp_path)
     assert "rank 1 of 2 (deepspeed, strategy deepspeed)" in result.stderr + result.stdout
     run_dir = only_one_run_directory(tmp_path / "out")
