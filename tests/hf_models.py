@@ -138,6 +138,11 @@ def colour_rows(repeats: int = 40):
     return pd.DataFrame([(c, f) for _ in range(repeats) for c, f in zip(COLORS, FRENCH)], columns=["colour", "french"])
 
 
+def preference_rows(rows):
+    """``rows`` of the colour task with a ``rejected`` column: the next colour's French name."""
+    return rows.assign(rejected=rows["french"].map(lambda french: FRENCH[(FRENCH.index(french) + 1) % len(FRENCH)]))
+
+
 def llm_config(base: Path, **sections) -> dict:
     """An LLM config of the colour task on ``base``, fine-tuned (``sections`` replace its parts)."""
     return {"model_type": "llm", "base_model": str(base),

@@ -9,7 +9,7 @@ import shutil
 import pandas as pd
 import pytest
 
-from hf_models import FRENCH, colour_rows, llm_config, write_colour_llama
+from hf_models import FRENCH, colour_rows, llm_config, preference_rows, write_colour_llama
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -26,12 +26,14 @@ def local(config: dict, cache_dir: str) -> dict:
 QLORA = {"adapter": {"type": "lora", "target_modules": ["q_proj", "v_proj", "lm_head"]}, "quantization": {"bits": 4},
          "trainer": {"type": "finetune", "epochs": 3, "batch_size": 16, "learning_rate": 0.02}}
 """QLoRA: LoRA over the base's 4-bit weights (bitsandbytes, on the CPU here)."""
+ORPO = {"trainer": {"type": "orpo", "epochs": 3, "batch_size": 16, "learning_rate": 0.003}}
+"""ORPO: fine-tuning on the chosen texts with a preference for them over the rejected column's."""
 
 
-@pytest.mark.parametrize("sections", [{}, QLORA], ids=["full", "qlora"])
+@pytest.mark.parametrize("sections", [{}, QLORA, ORPO], ids=["full", "qlora", "orpo"])
 def test_an_experiment_then_predict_from_the_saved_model(sections, base, tmp_path, cache_dir, write_config,
                                                          make_dataset, cli):
-    data = make_dataset(colour_rows())
+    data = make_dataset(preference_rows(colour_rows()) if sections is ORPO else colour_rows())
     config = write_config(local(llm_config(base, **sections), cache_dir))
     code, out, err = cli("experiment", "--config", config, "--dataset", data, "--output-directory", tmp_path / "runs")
     assert code == 0, err
@@ -121,6 +123,7 @@ def test_a_hub_name_not_in_the_local_cache_says_how_to_get_it(tmp_path, monkeypa
      "gate_proj, k_proj, lm_head, o_proj, q_proj, up_proj, v_proj"),
     ({"prompt": {"template": "translate : {colour} to {language}"}},
      "has no column 'language' (for input feature 'colour')"),
+    (ORPO, "has no column 'rejected' (for trainer.rejected_column (the rejected completions))"),
 ])
 def test_a_bad_setting_is_refused_before_training(sections, message, base, cache_dir, write_config, make_dataset,
                                                   cli_error):
@@ -133,3 +136,16 @@ def test_a_config_mistake_is_named_by_its_path(base, write_config, cli):
     code, _, err = cli("validate", "--config", write_config({**llm_config(base), "generation": {"max_new_token": 8}}))
     assert code == 2 and "Traceback" not in err
     assert "generation.max_new_token: unknown field; did you mean max_new_tokens?" in err
+
+
+@pytest.mark.parametrize("trainer, message", [
+    ({"type": "grpo"}, "trainer.type: Ludwig's 'grpo' is not implemented in plait; group relative policy"),
+    ({"type": "dpo", "beta": 0.1}, "trainer.beta: is not a key of Ludwig's trainer schema"),
+    ({"type": "finetune", "kto_beta": 0.1}, "trainer.kto_beta: a key of trainer.type kto"),
+    ({"type": "dpo"}, "adapter: is null with trainer.type dpo, which compares the model with a frozen reference"),
+    ({"type": "orpo", "rejected_column": "french"}, "trainer.rejected_column: is 'french', the output feature's"),
+])
+def test_a_preference_trainer_mistake_is_named_by_its_path(trainer, message, base, write_config, cli):
+    code, _, err = cli("validate", "--config", write_config({**llm_config(base), "trainer": trainer}))
+    assert code == 2 and "Traceback" not in err
+    assert message in err

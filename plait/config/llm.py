@@ -16,7 +16,7 @@ from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from plait.config.backend import AutoBackendConfig, BackendConfig, backend_data
 from plait.config.hyperopt import HyperoptConfig, check_hyperopt_target
-from plait.config.base import StrictModel, field_error, ludwig_only, shown
+from plait.config.base import StrictModel, field_error, ludwig_only, ludwig_types_not_implemented, shown
 from plait.config.preprocessing import GlobalPreprocessing, TextPreprocessing
 from plait.config.serve import ServeConfig
 from plait.config.tracking import TrackerConfig, check_tracking
@@ -556,27 +556,104 @@ class LLMTrainerConfig(TrainerConfig):
     """Rows per evaluation batch, and per generation batch when predicting (Ludwig's LLM default)."""
     type: Literal["finetune", "none"] = "none"
     """finetune: train the model (or its adapter) on the data; none: use the base model as it is
-    (zero-shot or in-context prediction through the prompt), as in Ludwig, whose default it is."""
+    (zero-shot or in-context prediction through the prompt), as in Ludwig, whose default it is;
+    dpo, kto, orpo: learn to prefer the target over the completion in ``rejected_column``."""
     base_learning_rate: Annotated[float, ludwig_only(0.0, instead="set learning_rate")] = 0.0
     """Ludwig's; plait accepts only 0."""
 
-    @field_validator("type", mode="before")
+    @model_validator(mode="before")
     @classmethod
-    def _preference_trainers(cls, value: Any) -> Any:
-        if value in PREFERENCE_TRAINERS:
-            raise ValueError(f"got {shown(value)}; {PREFERENCE_TRAINERS[value]}: plait does not implement Ludwig's "
-                             f"preference trainers yet (dpo, kto, orpo, grpo); use finetune on the chosen texts, or "
-                             f"none")
-        return value
+    def _keys_of_other_types(cls, data: Any) -> Any:
+        """Ludwig's alignment example configs write ``beta`` and KTO's ``desirable_weight``, keys
+        its schema lacks: each is named with the key that means it."""
+        if not isinstance(data, dict):
+            return data
+        for key, instead in MISNAMED_PREFERENCE_KEYS.items():
+            if key in data:
+                raise field_error(key, f"is not a key of Ludwig's trainer schema (Ludwig's alignment examples write "
+                                       f"it, and Ludwig refuses it too); {instead}")
+        return data
+
+    @classmethod
+    def unknown_field_reason(cls, key: str) -> str | None:
+        owners = [kind.model_fields["type"].annotation.__args__[0] for kind in PREFERENCE_CONFIGS
+                  if key in kind.model_fields and key not in cls.model_fields]
+        if owners:
+            return f"a key of trainer.type {' or '.join(owners)} (this trainer's type is another); set type: {owners[0]}"
+        return None
 
 
-PREFERENCE_TRAINERS = {
-    "dpo": "direct preference optimization, from chosen and rejected completions",
-    "kto": "Kahneman-Tversky optimization, from chosen and rejected completions",
-    "orpo": "odds ratio preference optimization, from chosen and rejected completions",
-    "grpo": "group relative policy optimization, from a reward over generated completions",
+class PreferenceTrainerConfig(LLMTrainerConfig):
+    """What the preference trainers share: the chosen completion is the output feature's column,
+    the rejected one is ``rejected_column``, both after the same prompt."""
+
+    type: Literal["dpo", "kto", "orpo"]
+    rejected_column: str = Field("rejected", min_length=1)
+    """The column of the rejected (dispreferred) completions; the chosen ones are the output
+    feature's column. Preprocessed as the output is, and needed only to train."""
+
+
+class DPOTrainerConfig(PreferenceTrainerConfig):
+    """Direct preference optimization (Rafailov et al., 2023): the policy's log-probability margin
+    of chosen over rejected, against the reference model's (the base with the adapter off)."""
+
+    type: Literal["dpo"]
+    dpo_beta: float = Field(0.1, gt=0)
+    """How far the policy may move from the reference: higher keeps it closer."""
+    dpo_loss_type: Literal["sigmoid", "ipo"] = "sigmoid"
+    """sigmoid: DPO's logistic loss; ipo: identity preference optimization's squared loss (on each
+    completion's mean token log-probability)."""
+    dpo_label_smoothing: float = Field(0.0, ge=0.0, le=0.5)
+    """The chance that a pair's preference is wrong (conservative DPO); sigmoid only."""
+
+    @model_validator(mode="after")
+    def _smoothing_is_sigmoid(self):
+        if self.dpo_label_smoothing and self.dpo_loss_type != "sigmoid":
+            raise field_error("dpo_label_smoothing", f"is {self.dpo_label_smoothing} with dpo_loss_type "
+                                                     f"{self.dpo_loss_type}; label smoothing is the sigmoid loss's. "
+                                                     f"Set it to 0, or use sigmoid")
+        return self
+
+
+class KTOTrainerConfig(PreferenceTrainerConfig):
+    """Kahneman-Tversky optimization (Ethayarajh et al., 2024), each pair read as a desirable
+    (chosen) and an undesirable (rejected) completion of its prompt."""
+
+    type: Literal["kto"]
+    kto_beta: float = Field(0.1, gt=0)
+    """How far the policy may move from the reference."""
+
+
+class ORPOTrainerConfig(PreferenceTrainerConfig):
+    """Odds ratio preference optimization (Hong et al., 2024): the chosen completion's
+    cross-entropy plus ``orpo_beta`` times the log odds ratio loss; no reference model."""
+
+    type: Literal["orpo"]
+    orpo_beta: float = Field(0.1, ge=0)
+    """The odds ratio loss's weight beside the chosen completion's cross-entropy."""
+
+
+PREFERENCE_CONFIGS = (DPOTrainerConfig, KTOTrainerConfig, ORPOTrainerConfig)
+
+LLMTrainer = Annotated[LLMTrainerConfig | DPOTrainerConfig | KTOTrainerConfig | ORPOTrainerConfig,
+                       Field(discriminator="type")]
+"""An LLM's trainer: finetune or none, or one of the preference trainers (its own keys)."""
+
+ludwig_types_not_implemented("trainer", {"grpo": (
+    "group relative policy optimization scores completions the model generates while it trains with a reward "
+    "function, and Ludwig 0.17's schema has no key to name one (its own grpo trainer runs the DPO loss on the "
+    "data's texts); with chosen and rejected completions use dpo, kto or orpo")})
+
+PREFERENCE_TRAINERS = ("dpo", "kto", "orpo")
+REFERENCE_TRAINERS = ("dpo", "kto")
+"""The preference trainers that compare the policy with a reference model."""
+MISNAMED_PREFERENCE_KEYS = {
+    "beta": "use dpo_beta, kto_beta or orpo_beta (trainer.type's own)",
+    "loss_type": "use dpo_loss_type",
+    "label_smoothing": "use dpo_label_smoothing",
+    "desirable_weight": "KTO here weighs the chosen and rejected completions of a pair alike",
+    "undesirable_weight": "KTO here weighs the chosen and rejected completions of a pair alike",
 }
-"""Ludwig 0.17's alignment trainer types, refused by name."""
 
 
 class LLMPreprocessing(GlobalPreprocessing):
@@ -604,8 +681,9 @@ class LLMConfig(StrictModel):
     the base model's weights (its type: lora, ia3, loha, lokr or vera)."""
     quantization: QuantizationConfig | None = None
     """Load the base model in 4 or 8 bits (bitsandbytes, on a GPU or the CPU): QLoRA with an adapter."""
-    trainer: LLMTrainerConfig = Field(default_factory=LLMTrainerConfig)
-    """How the model is trained: Ludwig's trainer keys, with type finetune or none."""
+    trainer: LLMTrainer = Field(default_factory=LLMTrainerConfig)
+    """How the model is trained: Ludwig's trainer keys, with type finetune or none, or a preference
+    trainer (dpo, kto, orpo) with its own keys."""
     preprocessing: LLMPreprocessing = Field(default_factory=LLMPreprocessing)
     """The split, sampling, and the cap on prompt plus target tokens."""
     backend: BackendConfig = Field(default_factory=AutoBackendConfig)
@@ -639,6 +717,11 @@ class LLMConfig(StrictModel):
     @classmethod
     def _backend_type(cls, value: Any) -> Any:
         return backend_data(value)
+
+    @field_validator("trainer", mode="before")
+    @classmethod
+    def _trainer_type(cls, value: Any) -> Any:
+        return {"type": "none", **value} if isinstance(value, dict) else value  # Ludwig's default type
 
     @model_validator(mode="before")
     @classmethod
@@ -694,7 +777,7 @@ class LLMConfig(StrictModel):
     def _quantization_fits(self):
         if self.quantization is None:
             return self
-        if self.trainer.type == "finetune" and self.adapter is None:
+        if self.trainer.type != "none" and self.adapter is None:
             raise field_error("quantization", "a quantized base model cannot train its own weights (they are 4 or 8 "
                                               "bit codes, with no gradient); add an adapter (adapter: {type: lora} "
                                               "is QLoRA), or remove quantization for full fine-tuning")
@@ -717,6 +800,33 @@ class LLMConfig(StrictModel):
         return self
 
     @model_validator(mode="after")
+    def _preference_fits(self):
+        if self.trainer.type not in PREFERENCE_TRAINERS:
+            return self
+        rejected = self.trainer.rejected_column
+        taken = {self.input_features[0].source_column: "the input feature's",
+                 self.output_features[0].source_column: "the output feature's (the chosen completions)"}
+        if rejected in taken or rejected in self.template_columns:
+            whose = taken.get(rejected, "a column the prompt template reads")
+            raise field_error("trainer.rejected_column", f"is {rejected!r}, {whose} column; name the column of the "
+                                                         f"rejected completions")
+        if self.trainer.type in REFERENCE_TRAINERS:
+            # The reference model is the base with the adapter switched off: no second copy.
+            if self.adapter is None:
+                raise field_error("adapter", f"is null with trainer.type {self.trainer.type}, which compares the "
+                                             f"model with a frozen reference: plait's reference is the base model "
+                                             f"with the adapter off, so {self.trainer.type} trains an adapter (add "
+                                             f"adapter: {{type: lora}}); orpo needs no reference and trains any way")
+            if getattr(self.adapter, "changes_base_weights", False):
+                raise field_error("adapter.init_lora_weights", f"is {self.adapter.init_lora_weights} with trainer.type "
+                                                               f"{self.trainer.type}: it changes the base weights, "
+                                                               f"which are the reference; use "
+                                                               f"{', '.join(LORA_INITS_KEEPING_THE_BASE)}")
+            if self.adapter.postprocessor.merge_adapter_into_base_model:
+                return self  # merged after training, as for finetune: the reference is only needed while training
+        return self
+
+    @model_validator(mode="after")
     def _template_reads_the_row(self):
         """Ludwig's rule: the template reads the row ({__sample__}, the input's text, or any
         column: the input's own column need not appear), and never the target's column."""
@@ -734,6 +844,11 @@ class LLMConfig(StrictModel):
     @property
     def features(self) -> list:
         return [*self.input_features, *self.output_features]
+
+    @property
+    def rejected_column(self) -> str | None:
+        """The column of a preference trainer's rejected completions; None for other trainers."""
+        return getattr(self.trainer, "rejected_column", None)
 
     @property
     def template_columns(self) -> list[str]:

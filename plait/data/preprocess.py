@@ -260,7 +260,8 @@ def _run(engine: DataEngine, steps: PartitionSteps, data, splits_given: bool, fs
     counts, split_rows = _split_rows(engine, steps, data)
     stats = engine.reduce(data, steps.partial_stats, steps.merge_stats)
     features = {
-        p.name: {"type": p.type, "column": p.column, "output": p.is_output, **p.finalize(stats[p.name])}
+        p.name: {"type": p.type, "column": p.column, "output": p.is_output,
+                 **({"training_only": True} if p.training_only else {}), **p.finalize(stats[p.name])}
         for p in steps.processors
     }
     if steps.drops_after_fit:
@@ -355,8 +356,7 @@ def check_columns(columns: list[str], processors, source: Any, config: PlaitConf
         split_column = [(config.preprocessing.split.column, "preprocessing.split.column")]
     check_unique_columns(columns, processors, label, also=tuple(column for column, _ in split_column))
     present = set(columns)
-    wanted = [(column, f"{'output' if p.is_output else 'input'} feature {p.name!r}") for p in processors
-              for column in p.columns] + split_column
+    wanted = [(column, p.described) for p in processors for column in p.columns] + split_column
     missing = [(column, who) for column, who in wanted if column not in present]
     if missing:
         described = "; ".join(f"{column!r} (for {who})" for column, who in missing)

@@ -46,7 +46,8 @@ class Evaluation:
             tensors = predictor.tensors(chunk, predictor.processors)
             module = predictor.module
             # A model that reads its targets in the forward (an LLM scoring them) gets them here too.
-            logits = predictor.logits({n: tensors[n] for n in module.input_names + module.target_readers})
+            # (Not a preference trainer's rejected completions: the predictor never reads them.)
+            logits = predictor.logits({n: tensors[n] for n in module.input_names + module.target_readers if n in tensors})
             self.add(logits, {n: tensors[n] for n in module.output_names})
 
     def all_reduce(self, all_reduce_sum) -> None:

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from plait.models.ecd import feature_name
+from plait.models.preference import PREFERENCE, PreferenceScores
 from plait.models.sequence_heads import PAD, STOP
 from plait.evaluation.overall import binary_curves, confusion_statistics
 from plait.evaluation.sequence_metrics import BLEU_ORDER, corpus_bleu, edit_distance, ngram_matches, rouge_f
@@ -381,13 +382,17 @@ class MetricSet:
     def __init__(self, model):
         self.outputs = {feature_name(key): metrics_for(head) for key, head in model.heads.items()}
         self.weights = dict(model.loss_weights)
+        self.preference = PreferenceMetrics(model) if model.preference is not None else None
 
     def zeros(self, device="cpu") -> dict[str, torch.Tensor]:
-        return {name: m.zeros(device) for name, m in self.outputs.items()}
+        stats = {name: m.zeros(device) for name, m in self.outputs.items()}
+        return {**stats, PREFERENCE: torch.zeros(3, dtype=torch.float64, device=device)} if self.preference else stats
 
     def update(self, stats: dict, logits: dict, targets: dict) -> None:
         for name, metric in self.outputs.items():
             metric.update(stats[name], logits[name], targets[name])
+        if self.preference is not None and PREFERENCE in logits:
+            self.preference.update(stats[PREFERENCE], logits, targets)
 
     def reduce(self, stats: dict, all_reduce_sum) -> dict:
         names = list(stats)
@@ -399,4 +404,31 @@ class MetricSet:
         entries too (a confusion matrix, curves: what ``test_statistics.json`` holds)."""
         result = {name: m.compute(stats[name], overall) for name, m in self.outputs.items()}
         result["combined"] = {"loss": sum(self.weights[n] * result[n].get("loss", 0.0) for n in self.outputs)}
+        if self.preference is not None:
+            self.preference.compute(stats[PREFERENCE], result)
         return result
+
+
+class PreferenceMetrics:
+    """A preference trainer's loss and reward accuracy, where the batches carried the rejected
+    completions (training and validation; not a later evaluation of raw data, which has none).
+    Its loss is the combined loss: what training minimizes, and what early stopping watches."""
+
+    def __init__(self, model):
+        self.objective, self.output = model.preference, model.output_names[0]
+        self.head = model.head(self.output)
+
+    @torch.no_grad()
+    def update(self, stats: torch.Tensor, logits: dict, targets: dict) -> None:
+        scores = PreferenceScores.of(logits[PREFERENCE])
+        chosen_loss = self.head.loss(logits[self.output], targets[self.output])
+        rows = len(scores.chosen)
+        loss = self.objective.loss(scores, chosen_loss)
+        stats += torch.tensor([float(loss) * rows, rows, float((scores.margins() > 0).sum())], dtype=stats.dtype,
+                              device=stats.device)
+
+    def compute(self, stats: torch.Tensor, result: dict) -> None:
+        loss, rows, preferred = (float(v) for v in stats.cpu())
+        if rows:
+            result["combined"]["loss"] = loss / rows
+            result.setdefault(self.output, {})["reward_accuracy"] = preferred / rows

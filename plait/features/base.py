@@ -34,6 +34,9 @@ class FeatureProcessor(ABC):
     stats_read_row_numbers: bool = False
     decodes_files: bool = False
     """Each row is a file to decode (images, audio): costly rows, worth many partitions."""
+    training_only: bool = False
+    """Read only to train (a preference trainer's rejected completions): preprocessed into the
+    cache and batched, but never predicted, evaluated or asked of the data to predict."""
     data_directory: str | None = None
     """Where relative file paths in the data are read from: the dataset's folder, set by whoever
     reads the dataset (None: the working directory). File-valued features read it through
@@ -45,6 +48,11 @@ class FeatureProcessor(ABC):
         self.column: str = config.source_column
         self.preprocessing = config.preprocessing
         self.is_output = is_output
+
+    @property
+    def described(self) -> str:
+        """What this feature is to the user, for messages: ``input feature 'x'``."""
+        return f"{'output' if self.is_output else 'input'} feature {self.name!r}"
 
     @property
     def drops_missing_rows(self) -> bool:

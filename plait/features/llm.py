@@ -1,5 +1,5 @@
-"""The two texts of an LLM (``model_type: llm``): the prompt and the target, both tokenized by the
-base model's own tokenizer.
+"""The texts of an LLM (``model_type: llm``): the prompt and the target (and, for a preference
+trainer, the rejected completion), each tokenized by the base model's own tokenizer.
 
 The prompt is the input feature's text put through ``prompt.template`` (which may read other
 columns), tokenized as the model reads a text (its special tokens, such as a start token,
@@ -151,6 +151,22 @@ class TargetProcessor(LLMTextProcessor):
                                        metadata["sequence_length"], metadata["stop_id"])
 
 
+class RejectedProcessor(TargetProcessor):
+    """A preference trainer's rejected completions (``trainer.rejected_column``): tokenized as the
+    target is, with its settings and length, to train only."""
+
+    training_only = True
+
+    def __init__(self, config):
+        target = config.output_features[0]
+        column = config.rejected_column
+        super().__init__(target.model_copy(update={"name": column, "column": column}), config)
+
+    @property
+    def described(self) -> str:
+        return "trainer.rejected_column (the rejected completions)"
+
+
 def token_caps(asked: tuple[int, int], context: int | None, total: int | None) -> tuple[int, int]:
     """The most tokens of (prompt, target) a row keeps: each feature's max_sequence_length, and
     together within the model's context and global_max_sequence_length, of which the target gets
@@ -177,6 +193,8 @@ def end_token(model_config: dict, setting: str) -> int:
 def llm_processors(config, directory: str | None = None) -> list[FeatureProcessor]:
     """The prompt's and the target's processors of an LLM config."""
     processors = [PromptProcessor(config.input_features[0], config), TargetProcessor(config.output_features[0], config)]
+    if config.rejected_column is not None:
+        processors.append(RejectedProcessor(config))
     for processor in processors:
         processor.data_directory = directory
     return processors

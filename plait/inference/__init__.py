@@ -145,7 +145,8 @@ def _check_known_columns(spec: PredictorSpec, dataset: Any, with_outputs: bool) 
         from plait.config import load_config
         from plait.features import processors_for
 
-        processors = [p for p in processors_for(load_config(spec.config)) if with_outputs or not p.is_output]
+        processors = [p for p in processors_for(load_config(spec.config))
+                      if (with_outputs or not p.is_output) and not p.training_only]
         missing = [column for p in processors for column in p.columns if column not in columns]
         if missing:
             Predictor.missing_columns_error(missing, columns, with_outputs)

@@ -75,7 +75,7 @@ class Predictor:
 
         self.config, self.cached, self.device = config, cached, device
         self.features = metadata["features"]
-        self.processors = processors_for(config, data_directory)
+        self.processors = [p for p in processors_for(config, data_directory) if not p.training_only]
         self.inputs = [p for p in self.processors if not p.is_output]
         self.outputs = [p for p in self.processors if p.is_output]
         self.module = module.to(device).eval()

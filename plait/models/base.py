@@ -27,6 +27,9 @@ class TrainableModel(nn.Module):
     pass their tensors along with the inputs."""
     batch_padded: list[str]
     """Token columns (padded on the right) that a batch may cut after its longest row."""
+    preference = None
+    """A preference trainer's objective (an LLM's ``PreferenceObjective``), or None: the metrics
+    then report its loss and reward accuracy where the batches carry the rejected completions."""
     prediction_batch_rows: int | None = None
     """Rows per forward pass when predicting; None: the predictor's own default."""
 

@@ -37,6 +37,7 @@ from plait.models.ecd import module_key
 from plait.models.hf_encoders import import_transformers
 from plait.models.sequence_heads import PAD, SequenceHead
 from plait.models.outputs import RowLosses
+from plait.models.preference import PREFERENCE, PreferenceScores, preference_objective
 from plait.utils.folder import Folder, built_locally
 from plait.utils.hf_models import MODEL_CONFIG, check_weights, model_folder, transformers_config
 
@@ -88,6 +89,13 @@ class LLM(TrainableModel):
         self.target_readers = [target.name]  # the target is read in the forward (teacher forcing)
         self.batch_padded = [prompt.name, target.name]
         self.loss_weights = {target.name: 1.0}
+        self.preference = preference_objective(config.trainer)
+        """The preference trainer's objective (None: finetune's cross-entropy); the rejected
+        completions, ``rejected_name``, are read in the forward pass as the target is."""
+        self.rejected_name = config.rejected_column
+        if self.preference is not None:
+            self.target_readers.append(self.rejected_name)
+            self.batch_padded.append(self.rejected_name)
         self.generation = config.generation
         eval_batch = config.trainer.eval_batch_size
         self.prediction_batch_rows = eval_batch if isinstance(eval_batch, int) and eval_batch > 0 else 16
@@ -119,12 +127,47 @@ class LLM(TrainableModel):
         return self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
 
     def forward(self, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """The target's teacher-forced logits when the batch carries it, else generated tokens."""
+        """The target's teacher-forced logits when the batch carries it, else generated tokens;
+        for a preference trainer's batches (which carry the rejected completions: training and
+        validation), also each row's log-probabilities (``PREFERENCE``)."""
         name = self.output_names[0]
         prompt = _left_aligned(inputs[self.input_names[0]].long())
-        if name in inputs:
-            return {name: self._scored(prompt, inputs[name].long())}
-        return {name: self._generated(prompt)}
+        if name not in inputs:
+            return {name: self._generated(prompt)}
+        if self.preference is not None and self.rejected_name in inputs:
+            return self._preference_outputs(prompt, inputs[name].long(), inputs[self.rejected_name].long())
+        return {name: self._scored(prompt, inputs[name].long())}
+
+    def _preference_outputs(self, prompt: torch.Tensor, chosen: torch.Tensor,
+                            rejected: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The chosen completions' scored outputs (for the metrics, and ORPO's cross-entropy) and
+        the batch's PreferenceScores, chosen and rejected rows scored in one pass."""
+        name, rows = self.output_names[0], prompt.shape[0]
+        width = max(chosen.shape[1], rejected.shape[1])
+        prompts = torch.cat([prompt, prompt])
+        completions = torch.cat([F.pad(chosen, (0, width - chosen.shape[1])), F.pad(rejected, (0, width - rejected.shape[1]))])
+        scored = self._scored(prompts, completions)
+        log_probs, tokens = self._log_probs(scored, completions)
+        reference = torch.zeros_like(log_probs)
+        mismatched = reference_mismatched = reference[:rows]
+        if self.preference.needs_reference:
+            with torch.no_grad(), self.model.disable_adapter():
+                reference = self._log_probs(self._scored(prompts, completions), completions)[0]
+        if self.preference.needs_mismatched:
+            others = chosen.roll(1, dims=0)  # each prompt with the row before's chosen completion
+            with torch.no_grad():
+                mismatched = self._log_probs(self._scored(prompt, others), others)[0]
+                with self.model.disable_adapter():
+                    reference_mismatched = self._log_probs(self._scored(prompt, others), others)[0]
+        scores = PreferenceScores(log_probs[:rows], log_probs[rows:], tokens[:rows], tokens[rows:],
+                                  reference[:rows], reference[rows:], mismatched, reference_mismatched)
+        return {name: scored[:rows, :chosen.shape[1]], PREFERENCE: scores.columns()}
+
+    def _log_probs(self, scored: torch.Tensor, completions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each row's completion log-probability (the sum over its tokens, the end token
+        included) and its token count."""
+        losses = self.head(self.output_names[0]).row_losses(scored, completions)
+        return -losses.losses, losses.weights
 
     def _model_ids(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         mask = ids > 0
@@ -175,6 +218,8 @@ class LLM(TrainableModel):
     def loss(self, logits: dict[str, torch.Tensor], targets: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict]:
         name = self.output_names[0]
         loss = self.head(name).loss(logits[name], targets[name])
+        if PREFERENCE in logits:
+            return self.preference.loss(PreferenceScores.of(logits[PREFERENCE]), loss), {name: loss}
         return loss, {name: loss}
 
     def no_rows_outputs(self, device) -> dict[str, torch.Tensor]:

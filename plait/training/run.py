@@ -76,8 +76,11 @@ def seed_everything(seed: int) -> None:
 
 
 def model_columns(config) -> list[str]:
-    """The cached columns a model trains on: its input features, then its output features."""
-    return [f.name for f in config.input_features] + [f.name for f in config.output_features]
+    """The cached columns a model trains on: its input features, its output features, then a
+    preference trainer's rejected completions (an LLM's)."""
+    rejected = getattr(config, "rejected_column", None)  # an LLM config's; ECD configs have none
+    return [f.name for f in config.input_features] + [f.name for f in config.output_features] + \
+        ([rejected] if rejected is not None else [])
 
 
 def in_memory_batches(job: FitJob, strategy: Strategy, tables: dict | None = None) -> tuple[Batches, Batches]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from hf_models import LORA, colour_rows, llm_config, write_colour_llama
+from hf_models import LORA, colour_rows, llm_config, preference_rows, write_colour_llama
 from plait import Model
 from test_ray_training import kill_a_worker_when
 
@@ -65,14 +65,15 @@ def base_parameters(base):
     return load_file(str(base / "model.safetensors")).values()
 
 
-def test_qlora_with_ddp_on_two_workers_trains_and_predicts_on_ray_as_locally(base, tmp_path):
-    """Each worker loads the base in 4 bits and DDP wraps the adapter over it; that QLoRA learns
-    is tests/models/test_llm_quantization.py's (one epoch here: the suite's time)."""
+def test_dpo_over_qlora_with_ddp_on_two_workers_trains_and_predicts_on_ray_as_locally(base, tmp_path):
+    """Each worker loads the base in 4 bits, DDP wraps the adapter over it, and DPO's reference is
+    that quantized base with the adapter off; the rejected completions stream through Ray Data
+    with the rest. That QLoRA and DPO learn is tests/models' (one epoch here: the suite's time)."""
     pytest.importorskip("bitsandbytes")
-    trainer = {"type": "finetune", "epochs": 1, "batch_size": 16, "learning_rate": 0.02}
+    trainer = {"type": "dpo", "epochs": 1, "batch_size": 16, "learning_rate": 0.02}
     model = Model(on_ray(llm_config(base, adapter=LORA, trainer=trainer, quantization={"bits": 4}), tmp_path, "ddp"))
-    history = model.train(colour_rows(10), progress_bar=False).training_statistics
-    assert [r["epoch"] for r in history] == [1] and history[0]["validation"]["french"]["loss"] > 0
+    history = model.train(preference_rows(colour_rows(10)), progress_bar=False).training_statistics
+    assert [r["epoch"] for r in history] == [1] and 0 <= history[0]["validation"]["french"]["reward_accuracy"] <= 1
     on_ray_predictions = model.predict(colour_rows(1))  # a Ray Data job, each actor quantizing the base
     model.save(tmp_path / "model")
     assert Model.load(tmp_path / "model", backend="local").predict(colour_rows(1)).equals(on_ray_predictions)

@@ -79,7 +79,7 @@ def test_the_template_reads_columns_the_sample_and_the_task():
                                                                 "has no {__task__}"),
     ({"trainer": {"epochs": 3}}, "trainer.type: is none (no training, Ludwig's default for an LLM) but "
                                  "trainer.epochs is set; set trainer.type: finetune to train"),
-    ({"trainer": {"type": "fine_tune"}}, "trainer.type: got 'fine_tune'"),
+    ({"trainer": {"type": "fine_tune"}}, "trainer.type: unknown type 'fine_tune'; did you mean finetune?"),
     ({"adapter": {"type": "adalora"}}, "adapter: got type 'adalora'; plait implements the adapters lora, ia3, loha, "
                                        "lokr, vera"),
     ({"adapter": {"type": "lora", "rank": 4}}, "adapter.rank: unknown field"),
@@ -94,7 +94,8 @@ def test_the_template_reads_columns_the_sample_and_the_task():
      "adapter.init_lora_weights: is pissa with quantization"),
     ({"adapter": {"type": "lora", "loraplus_lr_ratio": 4}}, "adapter.loraplus_lr_ratio: got 4"),
     ({"adapter": {"type": "waveft"}}, "adapter: got type 'waveft'"),
-    ({"trainer": {"type": "orpo"}}, "trainer.type: got 'orpo'; odds ratio preference optimization"),
+    ({"trainer": {"type": "grpo"}}, "trainer.type: Ludwig's 'grpo' is not implemented in plait"),
+    ({"trainer": {"type": "orpo", "rejected_column": "question"}}, "trainer.rejected_column: is 'question', the input"),
     ({"output_features": [{"name": "answer", "type": "text", "decoder": {"type": "text_parser", "regex": "yes|no"}}]},
      "output_features[0]: decoder: got type 'text_parser' (regex): Ludwig 0.17.8 documents it"),
     ({"hyperopt": {"parameters": {"adapter.r": {"space": "choice", "categories": [4, 8]}}, "metric": "accuracy",
