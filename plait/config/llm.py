@@ -822,8 +822,6 @@ class LLMConfig(StrictModel):
                                                                f"{self.trainer.type}: it changes the base weights, "
                                                                f"which are the reference; use "
                                                                f"{', '.join(LORA_INITS_KEEPING_THE_BASE)}")
-            if self.adapter.postprocessor.merge_adapter_into_base_model:
-                return self  # merged after training, as for finetune: the reference is only needed while training
         return self
 
     @model_validator(mode="after")
