@@ -30,7 +30,12 @@ ORPO = {"trainer": {"type": "orpo", "epochs": 3, "batch_size": 16, "learning_rat
 """ORPO: fine-tuning on the chosen texts with a preference for them over the rejected column's."""
 
 
-@pytest.mark.parametrize("sections", [{}, QLORA, ORPO], ids=["full", "qlora", "orpo"])
+CATEGORY = {"output_features": [{"name": "french", "type": "category", "decoder": {"constrain_to_vocabulary": True},
+                                  "preprocessing": {"vocab": FRENCH, "fallback_label": "rouge"}}]}
+"""The French names as an LLM's category output (Ludwig's category_extractor)."""
+
+
+@pytest.mark.parametrize("sections", [{}, QLORA, ORPO, CATEGORY], ids=["full", "qlora", "orpo", "category"])
 def test_an_experiment_then_predict_from_the_saved_model(sections, base, tmp_path, cache_dir, write_config,
                                                          make_dataset, cli):
     data = make_dataset(preference_rows(colour_rows()) if sections is ORPO else colour_rows())

@@ -9,6 +9,7 @@ target. ``adapter`` trains an adapter's weights instead of the model's own (with
 
 from __future__ import annotations
 
+import re
 import string
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -17,7 +18,7 @@ from pydantic import AfterValidator, Field, field_validator, model_validator
 from plait.config.backend import AutoBackendConfig, BackendConfig, backend_data
 from plait.config.hyperopt import HyperoptConfig, check_hyperopt_target
 from plait.config.base import StrictModel, field_error, ludwig_only, ludwig_types_not_implemented, shown
-from plait.config.preprocessing import GlobalPreprocessing, TextPreprocessing
+from plait.config.preprocessing import CategoryPreprocessing, GlobalPreprocessing, MissingValueStrategy, TextPreprocessing
 from plait.config.serve import ServeConfig
 from plait.config.tracking import TrackerConfig, check_tracking
 from plait.config.trainer import TrainerConfig, _eval_batch_size, _positive_or_auto
@@ -505,10 +506,6 @@ class LLMOutputFeature(LLMFeature):
         """Ludwig's LLM outputs plait does not produce, each named with the reason."""
         if not isinstance(data, dict):
             return data
-        if data.get("type") == "category":
-            raise ValueError("an LLM's category output (Ludwig's category_extractor decoder, which matches the "
-                             "generated text to the labels) is not implemented; use type: text with the labels as "
-                             "the target texts, and read the predicted text")
         decoder = data.get("decoder")
         if isinstance(decoder, dict) and decoder.get("type") == "text_parser":
             asked = [key for key in ("json_schema", "regex", "grammar") if key in decoder]
@@ -530,6 +527,109 @@ class LLMOutputFeature(LLMFeature):
     dependencies: Annotated[list | None, ludwig_only(None, [], instead="an LLM has one output")] = None
     reduce_input: Annotated[str | None, ludwig_only(None, "sum", instead="an LLM's output is a sequence")] = None
     reduce_dependencies: Annotated[str | None, ludwig_only(None, "sum", instead="an LLM has one output")] = None
+
+
+class MatchRule(StrictModel):
+    """How a label is found in the generated text (Ludwig's ``match`` entries)."""
+
+    type: Literal["contains", "regex", "json_schema"]
+    """contains: the value is a substring of the text; regex: the value (a Python regular
+    expression) matches somewhere in it; json_schema: the text is JSON (a Markdown code fence
+    around it is dropped) whose value (or its ``label``, ``value`` or ``category`` key, else its
+    first value) equals the value, ignoring case."""
+    value: str
+    """The substring, the regular expression, or the JSON value."""
+
+    @model_validator(mode="after")
+    def _regex_compiles(self):
+        if self.type == "regex":
+            try:
+                re.compile(self.value)
+            except re.error as error:
+                raise field_error("value", f"is not a regular expression Python reads ({error}); fix the pattern")
+        return self
+
+
+class CategoryExtractorDecoder(StrictModel):
+    """Ludwig's decoder of an LLM's category output: the model generates text, and the first
+    label whose ``match`` rule fits it is the prediction (else ``preprocessing.fallback_label``)."""
+
+    type: Literal["category_extractor"] = "category_extractor"
+    match: dict[str, MatchRule] | None = None
+    """Each label's rule, tried in this order; labels without one (or all, when null) match a
+    text that is the label itself (ignoring case and surrounding spaces and punctuation), then
+    one that contains it."""
+    constrain_to_vocabulary: bool = False
+    """Generate only the labels' token sequences (each step may take only a token that continues
+    some label), so that every prediction is a label."""
+    fallback_label: str | None = ""
+    """Ludwig copies preprocessing.fallback_label here; plait reads preprocessing's."""
+    str2idx: Annotated[dict | None, ludwig_only(None, instead="the labels are preprocessing.vocab")] = None
+    tokenizer: Annotated[str, ludwig_only("hf_tokenizer", instead="an LLM's text is read with the base model's "
+                                                                  "tokenizer")] = "hf_tokenizer"
+    pretrained_model_name_or_path: str | None = ""
+    """Ludwig fills in base_model; the base model's tokenizer is used whatever it says."""
+    vocab_file: str | None = ""
+    """As pretrained_model_name_or_path."""
+    max_new_tokens: int | None = None
+    """Ludwig's; plait generates at most generation.max_new_tokens (the labels' length, when it
+    is null)."""
+    input_size: int | None = None
+    """Ludwig's; unused."""
+    match_strategy: Annotated[str, ludwig_only("contains", instead="each label's rule says how it matches: "
+                                                                   "match.<label>.type")] = "contains"
+
+
+class LLMCategoryPreprocessing(CategoryPreprocessing):
+    """Preprocessing of an LLM's category output (Ludwig's ``category_llm``)."""
+
+    missing_value_strategy: MissingValueStrategy = "drop_row"
+    vocab: list[str] = Field(min_length=1)
+    """The labels the model may predict (required, as in Ludwig)."""
+    fallback_label: str
+    """The prediction when the generated text matches no label (required, as in Ludwig; added to
+    the labels if it is not one)."""
+
+    @property
+    def max_sequence_length(self) -> None:
+        """A label's tokens are never cut: the longest label sets the target's length."""
+        return None
+
+    @property
+    def labels(self) -> list[str]:
+        """The vocabulary, then the fallback label if it is not in it."""
+        return list(dict.fromkeys([*self.vocab, self.fallback_label]))
+
+
+class LLMCategoryOutputFeature(LLMFeature):
+    """An LLM's category output (Ludwig's): the model learns to write each row's label, and the
+    text it generates is matched to one of ``preprocessing.vocab``."""
+
+    type: Literal["category"]
+    preprocessing: LLMCategoryPreprocessing
+    """``vocab`` and ``fallback_label`` (required)."""
+    decoder: CategoryExtractorDecoder = Field(default_factory=CategoryExtractorDecoder)
+    """How the generated text becomes a label."""
+    loss: NextTokenLoss | None = None
+    """Ludwig writes next_token_softmax_cross_entropy: the model learns the label's text."""
+    dependencies: Annotated[list | None, ludwig_only(None, [], instead="an LLM has one output")] = None
+    reduce_input: Annotated[str | None, ludwig_only(None, "sum", instead="an LLM's output is generated text")] = None
+    reduce_dependencies: Annotated[str | None, ludwig_only(None, "sum", instead="an LLM has one output")] = None
+    top_k: Annotated[int, ludwig_only(3, instead="the prediction is the one label the text matches")] = 3
+    calibration: Annotated[bool, ludwig_only(False, instead="the prediction is matched from generated text")] = False
+
+    @model_validator(mode="after")
+    def _rules_name_labels(self):
+        labels = self.preprocessing.labels
+        for label in self.decoder.match or {}:
+            if label not in labels:
+                raise field_error(f"decoder.match.{label}", f"names a label that is not in preprocessing.vocab "
+                                                            f"({', '.join(map(repr, labels))}); add it there")
+        return self
+
+
+LLMOutput = Annotated[LLMOutputFeature | LLMCategoryOutputFeature, Field(discriminator="type")]
+"""An LLM's output: text, or a category matched from the generated text."""
 
 
 class LLMTextDefaults(StrictModel):
@@ -670,8 +770,8 @@ class LLMConfig(StrictModel):
     the local Hugging Face cache (HF_HUB_CACHE). Never downloaded."""
     input_features: list[LLMInputFeature] = Field(min_length=1, max_length=1)
     """The one text the prompt is made from."""
-    output_features: list[LLMOutputFeature] = Field(min_length=1, max_length=1)
-    """The one text the model learns to write."""
+    output_features: list[LLMOutput] = Field(min_length=1, max_length=1)
+    """The one text the model learns to write (type text), or a label it writes (type category)."""
     prompt: PromptConfig = Field(default_factory=PromptConfig)
     """How each row becomes the model's input."""
     generation: GenerationConfig = Field(default_factory=GenerationConfig)
@@ -718,6 +818,13 @@ class LLMConfig(StrictModel):
     def _backend_type(cls, value: Any) -> Any:
         return backend_data(value)
 
+    @field_validator("output_features", mode="before")
+    @classmethod
+    def _output_type(cls, value: Any) -> Any:
+        if not isinstance(value, list):
+            return value
+        return [{"type": "text", **f} if isinstance(f, dict) else f for f in value]  # text unless it says
+
     @field_validator("trainer", mode="before")
     @classmethod
     def _trainer_type(cls, value: Any) -> Any:
@@ -742,7 +849,7 @@ class LLMConfig(StrictModel):
     @model_validator(mode="after")
     def _hyperopt_target(self):
         if self.hyperopt is not None:
-            check_hyperopt_target(self.hyperopt, {self.output_features[0].name: "text"})
+            check_hyperopt_target(self.hyperopt, {self.output_features[0].name: "text"})  # a label is text too
         return self
 
     @field_validator("adapter", mode="before")

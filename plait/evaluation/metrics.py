@@ -349,7 +349,7 @@ METRICS_BY_TYPE: dict[str, type[OutputMetrics]] = {
 
 def metrics_for(head) -> OutputMetrics:
     """The metrics of the output whose head is ``head``."""
-    return METRICS_BY_TYPE[head.feature.type](head)
+    return METRICS_BY_TYPE[getattr(head, "metrics_type", None) or head.feature.type](head)
 
 
 def _cut(tokens: torch.Tensor, lengths: torch.Tensor) -> list[list[int]]:

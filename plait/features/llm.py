@@ -151,6 +151,18 @@ class TargetProcessor(LLMTextProcessor):
                                        metadata["sequence_length"], metadata["stop_id"])
 
 
+class CategoryTargetProcessor(TargetProcessor):
+    """An LLM's category output: each row's label, written as a text target is; its metadata adds
+    the labels and each label's tokens (what generation is held to with constrain_to_vocabulary)."""
+
+    def finalize(self, stats: dict) -> dict:
+        metadata = super().finalize(stats)
+        labels = self.preprocessing.labels
+        ids = hf_tokens.encode_ending(labels, metadata["hf_tokenizer"], metadata["sequence_length"],
+                                      metadata["stop_id"]).to_pylist()
+        return {**metadata, "labels": labels, "label_ids": ids}
+
+
 class RejectedProcessor(TargetProcessor):
     """A preference trainer's rejected completions (``trainer.rejected_column``): tokenized as the
     target is, with its settings and length, to train only."""
@@ -192,7 +204,9 @@ def end_token(model_config: dict, setting: str) -> int:
 
 def llm_processors(config, directory: str | None = None) -> list[FeatureProcessor]:
     """The prompt's and the target's processors of an LLM config."""
-    processors = [PromptProcessor(config.input_features[0], config), TargetProcessor(config.output_features[0], config)]
+    target = config.output_features[0]
+    target_class = CategoryTargetProcessor if target.type == "category" else TargetProcessor
+    processors = [PromptProcessor(config.input_features[0], config), target_class(target, config)]
     if config.rejected_column is not None:
         processors.append(RejectedProcessor(config))
     for processor in processors:

@@ -20,6 +20,7 @@ from plait.errors import DataError, ModelError
 from plait.features import hf_tokens
 from plait.features.base import check_unique_columns
 from plait.features.text_ops import row_lists
+from plait.inference.labels import category_columns
 from plait.data.tensors import table_tensors, trim_padding
 
 BATCH_ROWS = 8192
@@ -147,7 +148,10 @@ def postprocess(processor, out: dict, meta: dict) -> dict:
     if kind in ("vector", "timeseries"):
         return {f"{name}_predictions": _lists(out["prediction"].numpy(), pa.float32())}
     if kind in ("sequence", "text"):
-        return _sequence_columns(name, kind, out, meta)
+        columns = _sequence_columns(name, kind, out, meta)
+        if "labels" in meta:  # an LLM's category output: its text matched to a label
+            return category_columns(name, columns, processor.config)
+        return columns
     if kind == "image":
         masks = out["prediction"].to(torch.uint8).numpy()
         return {f"{name}_predictions": _masks(masks.reshape(len(masks), meta["height"], meta["width"])),

@@ -55,6 +55,9 @@ class LLMHead(SequenceHead):
     model's logits, then the likeliest token as a stored id); generated ones ``[rows, steps, 2]``
     (each chosen token's probability, then the token)."""
 
+    metrics_type = "text"
+    """Whose metrics an LLM's output gets: a text's, a category output's label being text too."""
+
     def __init__(self, feature, metadata: dict):
         nn.Module.__init__(self)
         self.feature, self.metadata = feature, metadata
@@ -101,6 +104,9 @@ class LLM(TrainableModel):
         self.prediction_batch_rows = eval_batch if isinstance(eval_batch, int) and eval_batch > 0 else 16
         """Rows per prediction batch (the predictor's; generation holds a cache per row)."""
         self.target_length = features[target.name]["sequence_length"]
+        constrained = getattr(getattr(target, "decoder", None), "constrain_to_vocabulary", False)
+        self.label_constraint = LabelConstraint(features[target.name]["label_ids"]) if constrained else None
+        """A category output's labels, the only texts generation may write (constrain_to_vocabulary)."""
         merged = metadata.get(ADAPTER_MERGED, False)
         adapter = None if merged else config.adapter
         frozen_base = adapter is not None or config.quantization is not None
@@ -200,6 +206,9 @@ class LLM(TrainableModel):
         settings["max_new_tokens"] = settings.get("max_new_tokens") or self.target_length
         stop = self.head(self.output_names[0]).stop_id - ID_OFFSET
         pad = generation.pad_token_id if generation.pad_token_id is not None else self.pad_id
+        if self.label_constraint is not None:
+            processors = import_transformers().LogitsProcessorList([self.label_constraint.after(ids.shape[1])])
+            settings["logits_processor"] = processors
         out = self.model.generate(input_ids=ids, attention_mask=mask, pad_token_id=pad, eos_token_id=stop,
                                   output_scores=True, return_dict_in_generate=True, streamer=streamer, **settings)
         new = out.sequences[:, ids.shape[1]:]
@@ -235,6 +244,36 @@ class LLM(TrainableModel):
         for hook in self.adapter_hooks:  # the state dict is the whole model's again
             hook.remove()
         self.adapter_hooks = []
+
+
+class LabelConstraint:
+    """Generation held to a set of token sequences (a category output's labels, each ending with
+    the end token): at each step, every token that continues none of them is ruled out."""
+
+    def __init__(self, label_ids: list[list[int]]):
+        self.allowed: dict[tuple, set[int]] = {}
+        """For each sequence of tokens generated so far that begins a label, the tokens that may
+        come next (model ids)."""
+        for label in label_ids:
+            tokens = [i - ID_OFFSET for i in label]
+            for depth, token in enumerate(tokens):
+                self.allowed.setdefault(tuple(tokens[:depth]), set()).add(token)
+        self.prompt_width = 0
+
+    def after(self, prompt_width: int) -> LabelConstraint:
+        """This constraint for prompts ``prompt_width`` tokens wide (generated tokens follow)."""
+        constraint = LabelConstraint([])
+        constraint.allowed, constraint.prompt_width = self.allowed, prompt_width
+        return constraint
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        ruled_out = torch.zeros_like(scores, dtype=torch.bool)
+        for row, generated in enumerate(input_ids[:, self.prompt_width:].tolist()):
+            allowed = self.allowed.get(tuple(generated))
+            if allowed is not None:  # None: the row has ended (its end token is behind it)
+                ruled_out[row] = True
+                ruled_out[row, sorted(allowed)] = False
+        return scores.masked_fill(ruled_out, float("-inf"))
 
 
 def _left_aligned(tokens: torch.Tensor) -> torch.Tensor:

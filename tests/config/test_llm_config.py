@@ -135,9 +135,18 @@ def test_ludwigs_lora_keys_mean_what_they_mean_in_ludwig():
     assert load_config(llm(adapter={"type": "tinylora"})).adapter.u == 64
 
 
-def test_an_llm_has_one_text_input_and_one_text_output():
+def test_an_llm_has_one_text_input_and_one_text_or_category_output():
     two = llm(input_features=[{"name": "a", "type": "text"}, {"name": "b", "type": "text"}])
     assert any(p.startswith("input_features:") for p in problems_of(two))
-    assert any(p.startswith("output_features[0]: an LLM's category output") for p in problems_of(
-        llm(output_features=[{"name": "a", "type": "category"}])))
+    # Ludwig's category_llm preprocessing needs the labels and the fallback label.
+    assert "output_features[0].preprocessing: required field is missing" in problems_of(
+        llm(output_features=[{"name": "a", "type": "category"}]))
+    assert "output_features[0].preprocessing.fallback_label: required field is missing" in problems_of(
+        llm(output_features=[{"name": "a", "type": "category", "preprocessing": {"vocab": ["x"]}}]))
+    unknown_label = {"name": "a", "type": "category", "preprocessing": {"vocab": ["x"], "fallback_label": "y"},
+                     "decoder": {"match": {"z": {"type": "contains", "value": "z"}}}}
+    assert any(p.startswith("output_features[0].decoder.match.z: names a label that is not in preprocessing.vocab")
+               for p in problems_of(llm(output_features=[unknown_label])))
+    assert problems_of(llm(output_features=[{"name": "a", "type": "number"}])) == [
+        "output_features[0].type: unknown type 'number'; valid names are: category, text"]
     assert any("the same name" in p for p in problems_of(llm(output_features=[{"name": "question", "type": "text"}])))
