@@ -75,14 +75,20 @@ class Model:
         """The saved-model directory the weights came from (a predictor spec points there)."""
         self._cached_generator = None
         """An LLM's Generator over ``module`` (built on the first generate)."""
+        self.trains_on = False
+        """Whether ``train`` starts from ``module``'s weights and preprocesses with ``metadata``
+        (a loaded model, as in Ludwig: ``--model_load_path``), instead of from scratch."""
 
     # ---- training --------------------------------------------------------------------------
 
     def preprocess(self, dataset: Any = None, *, training_set=None, validation_set=None, test_set=None,
                    random_seed: int = 42) -> PreprocessedData:
+        """The data preprocessed into the cache (or found there): with this model's own feature
+        metadata where it trains on (``trains_on``), else with metadata fitted on the data."""
+        features = self.metadata["features"] if self.trains_on else None
         return self.backend.preprocess(lambda: preprocess(
             self.config, dataset, training_set=training_set, validation_set=validation_set, test_set=test_set,
-            seed=random_seed, engine=self.backend.data_engine))
+            seed=random_seed, engine=self.backend.data_engine, features=features))
 
     @property
     def backend(self):
@@ -127,9 +133,10 @@ class Model:
         data = self.preprocess(dataset, training_set=training_set, validation_set=validation_set,
                                test_set=test_set, random_seed=random_seed)
         self._emit("on_preprocess_end", rows={split: data.rows(split) for split in ("training", "validation", "test")})
+        initial_weights = self.module.state_dict() if self.trains_on else None
         self.metadata = {"features": data.metadata["features"], "splits": data.metadata["splits"], "seed": random_seed}
         job = FitJob(self.config, self.metadata, data, random_seed, run, resume, progress_bar, resume_from, on_evaluation,
-                     events=self._events or None)
+                     events=self._events or None, initial_weights=initial_weights)
         checkpoint_to_resume(job)  # nothing to resume fails here, before a backend starts workers
         if getattr(self.config.trainer, "type", None) == "none":  # an LLM used as it is: zero-shot
             self.module, self.path = build_model(self.config, self.metadata, load_pretrained=True), None
@@ -322,7 +329,22 @@ class Model:
         # A local folder is named to prediction workers, which read it; a model on object storage
         # travels with its weights, so that workers need no credentials.
         model.path = folder.resolved().local() if folder.is_local else None
+        model.trains_on = True
         return model
+
+    def with_config(self, config: str | os.PathLike | dict | PlaitConfig) -> "Model":
+        """This trained model under another config (its trainer, backend, tracking: what to train
+        on with), keeping the weights and the feature metadata; refused, with the reason, where
+        the config's features, their preprocessing or the model's shapes differ from this model's."""
+        self.require_trained()
+        # The user's callbacks come along; trackers are the new config's.
+        other = Model(config, callbacks=[c for c in self.callbacks if not isinstance(c, tracking.Tracker)])
+        check_same_features(self.config, other.config)
+        module = build_model(other.config, self.metadata)
+        check_same_shapes(self.module.state_dict(), module.state_dict())
+        load_weights_into(module, self.module.state_dict(), "the loaded model's weights")
+        other.metadata, other.module, other.trains_on = dict(self.metadata), module.eval(), True
+        return other
 
     # ---- exporting -------------------------------------------------------------------------------
 
@@ -341,6 +363,44 @@ class Model:
             saved = save_model(os.path.join(tmp, "model"), resolved_dict(self.config), self.metadata,
                                self.module.state_dict())
             return export_mlflow(saved.url, output_path, registered_model_name)
+
+
+def check_same_features(model_config, config) -> None:
+    """The features of ``config`` are the model's: the same names, types, columns and
+    preprocessing (the model's metadata transforms the data), in the same order."""
+    from plait.data.preprocess import preprocessing_signature
+
+    theirs, ours = preprocessing_signature(model_config)[0], preprocessing_signature(config)[0]
+    if [f["name"] for f in theirs] != [f["name"] for f in ours]:
+        raise UsageError(f"--model_load_path: the config's features ({', '.join(f['name'] for f in ours)}) are not the "
+                         f"model's ({', '.join(f['name'] for f in theirs)}); give the model's features, or train a "
+                         f"new model without --model_load_path")
+    for mine, given in zip(theirs, ours):
+        for key in ("type", "column", "preprocessing"):
+            if mine.get(key) != given.get(key):
+                raise UsageError(f"--model_load_path: feature {given['name']!r}: the config's {key} differs from the "
+                                 f"model's ({_shown(given.get(key))} against {_shown(mine.get(key))}); the model's "
+                                 f"vocabularies and normalization preprocess the new data, so its {key} must be the "
+                                 f"model's")
+
+
+def check_same_shapes(model_weights: dict, weights: dict) -> None:
+    """The config builds a model with the loaded model's weights, shape for shape."""
+    for name in sorted(set(model_weights) ^ set(weights)):
+        where = "the config's model lacks" if name in model_weights else "the loaded model lacks"
+        raise UsageError(f"--model_load_path: {where} the weight {name!r}: the config's encoders, combiner or "
+                         f"decoders differ from the model's; give the model's")
+    for name, tensor in weights.items():
+        if tuple(tensor.shape) != tuple(model_weights[name].shape):
+            raise UsageError(f"--model_load_path: weight {name!r} is {list(tensor.shape)} in the config's model and "
+                             f"{list(model_weights[name].shape)} in the loaded one: the config's layer sizes differ "
+                             f"from the model's; give the model's")
+
+
+def _shown(value: Any) -> str:
+    from plait.config.base import shown
+
+    return shown(value)
 
 
 def _printed(pieces: Iterator[str]) -> str:

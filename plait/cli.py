@@ -133,9 +133,9 @@ def _add_skip(p: argparse.ArgumentParser, *what: str) -> None:
 def _add_train_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--resume", "--model-resume-path", "--model_resume_path", "-mrp", metavar="RUN_DIR",
                    help="continue an interrupted run from its checkpoint")
-    _refuse(p, ("-mlp", "--model_load_path"), nargs=1, advice=(
-        "plait does not start training from another model's weights; train from scratch, or continue a run "
-        "with --resume RUN_DIR"))
+    p.add_argument("--model-load-path", "--model_load_path", "-mlp", metavar="MODEL",
+                   help="train on from this trained model's weights, its data preprocessed with the model's "
+                        "vocabularies and normalization (the config, if given, must have the model's features)")
 
 
 def _add_train(sub) -> None:
@@ -301,6 +301,54 @@ def _add_export_model(sub) -> None:
                         "to run it; torch_export: the network as a torch.export program; safetensors: the weights "
                         "with the config and metadata")
     _add_runtime(p)
+
+
+def _add_collect(sub) -> None:
+    """Ludwig's collect commands and check_install."""
+    p = sub.add_parser("collect_summary", aliases=["collect-summary"],
+                       help="print a trained model's layers (with parameter counts), its weights' names and its config")
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--model-path", "--model_path", "-m", help="a model directory written by plait train")
+    g.add_argument("--pretrained-model", "--pretrained_model", "-pm",
+                   help="a Hugging Face model folder (or a hub name in the local cache): its weights' names")
+    p.add_argument("--depth", type=int, help="list layers down to this many levels (default: all)")
+    _add_runtime(p)
+
+    p = sub.add_parser("collect_weights", aliases=["collect-weights"],
+                       help="write named weights of a trained model, one file per tensor")
+    p.add_argument("--model-path", "--model_path", "-m", required=True, help="a model directory written by plait train")
+    p.add_argument("--tensors", "-t", nargs="+", required=True,
+                   help="the weights' names (plait collect_summary lists them)")
+    _add_collected_output(p)
+    _add_runtime(p)
+
+    p = sub.add_parser("collect_activations", aliases=["collect-activations"],
+                       help="write what named layers of a trained model output on a dataset's rows, one file per layer")
+    p.add_argument("--model-path", "--model_path", "-m", required=True, help="a model directory written by plait train")
+    p.add_argument("--layers", "-lyr", nargs="+", required=True,
+                   help="the layers' names (plait collect_summary lists them)")
+    p.add_argument("--dataset", required=True, help="data with the model's input columns")
+    _add_data_format(p)
+    p.add_argument("--split", "-s", choices=["full", "training", "validation", "test"], default="full",
+                   help="the rows the model's config and seed put in this split (default: all rows)")
+    p.add_argument("--batch-size", "--batch_size", "-bs", type=int, default=128, help="rows per forward pass (default 128)")
+    p.add_argument("--random-seed", "--random_seed", "-rs", type=int,
+                   help="the seed of --split (default: the model's own)")
+    p.add_argument("--backend", "-b", choices=["auto", "local", "ray"],
+                   help="where to run (default: the model's config); ray: a Ray Data job")
+    _add_collected_output(p)
+    _add_runtime(p)
+
+    p = sub.add_parser("check_install", aliases=["check-install"],
+                       help="check this installation: extras, engines, a Ray cluster, GPUs, and a small training run")
+    _add_runtime(p)
+
+
+def _add_collected_output(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--output-directory", "--output_directory", "-od", default="results",
+                   help="the folder the files go to (a path or fsspec URL; default ./results)")
+    p.add_argument("--output-format", "--output_format", choices=["npy", "safetensors"], default="npy",
+                   help="npy (default, Ludwig's): <name>.npy; safetensors: <name>.safetensors holding the one tensor")
 
 
 def _add_export_mlflow(sub) -> None:
@@ -475,6 +523,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_explain(sub)
     _add_export_model(sub)
     _add_export_mlflow(sub)
+    _add_collect(sub)
     _add_visualize(sub)
     _add_report(sub)
     return parser
@@ -486,14 +535,10 @@ LOG_LEVELS = {"critical": logging.CRITICAL, "error": logging.ERROR, "warning": l
 
 LUDWIG_VERBS_NOT_IMPLEMENTED = {
     "benchmark": "run plait experiment once per dataset and config",
-    "collect_summary": "plait has no collect commands; print(plait.Model.load(path).module) shows the layers",
-    "collect_weights": "plait has no collect commands; the weights are model/model_weights.safetensors",
-    "collect_activations": "plait has no collect commands",
     "datasets": "plait does not download datasets; give --dataset a path or URL",
     "inspect": "the model's config is model/model_hyperparameters.json and its weights model_weights.safetensors",
     "export_schema": "plait's config reference is docs/config.md",
     "generate_config": "write the config by hand; plait validate checks it",
-    "check_install": "plait synthesize-dataset and plait experiment on its data check an install",
     "upload": "plait does not upload models",
 }
 """Ludwig's commands plait does not have, with what to do instead."""

@@ -180,11 +180,29 @@ def _start_run(args):
     others where it is."""
     from plait.api import Model
 
+    if args.resume and getattr(args, "model_load_path", None):
+        raise UsageError("--model_load_path and --resume: give one (--resume continues a run from its checkpoint)")
     if args.resume:
         return _resumed_run(args)
+    if getattr(args, "model_load_path", None):
+        return _loaded_run(args)
     if not (args.config or args.config_str):
         raise UsageError("--config is required (unless --resume names a run directory)")
     model = Model(_config(args))
+    data = _data_args(args)
+    run = _new_run(args, model.config, data) if model.backend.is_coordinator else None
+    return model, data, args.random_seed, model.backend.broadcast_object(run)
+
+
+def _loaded_run(args):
+    """The model, data arguments, seed and run directory of ``--model_load_path M``: M's weights
+    and metadata train on, under the config given (with M's features) or M's own."""
+    from plait.api import Model
+    from plait.config.render import resolved_dict
+
+    loaded = Model.load(args.model_load_path)
+    config = _config(args) if args.config or args.config_str else _config(args, resolved_dict(loaded.config))
+    model = loaded.with_config(config)
     data = _data_args(args)
     run = _new_run(args, model.config, data) if model.backend.is_coordinator else None
     return model, data, args.random_seed, model.backend.broadcast_object(run)
@@ -539,3 +557,53 @@ def report(args) -> int:
     path = write_report(args.run_directory, args.output, dataset=args.dataset)
     print(json.dumps({"report": path}))
     return 0
+
+
+def collect_summary(args) -> int:
+    """A trained model's layers, weights and config (Ludwig's collect_summary), or a pretrained
+    model's weights' names."""
+    if args.pretrained_model:
+        from plait.collect.summary import pretrained_weights
+
+        print("\n".join(f"{name}  {list(shape)}" for name, shape in pretrained_weights(args.pretrained_model)))
+        return 0
+    from plait.api import Model
+    from plait.collect import model_summary
+
+    print(model_summary(Model.load(args.model_path, backend="local")).text(args.depth))
+    return 0
+
+
+def collect_weights(args) -> int:
+    """Named weights written one file each; prints the files."""
+    from plait.api import Model
+    from plait.collect import collect_weights as collect, save_tensors
+
+    tensors = collect(Model.load(args.model_path, backend="local"), args.tensors)
+    print(json.dumps({"files": save_tensors(tensors, args.output_directory, args.output_format)}, indent=2))
+    return 0
+
+
+def collect_activations(args) -> int:
+    """Named layers' outputs on a dataset, one file per layer; prints the files."""
+    from plait.api import Model
+    from plait.collect import collect_activations as collect, save_tensors
+
+    _check_ludwig_values(args)
+    model = Model.load(args.model_path, backend=args.backend)
+    try:
+        activations = collect(model, args.layers, args.dataset, split=args.split, batch_size=args.batch_size,
+                              random_seed=args.random_seed)
+    finally:
+        model.close()
+    print(json.dumps({"files": save_tensors(activations, args.output_directory, args.output_format)}, indent=2))
+    return 0
+
+
+def check_install(args) -> int:
+    """The installation's report (plait.check_install); exit 1 when something installed is broken."""
+    from plait.check_install import check_install as check
+
+    report = check()
+    print(report.text())
+    return 0 if report.ok else 1

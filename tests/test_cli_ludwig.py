@@ -80,7 +80,6 @@ def test_the_tracker_flags_name_the_tools_a_training_run_logs_to(command):
     (["train", "-dpt"], "-dpt: set OMP_NUM_THREADS=1"),
     (["predict", "-m", "m", "--dataset", "d.csv", "--mlflow"], "--mlflow: experiment trackers follow training runs"),
     (["evaluate", "-m", "m", "--dataset", "d.csv", "--comet"], "--comet: experiment trackers follow training runs"),
-    (["train", "-mlp", "m"], "-mlp: plait does not start training from another model's weights"),
     (["train", "--training_set_metadata", "m.json"], "--training_set_metadata: plait keeps the preprocessing metadata"),
     (["train", "-sspi"], "-sspi: plait trains from its preprocessed cache"),
     (["experiment", "-kf", "5"], "-kf: plait has no k-fold cross-validation"),
@@ -88,7 +87,7 @@ def test_the_tracker_flags_name_the_tools_a_training_run_logs_to(command):
     (["predict", "-m", "m", "--dataset", "d.csv", "-bs", "64"], "-bs: plait sizes prediction batches itself"),
     (["evaluate", "-m", "m", "--dataset", "d.csv", "--batch_size", "64"], "--batch_size: plait sizes prediction batches"),
     (["hyperopt", "-c", "c.yaml", "--skip_save_model"], "--skip_save_model: a search keeps every trial's checkpoints"),
-    (["check_install"], "Ludwig's check_install command is not part of plait"),
+    (["upload"], "Ludwig's upload command is not part of plait"),
     (["visualize", "-v", "confidence_thresholding_2thresholds_3d"],
      "Ludwig's confidence_thresholding_2thresholds_3d is not part of plait"),
 ])

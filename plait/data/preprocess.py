@@ -199,11 +199,14 @@ def preprocess(
     seed: int = 42,
     engine: DataEngine | Callable[[], DataEngine] | None = None,
     use_cache: bool = True,
+    features: dict | None = None,
 ) -> PreprocessedData:
     """Preprocess a dataset (or pre-split sets) into the cache, or find it there.
 
     ``engine`` may be a function that returns one, called only on a cache miss (starting Ray
-    costs seconds that a cache hit should not pay)."""
+    costs seconds that a cache hit should not pay). ``features``: a trained model's feature
+    metadata (vocabularies, normalization) to transform with, instead of fitting new metadata on
+    this data's training split (a model that trains on)."""
     seed = sp.check_seed(seed)
     sources = _sources(dataset, training_set, validation_set, test_set)
     options = fsu.storage_options(config.backend.cache_credentials)
@@ -214,6 +217,7 @@ def preprocess(
     key = cache_key(
         {name: dataset_identity(src, options if is_url(src) else {}) for name, src in sources.items()},
         *signature[:before_seed], seed, *signature[before_seed:],
+        *([{"fitted_before": features}] if features is not None else []),
     )
     cache = Cache(config.backend.cache_dir or default_cache_dir(first), options)
     name = entry_name(first, key)
@@ -234,12 +238,22 @@ def preprocess(
     steps = PartitionSteps(processors, config, seed)
 
     def write(fs, directory: str) -> dict:
-        return _run(engine, steps, data, splits_given, fs, directory, key, seed)
+        return _run(engine, steps, data, splits_given, fs, directory, key, seed, features)
 
     metadata = cache.build(name, write)
     rows = sum(s["rows"] for s in metadata["splits"].values())
     log.info("Preprocessed %d rows in %.1fs into %s.", rows, time.perf_counter() - started, cache.path(name))
     return PreprocessedData(metadata, cache.path(name), cache.fs)
+
+
+def _fitted(engine: DataEngine, steps: PartitionSteps, data) -> dict:
+    """Each feature's metadata, fitted on the training split."""
+    stats = engine.reduce(data, steps.partial_stats, steps.merge_stats)
+    return {
+        p.name: {"type": p.type, "column": p.column, "output": p.is_output,
+                 **({"training_only": True} if p.training_only else {}), **p.finalize(stats[p.name])}
+        for p in steps.processors
+    }
 
 
 def preprocessing_signature(config: PlaitConfig, processors: list[FeatureProcessor] | None = None) -> list:
@@ -255,15 +269,11 @@ def preprocessing_signature(config: PlaitConfig, processors: list[FeatureProcess
     ]
 
 
-def _run(engine: DataEngine, steps: PartitionSteps, data, splits_given: bool, fs, directory: str, key: str, seed: int) -> dict:
+def _run(engine: DataEngine, steps: PartitionSteps, data, splits_given: bool, fs, directory: str, key: str, seed: int,
+         fitted: dict | None = None) -> dict:
     data = _cleaned(engine, steps, data, splits_given)
     counts, split_rows = _split_rows(engine, steps, data)
-    stats = engine.reduce(data, steps.partial_stats, steps.merge_stats)
-    features = {
-        p.name: {"type": p.type, "column": p.column, "output": p.is_output,
-                 **({"training_only": True} if p.training_only else {}), **p.finalize(stats[p.name])}
-        for p in steps.processors
-    }
+    features = fitted if fitted is not None else _fitted(engine, steps, data)
     if steps.drops_after_fit:
         data = engine.persist(engine.map(data, lambda part: steps.drop_after_fit(part, features)))
         counts, split_rows = _split_rows(engine, steps, data)

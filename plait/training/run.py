@@ -17,6 +17,7 @@ import torch
 from plait.data.preprocess import PreprocessedData
 from plait.errors import ModelError
 from plait.models import build_model
+from plait.models.saved import load_weights_into
 from plait.run_directory import RunDirectory
 from plait.utils.folder import Folder
 from plait.training import checkpoint as ckpt
@@ -50,6 +51,9 @@ class FitJob:
     events: Callable[..., None] | None = None
     """Where the coordinator's training events go (``events(hook, **arguments)``): the model's
     callbacks (``plait.callbacks.Dispatcher``) in this process; on Ray, a relay to the driver."""
+    initial_weights: dict | None = None
+    """A state dict training starts from instead of the initialization (a loaded model's, when it
+    trains on); a checkpoint resumed from goes over it."""
     sizes: TrainingSizes | None = None
     """Batch sizes, accumulation and the schedule's arithmetic: worked out here, where the job is
     made (the driver), and carried to the workers with it."""
@@ -105,6 +109,8 @@ def fit(job: FitJob, strategy: Strategy, batches: tuple | None = None, watch=Non
     ``watch``: see :meth:`Trainer.fit`."""
     seed_everything(job.seed)
     module = build_model(job.config, job.metadata, load_pretrained=True)
+    if job.initial_weights is not None:
+        load_weights_into(module, job.initial_weights, "the loaded model's weights")
     train, validation = batches or in_memory_batches(job, strategy)
     resume_from = strategy.broadcast_object(checkpoint_to_resume(job, warn=False) if strategy.is_coordinator else None)
     if strategy.is_coordinator:

@@ -316,3 +316,16 @@ def test_explanations_on_ray_equal_the_local_ones_row_for_row(saved, small_batch
     for key, value in local.summary.items():
         assert on_ray.summary[key] == (pytest.approx(value, rel=1e-5, abs=1e-6) if key in ("importance", "max_abs_delta")
                                        else value), key
+
+
+def test_collect_activations_on_ray_is_a_ray_data_job_with_the_local_rows_in_order(saved, small_batches):
+    from plait.collect import collect_activations
+
+    dataset = saved / "parts"
+    names = [name for name, _ in Model.load(saved / "model").module.named_modules()]
+    layers = ["combiner", next(name for name in names if name.startswith("heads."))]
+    on_ray = collect_activations(Model.load(saved / "model", backend="ray"), layers, dataset)
+    local = collect_activations(Model.load(saved / "model", backend="local"), layers, dataset)
+    for (name, ray_array), (_, local_array) in zip(on_ray, local):
+        assert ray_array.shape == local_array.shape and ray_array.shape[0] == 1000, name
+        np.testing.assert_allclose(ray_array, local_array, rtol=1e-5, atol=1e-5, err_msg=name)

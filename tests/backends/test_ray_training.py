@@ -97,6 +97,20 @@ def test_one_ray_worker_gives_the_local_metrics(tmp_path):
         assert ray_metrics["roc_auc"] == pytest.approx(local_metrics["roc_auc"], abs=1e-4)
 
 
+def test_a_loaded_model_trains_on_from_its_weights_on_two_workers(tmp_path, ray_ddp_rule_run):
+    """--model_load_path on Ray: the workers start from the saved weights (a learning rate too
+    small to move them leaves them as saved) and the data is preprocessed with its metadata."""
+    ray_ddp_rule_run.model.save(tmp_path / "model")
+    loaded = Model.load(tmp_path / "model")
+    config = rule_config(tmp_path, workers=2, epochs=1, learning_rate=1e-12)
+    config["backend"]["trainer"]["strategy"] = "ddp"
+    trained_on = loaded.with_config(config)
+    trained_on.train(dataset=rule_data(), progress_bar=False)
+    assert trained_on.metadata["features"] == loaded.metadata["features"]
+    for name, tensor in trained_on.module.state_dict().items():
+        assert tensor.allclose(loaded.module.state_dict()[name], atol=1e-6), name
+
+
 def test_an_error_on_the_workers_reaches_the_driver_with_its_message_and_is_not_retried(tmp_path):
     """A diverging loss is plait's own error: it would come back on every restart, so the run
     stops with it at once (the default three retries are not spent training again)."""
