@@ -79,9 +79,9 @@ LAYERS = [
     {"training", "inference"},     # siblings: neither imports the other
     {"explain"},                   # attributions per row and feature: batch functions a backend maps, as inference's
     {"backends"},                  # where work runs
-    {"export"},                    # a trained model in formats outside plait (ONNX, torch.export, MLflow)
+    {"export", "collect"},         # a trained model outside plait; its layers, weights and activations
     {"api", "serving"},
-    {"search"},                    # trials are runs of the public API
+    {"search", "check_install"},   # trials are runs of the public API; check_install trains a model
     {"automl"},                    # a config inferred from the data, searched with search (Ludwig's AutoML)
     {"visualize"},                 # plots of what runs and searches wrote
     {"report"},                    # one HTML page of a run or a search, drawn by visualize
