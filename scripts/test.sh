@@ -5,16 +5,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 # Three pytest processes at once (the marks are set in tests/conftest.py): the tests of the
-# session's Ray cluster, the tests that start clusters, launchers or process groups of their own
-# (with the LLM tests on Ray, on a session cluster of that process's own), and the rest. The first
-# two spend much of their time waiting on the processes they start, which the others fill. Each
-# process's output goes to its log, printed when all are done.
+# session's Ray cluster, the tests that start clusters, launchers or process groups of their own,
+# and the rest. The first two spend much of their time waiting on the processes they start, which
+# the others fill. Each process's output goes to its log, printed when all are done.
 logs=$(mktemp -d)
 declare -A selection=([cluster]="cluster" [processes]="processes" [rest]="not cluster and not processes")
 declare -A pids
 for part in cluster processes rest; do
   # Each process has a Ray temp folder of its own: plait finds a running cluster through the
-  # address file there, and a process's tests must join its own session cluster, never another's.
+  # address file there, and only the first process's tests may join the session's cluster.
   mkdir "$logs/ray-$part"
   RAY_TMPDIR="$logs/ray-$part" .venv/bin/python -m pytest -q -m "${selection[$part]}" "$@" >"$logs/$part.log" 2>&1 &
   pids[$part]=$!

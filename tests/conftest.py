@@ -21,10 +21,6 @@ from plait.features import processors_for
 PROCESS_MODULES = ("tests/backends/", "tests/search/", "tests/serving/test_ray_serve.py",
                    "tests/benchmarks/test_device_kit.py", "tests/training/strategies/")
 """Modules whose tests start clusters, launchers or process groups of their own (or time them)."""
-SECOND_CLUSTER_MODULES = ("tests/backends/test_ray_llm.py",)
-"""Session-cluster modules run in the ``processes`` process instead, on a Ray instance of that
-process's own: the LLMs on Ray Train are the longest tests, and two halves of the cluster tests
-at once end sooner than one after the other."""
 
 
 def pytest_configure(config):
@@ -36,13 +32,12 @@ def pytest_configure(config):
 
 def pytest_itemcollected(item):
     """Mark each test for one of scripts/test.sh's three processes: the tests of the session's Ray
-    cluster (``cluster``), those of PROCESS_MODULES that start processes of their own and those of
-    SECOND_CLUSTER_MODULES (``processes``), and the rest. Each process runs its tests one after
-    another."""
+    cluster (``cluster``), those of PROCESS_MODULES that start processes of their own
+    (``processes``), and the rest. Each process runs its tests one after another. (A second
+    session cluster in the ``processes`` process, for the LLM tests on Ray, ended no sooner: two
+    Ray instances on two cores slowed each other's tests by as much as they moved.)"""
     where = Path(item.path).relative_to(item.config.rootpath).as_posix()
-    if where.startswith(SECOND_CLUSTER_MODULES):
-        item.add_marker(pytest.mark.processes)
-    elif "ray_cluster" in getattr(item, "fixturenames", ()):
+    if "ray_cluster" in getattr(item, "fixturenames", ()):
         item.add_marker(pytest.mark.cluster)
     elif where.startswith(PROCESS_MODULES):
         item.add_marker(pytest.mark.processes)

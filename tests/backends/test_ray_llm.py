@@ -1,6 +1,7 @@
 """model_type: llm on Ray Train, on the session's real local Ray cluster: LoRA with DeepSpeed
-ZeRO-3 across two workers surviving a killed worker, then predicting as a Ray Data job exactly
-as the local backend does; full fine-tuning with FSDP across two workers. (These are also the
+ZeRO-3 across two workers surviving a killed worker; full fine-tuning with FSDP across two
+workers; DPO over a 4-bit base with DDP, then predicting as a Ray Data job exactly as the local
+backend does. (These are also the
 suite's Ray Train runs of the fsdp and deepspeed strategies: tests/backends/test_ray_training.py
 runs the rule with ddp and horovod.)"""
 
@@ -26,7 +27,7 @@ def on_ray(config: dict, tmp_path, strategy: dict) -> dict:
                                   "trainer": {"num_workers": 2, "strategy": strategy}}}
 
 
-def test_lora_with_zero3_resumes_after_a_killed_worker_and_predicts_on_ray_as_locally(base, tmp_path):
+def test_lora_with_zero3_resumes_after_a_killed_worker_and_saves_the_adapter_alone(base, tmp_path):
     pytest.importorskip("deepspeed")
     pytest.importorskip("peft")
     # Two epochs: the group is killed at the first epoch's checkpoint and the new one trains the
@@ -44,10 +45,8 @@ def test_lora_with_zero3_resumes_after_a_killed_worker_and_predicts_on_ray_as_lo
     assert [r["epoch"] for r in result.training_statistics] == [1, 2]
     assert all("lora_" in key for key in model.module.state_dict()), "the adapter alone comes back"
     assert result.training_statistics[-1]["validation"]["french"]["loss"] < result.training_statistics[0]["validation"]["french"]["loss"]
-    on_ray_predictions = model.predict(colour_rows(1))  # a Ray Data job
-    model.save(tmp_path / "model")
-    local = Model.load(tmp_path / "model", backend="local")
-    assert local.predict(colour_rows(1)).equals(on_ray_predictions)
+    # (An LLM's Ray Data prediction, equal to the local one, is the DPO test's below: one actor
+    # pool's start, 10 to 30 s, is enough for the suite.)
 
 
 def test_full_fine_tuning_with_fsdp_on_two_workers_learns_the_mapping(base, tmp_path):
