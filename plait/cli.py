@@ -314,19 +314,12 @@ def _add_collect(sub) -> None:
     p.add_argument("--depth", type=int, help="list layers down to this many levels (default: all)")
     _add_runtime(p)
 
-    p = sub.add_parser("collect_weights", aliases=["collect-weights"],
-                       help="write named weights of a trained model, one file per tensor")
-    p.add_argument("--model-path", "--model_path", "-m", required=True, help="a model directory written by plait train")
-    p.add_argument("--tensors", "-t", nargs="+", required=True,
-                   help="the weights' names (plait collect_summary lists them)")
-    _add_collected_output(p)
-    _add_runtime(p)
+    p = _add_collecting(sub, "collect_weights", "write named weights of a trained model, one file per tensor",
+                        ("--tensors", "-t"), "the weights' names")
 
-    p = sub.add_parser("collect_activations", aliases=["collect-activations"],
-                       help="write what named layers of a trained model output on a dataset's rows, one file per layer")
-    p.add_argument("--model-path", "--model_path", "-m", required=True, help="a model directory written by plait train")
-    p.add_argument("--layers", "-lyr", nargs="+", required=True,
-                   help="the layers' names (plait collect_summary lists them)")
+    p = _add_collecting(sub, "collect_activations", "write what named layers of a trained model output on a "
+                                                    "dataset's rows, one file per layer", ("--layers", "-lyr"),
+                        "the layers' names")
     p.add_argument("--dataset", required=True, help="data with the model's input columns")
     _add_data_format(p)
     p.add_argument("--split", "-s", choices=["full", "training", "validation", "test"], default="full",
@@ -336,19 +329,24 @@ def _add_collect(sub) -> None:
                    help="the seed of --split (default: the model's own)")
     p.add_argument("--backend", "-b", choices=["auto", "local", "ray"],
                    help="where to run (default: the model's config); ray: a Ray Data job")
-    _add_collected_output(p)
-    _add_runtime(p)
 
     p = sub.add_parser("check_install", aliases=["check-install"],
                        help="check this installation: extras, engines, a Ray cluster, GPUs, and a small training run")
     _add_runtime(p)
 
 
-def _add_collected_output(p: argparse.ArgumentParser) -> None:
+def _add_collecting(sub, name: str, help_text: str, names_flag: tuple[str, str], names_help: str):
+    """A collect command's parser: the model, the names to collect, where the files go, and
+    Ludwig's runtime flags."""
+    p = sub.add_parser(name, aliases=[name.replace("_", "-")], help=help_text)
+    p.add_argument("--model-path", "--model_path", "-m", required=True, help="a model directory written by plait train")
+    p.add_argument(*names_flag, nargs="+", required=True, help=f"{names_help} (plait collect_summary lists them)")
     p.add_argument("--output-directory", "--output_directory", "-od", default="results",
                    help="the folder the files go to (a path or fsspec URL; default ./results)")
     p.add_argument("--output-format", "--output_format", choices=["npy", "safetensors"], default="npy",
                    help="npy (default, Ludwig's): <name>.npy; safetensors: <name>.safetensors holding the one tensor")
+    _add_runtime(p)
+    return p
 
 
 def _add_export_mlflow(sub) -> None:
