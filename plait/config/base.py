@@ -279,6 +279,9 @@ def _unwrap(cls: Any) -> Any:
 
 def _element_type(cls: Any) -> Any:
     cls = _unwrap(cls)
+    if typing.get_origin(cls) in (Union, types.UnionType):  # an optional list: its list member
+        lists = [a for a in typing.get_args(cls) if typing.get_origin(_unwrap(a)) in (list, tuple)]
+        cls = _unwrap(lists[0]) if len(lists) == 1 else cls
     args = typing.get_args(cls)
     if typing.get_origin(cls) in (list, tuple) and args:
         return args[0]

@@ -115,6 +115,15 @@ class QLogRandintSpace(_IntBounded, _LogScale):
     """Values are rounded to a multiple of q."""
 
 
+class IntSpace(_IntBounded):
+    """Ludwig's ``int`` space (its Optuna executor's and search space generator's): a whole number
+    from lower to upper, both included."""
+
+    space: Literal["int"]
+    upper: int
+    """The largest value (inclusive, as in Ludwig)."""
+
+
 class ChoiceSpace(_Space):
     space: Literal["choice"]
     categories: list[Any] = Field(min_length=1)
@@ -134,7 +143,8 @@ class GridSearchSpace(_Space):
 
 
 Space = Annotated[Union[UniformSpace, QUniformSpace, LogUniformSpace, QLogUniformSpace, RandnSpace, QRandnSpace,
-                        RandintSpace, QRandintSpace, LogRandintSpace, QLogRandintSpace, ChoiceSpace, GridSearchSpace],
+                        RandintSpace, QRandintSpace, LogRandintSpace, QLogRandintSpace, IntSpace, ChoiceSpace,
+                        GridSearchSpace],
                   Field(discriminator="space")]
 
 # ---- search algorithms ---------------------------------------------------------------------------

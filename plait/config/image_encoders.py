@@ -81,6 +81,19 @@ class ImageConvLayer(StrictModel):
     pool_dilation: Size2D = None
     """This block's max-pooling dilation; unset: the encoder's."""
 
+    @classmethod
+    def unknown_field_reason(cls, key: str) -> str | None:
+        if key in ONE_D_LAYER_KEYS:
+            return (f"a key of Ludwig's 1-D convolution layers; Ludwig 0.17's image stacked_cnn does not read it (its "
+                    f"2-D blocks read {ONE_D_LAYER_KEYS[key]}, so there this block trains with the default), and "
+                    f"plait says so rather than do the same: write {ONE_D_LAYER_KEYS[key]}")
+        return None
+
+
+ONE_D_LAYER_KEYS = {"num_filters": "out_channels", "filter_size": "kernel_size", "pool_size": "pool_kernel_size"}
+"""Keys of Ludwig's 1-D convolution layers (text and sequence stacked_cnn) that configs also give
+image conv_layers, with the key the 2-D blocks read."""
+
 
 class Conv2DSettings(StrictModel):
     """2-D convolution blocks (convolution, norm, activation, dropout, pooling) one after another;

@@ -32,6 +32,7 @@ def tune_domain(space):
         spaces.QRandnSpace: lambda s: tune.qrandn(s.mean, s.sd, s.q),
         spaces.RandnSpace: lambda s: tune.randn(s.mean, s.sd),
         spaces.RandintSpace: lambda s: tune.randint(s.lower, s.upper),
+        spaces.IntSpace: lambda s: tune.randint(s.lower, s.upper + 1),  # Ludwig's upper is included
         spaces.QRandintSpace: lambda s: tune.qrandint(s.lower, s.upper, s.q),
         spaces.LogRandintSpace: lambda s: tune.lograndint(s.lower, s.upper, s.base),
         spaces.QLogRandintSpace: lambda s: tune.qlograndint(s.lower, s.upper, s.q, s.base),

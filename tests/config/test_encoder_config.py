@@ -165,3 +165,15 @@ def test_tied_names_another_input_of_the_same_type():
     assert problem({"name": "a", "type": "text", "encoder": "rnn"},
                    {"name": "b", "type": "text", "tied": "a", "encoder": "parallel_cnn"}).startswith(
         "input_features[1].encoder.type: got 'parallel_cnn', but 'b' shares the rnn encoder of 'a'")
+
+
+def test_an_image_conv_layer_with_ludwigs_1d_keys_says_which_key_the_2d_blocks_read():
+    config = {"input_features": [{"name": "i", "type": "image", "encoder": {
+                  "type": "stacked_cnn", "conv_layers": [{"num_filters": 32}, {"kernel_size": 3, "pool_size": 2}]}}],
+              "output_features": [{"name": "y", "type": "binary"}]}
+    with pytest.raises(ConfigError) as error:
+        load_config(config)
+    problems = str(error.value)
+    assert "encoder.conv_layers[0].num_filters: a key of Ludwig's 1-D convolution layers" in problems
+    assert "(its 2-D blocks read out_channels" in problems and "write out_channels" in problems
+    assert "encoder.conv_layers[1].pool_size:" in problems and "write pool_kernel_size" in problems

@@ -52,3 +52,12 @@ def test_mistakes_are_named_at_their_path(hyperopt, message):
     with pytest.raises(ConfigError) as caught:
         section(**hyperopt)
     assert message in str(caught.value)
+
+
+def test_ludwigs_int_space_draws_whole_numbers_with_its_upper_bound_included():
+    from plait.search.space import tune_domain
+
+    space = section(parameters={"combiner.num_fc_layers": {"space": "int", "lower": 1, "upper": 3}}).parameters[
+        "combiner.num_fc_layers"]
+    drawn = {tune_domain(space).sample() for _ in range(200)}
+    assert drawn == {1, 2, 3}
