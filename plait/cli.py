@@ -161,10 +161,12 @@ def _add_experiment(sub) -> None:
     p.add_argument("--eval-split", "--eval_split", "-es", choices=["training", "validation", "test", "full"],
                    default="test", help="the split evaluated and predicted after training (default test)")
     _add_train_flags(p)
-    _refuse(p, ("-kf", "--k_fold"), nargs=1, advice=(
-        "plait has no k-fold cross-validation; run plait experiment once per fold, each with "
-        "preprocessing.split {type: fixed, column: <fold column>}"))
-    _refuse(p, ("-skfsi", "--skip_save_k_fold_split_indices"), advice="plait has no k-fold cross-validation")
+    p.add_argument("--k-fold", "--k_fold", "-kf", type=int, metavar="K",
+                   help="k-fold cross-validation: K runs, each tested on one fold of --dataset and trained on the "
+                        "others; kfold_training_statistics.json holds each fold's and each metric's mean and "
+                        "standard deviation (the same command again reruns only the folds that had not finished)")
+    p.add_argument("--skip-save-k-fold-split-indices", "--skip_save_k_fold_split_indices", "-skfsi",
+                   action="store_true", help="with --k_fold: do not write kfold_split_indices.json")
 
 
 def _add_hyperopt(sub) -> None:

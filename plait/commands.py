@@ -291,6 +291,8 @@ def train(args) -> int:
 
 
 def experiment(args) -> int:
+    if args.k_fold is not None:
+        return _kfold(args)
     if args.eval_split == "full":
         raise UsageError("--eval_split full: plait's experiment evaluates one split of the data it trained on "
                          "(training, validation or test); for every row, run plait evaluate --split full afterwards")
@@ -302,6 +304,20 @@ def experiment(args) -> int:
             _print_summary(run, result, test_stats, model_saved=not args.skip_save_model)
     finally:
         model.close()
+    return 0
+
+
+def _kfold(args) -> int:
+    """``experiment --k_fold K``: the folds' runs, then their statistics in Ludwig's layout."""
+    from plait.kfold import kfold_cross_validate
+
+    if args.resume or getattr(args, "model_load_path", None) or not args.dataset:
+        raise UsageError("--k_fold deals the rows of --dataset into folds: give --dataset (not --training_set or "
+                         "--resume, and not --model_load_path); the same command again reruns only the folds that "
+                         "had not finished")
+    statistics, _ = kfold_cross_validate(args.k_fold, _config(args), args.dataset, args.output_directory,
+                                         args.random_seed, skip_save_k_fold_split_indices=args.skip_save_k_fold_split_indices)
+    print(json.dumps(statistics["overall"], indent=2))
     return 0
 
 

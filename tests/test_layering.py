@@ -81,7 +81,7 @@ LAYERS = [
     {"backends"},                  # where work runs
     {"export", "collect"},         # a trained model outside plait; its layers, weights and activations
     {"api", "serving"},
-    {"search", "check_install"},   # trials are runs of the public API; check_install trains a model
+    {"search", "check_install", "kfold"},  # runs of the public API: trials, a check, k-fold's folds
     {"automl"},                    # a config inferred from the data, searched with search (Ludwig's AutoML)
     {"visualize"},                 # plots of what runs and searches wrote
     {"report"},                    # one HTML page of a run or a search, drawn by visualize

@@ -643,7 +643,26 @@ class HashSplit(StrictModel):
     """Expected fractions of distinct values for training, validation and test; not seeded."""
 
 
-SplitConfig = Annotated[Union[RandomSplit, FixedSplit, StratifySplit, DatetimeSplit, HashSplit], Field(discriminator="type")]
+class KFoldSplit(StrictModel):
+    """One fold of k as the test rows, the others for training (no validation rows, as in Ludwig's
+    k-fold): each row's fold is drawn by a seeded hash of its row number, so every backend makes
+    the same folds. What ``plait experiment --k_fold`` gives each fold's run."""
+
+    type: Literal["kfold"] = "kfold"
+    folds: int = Field(ge=2)
+    """How many folds the rows are dealt into."""
+    fold: int = Field(ge=0)
+    """Which of them (from 0) is the test set."""
+
+    @model_validator(mode="after")
+    def _fold_exists(self):
+        if self.fold >= self.folds:
+            raise field_error("fold", f"is {self.fold}, but there are {self.folds} folds (0 to {self.folds - 1})")
+        return self
+
+
+SplitConfig = Annotated[Union[RandomSplit, FixedSplit, StratifySplit, DatetimeSplit, HashSplit, KFoldSplit],
+                        Field(discriminator="type")]
 
 BALANCING_KEYS = ("oversample_minority", "undersample_majority")
 """The settings that resample the training split (Ludwig's class balancing)."""

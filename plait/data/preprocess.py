@@ -90,6 +90,8 @@ class PartitionSteps:
             codes = sp.fixed_split(table_column(part, self.split.column), self.split.column)
         elif self.split.type == "hash":
             codes = sp.hash_split(table_column(part, self.split.column), self.split.probabilities)
+        elif self.split.type == "kfold":
+            codes = sp.kfold_split(rows, self.split.folds, self.split.fold, self.seed)
         else:
             codes = np.full(part.num_rows, -1, dtype=np.int8)
             columns[SPLIT_KEY] = self._split_key(table_column(part, self.split.column))

@@ -54,6 +54,16 @@ def random_split(row_numbers: np.ndarray, probabilities: list[float], seed: int)
     return np.searchsorted(edges, u, side="right").astype(np.int8)
 
 
+def fold_of(row_numbers: np.ndarray, folds: int, seed: int) -> np.ndarray:
+    """Each row's fold (0 to folds - 1), from a seeded hash of its row number."""
+    return np.minimum((row_uniforms(row_numbers, seed, stream=3) * folds).astype(np.int64), folds - 1)
+
+
+def kfold_split(row_numbers: np.ndarray, folds: int, fold: int, seed: int) -> np.ndarray:
+    """Split codes of one fold's run: its fold's rows are the test set, the rest train."""
+    return np.where(fold_of(row_numbers, folds, seed) == fold, TEST, TRAINING).astype(np.int8)
+
+
 def fixed_split(values: pa.Array, column: str) -> np.ndarray:
     words = pc.utf8_lower(pc.utf8_trim_whitespace(values.cast(pa.string())))
     codes = np.full(len(values), -1, dtype=np.int8)

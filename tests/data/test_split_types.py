@@ -1,5 +1,5 @@
-"""Ludwig's datetime and hash splits, sample_size, and outliers dropped after fitting: exact on
-every partitioning, and identical on Dask."""
+"""Ludwig's datetime and hash splits, k-fold's folds, sample_size, and outliers dropped after
+fitting: exact on every partitioning, and identical on Dask."""
 
 from __future__ import annotations
 
@@ -70,6 +70,19 @@ def test_hash_split_gives_rows_with_one_id_one_split_whatever_the_other_rows(mak
     assert {len(rows) for rows in got.values()} != {0}
 
 
+def test_kfold_folds_partition_the_rows_and_each_fold_is_one_runs_test_set(make_config):
+    from plait.kfold import split_indices
+
+    data = frame(300)
+    tests = [ids(run(make_config, data, {"split": {"type": "kfold", "folds": 3, "fold": fold}})) for fold in range(3)]
+    assert all(not t["validation"] for t in tests), "no validation rows, as in Ludwig's k-fold"
+    assert sorted(sum((t["test"] for t in tests), [])) == list(range(300)), "every row in one fold's test set"
+    for t in tests:
+        assert sorted(t["training"] + t["test"]) == list(range(300)) and 70 < len(t["test"]) < 130
+    indices = split_indices(300, 3, seed=42)
+    assert [indices[f"fold_{n + 1}"]["test_indices"] for n in range(3)] == [t["test"] for t in tests]
+
+
 def test_sample_size_keeps_exactly_that_many_rows(make_config):
     data = frame(1000)
     kept = run(make_config, data, {"sample_size": 123})
@@ -95,6 +108,7 @@ SETTINGS = {
                  {"outlier_strategy": "drop_row", "outlier_threshold": 1.5, "normalization": "log1p"}),
     "hash": ({"split": {"type": "hash", "column": "user"}},
              {"outlier_strategy": "fill_with_mode", "outlier_threshold": 1.0}),
+    "kfold": ({"split": {"type": "kfold", "folds": 5, "fold": 3}}, {}),
 }
 
 
