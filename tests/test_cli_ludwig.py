@@ -82,8 +82,6 @@ def test_the_tracker_flags_name_the_tools_a_training_run_logs_to(command):
     (["evaluate", "-m", "m", "--dataset", "d.csv", "--comet"], "--comet: experiment trackers follow training runs"),
     (["train", "--training_set_metadata", "m.json"], "--training_set_metadata: plait keeps the preprocessing metadata"),
     (["train", "-sspi"], "-sspi: plait trains from its preprocessed cache"),
-    (["experiment", "-kf", "5"], "-kf: plait has no k-fold cross-validation"),
-    (["experiment", "--skip_save_k_fold_split_indices"], "--skip_save_k_fold_split_indices: plait has no k-fold"),
     (["predict", "-m", "m", "--dataset", "d.csv", "-bs", "64"], "-bs: plait sizes prediction batches itself"),
     (["evaluate", "-m", "m", "--dataset", "d.csv", "--batch_size", "64"], "--batch_size: plait sizes prediction batches"),
     (["hyperopt", "-c", "c.yaml", "--skip_save_model"], "--skip_save_model: a search keeps every trial's checkpoints"),

@@ -49,6 +49,7 @@ def test_the_same_command_again_runs_only_the_folds_that_had_not_finished(setup,
     config, data = setup
     first, _ = kfold_cross_validate(3, config, data, tmp_path, random_seed=1)
     (tmp_path / "kfold" / "fold_2.json").unlink()  # as if the run had died during fold 2
+    caplog.clear()
     with caplog.at_level(logging.INFO, logger="plait"):
         again, _ = kfold_cross_validate(3, config, data, tmp_path, random_seed=1)
     trained = [r.getMessage() for r in caplog.records if r.getMessage().startswith("k-fold: training fold")]
