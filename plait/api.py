@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 from plait import inference, tracking
 from plait.callbacks import Dispatcher, check_callbacks
 from plait.config import PlaitConfig, load_config, with_backend_type
+from plait.config.base import shown
 from plait.config.render import resolved_dict
 from plait.data.preprocess import PreprocessedData, preprocess
 from plait.errors import ModelError, UsageError
@@ -23,7 +24,7 @@ from plait.evaluation.statistics import EVERY_EPOCH, evaluation_frequency, train
 from plait.export.mlflow import export_mlflow
 from plait.inference import CachedSplit, PredictorSpec, WrittenPredictions
 from plait.models import build_model
-from plait.models.saved import WEIGHTS, load_weights_into, read_model, save_model
+from plait.models.saved import WEIGHTS, load_weights_into, read_model, save_model, weight_differences
 from plait.run_directory import RunDirectory
 from plait.training.run import FitJob, checkpoint_to_resume
 from plait.utils.folder import Folder
@@ -177,14 +178,22 @@ class Model:
         ``split="test"`` on the training data gives the experiment's test metrics again. A split
         is drawn by global row number, so it is evaluated in this process on every backend."""
         self.require_trained()
+        backend, source, cached = self.rows_of_split(dataset, split, random_seed)
+        return inference.evaluate(backend, self.predictor_spec(), source, cached=cached)
+
+    def rows_of_split(self, dataset: Any, split: str = "full", random_seed: int | None = None) -> tuple:
+        """``(backend, source, cached)``: where the rows of ``dataset`` that the model's split put
+        in ``split`` (with ``random_seed``, default the model's) are mapped, what is mapped, and
+        whether it is preprocessed rows. ``full``: every row, on this model's backend; a split is
+        drawn by global row number, so its rows are transformed here and mapped in this process."""
         if split == "full":
-            return inference.evaluate(self.backend, self.predictor_spec(), dataset)
+            return self.backend, dataset, isinstance(dataset, CachedSplit)
         from plait.backends.local import LocalBackend
         from plait.data.preprocess import transform_split
 
         seed = random_seed if random_seed is not None else self.metadata.get("seed", 42)
         table = transform_split(self.config, self.metadata["features"], dataset, seed, split)
-        return inference.evaluate(LocalBackend(self.config), self.predictor_spec(), table, cached=True)
+        return LocalBackend(self.config), table, True
 
     def predict(self, dataset: Any, generation_config: dict | None = None) -> "pandas.DataFrame":
         """Predictions for every row of raw data, in its order (output columns are not needed),
@@ -341,8 +350,9 @@ class Model:
         other = Model(config, callbacks=[c for c in self.callbacks if not isinstance(c, tracking.Tracker)])
         check_same_features(self.config, other.config)
         module = build_model(other.config, self.metadata)
-        check_same_shapes(self.module.state_dict(), module.state_dict())
-        load_weights_into(module, self.module.state_dict(), "the loaded model's weights")
+        weights = self.module.state_dict()
+        check_same_shapes(weights, module.state_dict())
+        load_weights_into(module, weights, "the loaded model's weights")
         other.metadata, other.module, other.trains_on = dict(self.metadata), module.eval(), True
         return other
 
@@ -379,28 +389,22 @@ def check_same_features(model_config, config) -> None:
         for key in ("type", "column", "preprocessing"):
             if mine.get(key) != given.get(key):
                 raise UsageError(f"--model_load_path: feature {given['name']!r}: the config's {key} differs from the "
-                                 f"model's ({_shown(given.get(key))} against {_shown(mine.get(key))}); the model's "
+                                 f"model's ({shown(given.get(key))} against {shown(mine.get(key))}); the model's "
                                  f"vocabularies and normalization preprocess the new data, so its {key} must be the "
                                  f"model's")
 
 
 def check_same_shapes(model_weights: dict, weights: dict) -> None:
     """The config builds a model with the loaded model's weights, shape for shape."""
-    for name in sorted(set(model_weights) ^ set(weights)):
+    lacked, extra, resized = weight_differences(weights, model_weights)
+    for name in sorted(lacked + extra):
         where = "the config's model lacks" if name in model_weights else "the loaded model lacks"
         raise UsageError(f"--model_load_path: {where} the weight {name!r}: the config's encoders, combiner or "
                          f"decoders differ from the model's; give the model's")
-    for name, tensor in weights.items():
-        if tuple(tensor.shape) != tuple(model_weights[name].shape):
-            raise UsageError(f"--model_load_path: weight {name!r} is {list(tensor.shape)} in the config's model and "
-                             f"{list(model_weights[name].shape)} in the loaded one: the config's layer sizes differ "
-                             f"from the model's; give the model's")
-
-
-def _shown(value: Any) -> str:
-    from plait.config.base import shown
-
-    return shown(value)
+    for name in [n for n in weights if n in resized]:  # the first in the model's order
+        raise UsageError(f"--model_load_path: weight {name!r} is {list(weights[name].shape)} in the config's model and "
+                         f"{list(model_weights[name].shape)} in the loaded one: the config's layer sizes differ "
+                         f"from the model's; give the model's")
 
 
 def _printed(pieces: Iterator[str]) -> str:

@@ -52,9 +52,10 @@ def kfold_cross_validate(num_folds: int, config: str | os.PathLike | dict | Plai
     for fold in range(num_folds):
         name = f"fold_{fold + 1}"
         kept = posixpath.join(folder, "kfold", f"{name}.json")
-        statistics[name] = _kept_fold(fs, kept, fingerprint) or _run_fold(config, dataset, num_folds, fold, seed,
-                                                                          backend)
-        write_json(kept, {"fingerprint": fingerprint, "statistics": statistics[name]}, fs)
+        statistics[name] = _kept_fold(fs, kept, fingerprint)
+        if statistics[name] is None:
+            statistics[name] = _run_fold(config, dataset, num_folds, fold, seed, backend)
+            write_json(kept, {"fingerprint": fingerprint, "statistics": statistics[name]}, fs)
     statistics["overall"] = overall_statistics([statistics[f"fold_{n + 1}"] for n in range(num_folds)])
     write_json(posixpath.join(folder, STATISTICS), statistics, fs)
     indices = split_indices(_row_count(dataset), num_folds, seed)

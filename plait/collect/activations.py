@@ -40,14 +40,7 @@ def collect_activations(model, layers: list[str], dataset: Any, split: str = "fu
     if unknown:
         raise UsageError(f"--layers: {unknown_names(unknown, known)}; plait collect_summary -m MODEL lists every "
                          f"layer's name")
-    backend, source, cached = model.backend, dataset, False
-    if split != "full":
-        from plait.backends.local import LocalBackend
-        from plait.data.preprocess import transform_split
-
-        seed = random_seed if random_seed is not None else model.metadata.get("seed", 42)
-        backend, cached = LocalBackend(model.config), True
-        source = transform_split(model.config, model.metadata["features"], dataset, seed, split)
+    backend, source, cached = model.rows_of_split(dataset, split, random_seed)
     spec = reading_from(model.predictor_spec(), dataset)
     make = partial(_make, spec, cached, tuple(layers), batch_size)
     tables = list(backend.map_batches(source, make, ordered=True, what="activation collection"))

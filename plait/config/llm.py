@@ -688,6 +688,9 @@ class PreferenceTrainerConfig(LLMTrainerConfig):
     the rejected one is ``rejected_column``, both after the same prompt."""
 
     type: Literal["dpo", "kto", "orpo"]
+    compares_with_reference: ClassVar[bool] = True
+    """Whether the objective compares the model with a reference (the base with the adapter off),
+    so that the model must train an adapter."""
     rejected_column: str = Field("rejected", min_length=1)
     """The column of the rejected (dispreferred) completions; the chosen ones are the output
     feature's column. Preprocessed as the output is, and needed only to train."""
@@ -729,6 +732,7 @@ class ORPOTrainerConfig(PreferenceTrainerConfig):
     cross-entropy plus ``orpo_beta`` times the log odds ratio loss; no reference model."""
 
     type: Literal["orpo"]
+    compares_with_reference: ClassVar[bool] = False
     orpo_beta: float = Field(0.1, ge=0)
     """The odds ratio loss's weight beside the chosen completion's cross-entropy."""
 
@@ -744,9 +748,6 @@ ludwig_types_not_implemented("trainer", {"grpo": (
     "function, and Ludwig 0.17's schema has no key to name one (its own grpo trainer runs the DPO loss on the "
     "data's texts); with chosen and rejected completions use dpo, kto or orpo")})
 
-PREFERENCE_TRAINERS = ("dpo", "kto", "orpo")
-REFERENCE_TRAINERS = ("dpo", "kto")
-"""The preference trainers that compare the policy with a reference model."""
 MISNAMED_PREFERENCE_KEYS = {
     "beta": "use dpo_beta, kto_beta or orpo_beta (trainer.type's own)",
     "loss_type": "use dpo_loss_type",
@@ -908,7 +909,7 @@ class LLMConfig(StrictModel):
 
     @model_validator(mode="after")
     def _preference_fits(self):
-        if self.trainer.type not in PREFERENCE_TRAINERS:
+        if not isinstance(self.trainer, PreferenceTrainerConfig):
             return self
         rejected = self.trainer.rejected_column
         taken = {self.input_features[0].source_column: "the input feature's",
@@ -917,7 +918,7 @@ class LLMConfig(StrictModel):
             whose = taken.get(rejected, "a column the prompt template reads")
             raise field_error("trainer.rejected_column", f"is {rejected!r}, {whose} column; name the column of the "
                                                          f"rejected completions")
-        if self.trainer.type in REFERENCE_TRAINERS:
+        if self.trainer.compares_with_reference:
             # The reference model is the base with the adapter switched off: no second copy.
             if self.adapter is None:
                 raise field_error("adapter", f"is null with trainer.type {self.trainer.type}, which compares the "
@@ -953,7 +954,7 @@ class LLMConfig(StrictModel):
     @property
     def rejected_column(self) -> str | None:
         """The column of a preference trainer's rejected completions; None for other trainers."""
-        return getattr(self.trainer, "rejected_column", None)
+        return self.trainer.rejected_column if isinstance(self.trainer, PreferenceTrainerConfig) else None
 
     @property
     def template_columns(self) -> list[str]:

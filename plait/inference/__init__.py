@@ -143,10 +143,9 @@ def _check_known_columns(spec: PredictorSpec, dataset: Any, with_outputs: bool) 
     columns = None if isinstance(dataset, CachedSplit) else known_columns(dataset)
     if columns is not None:
         from plait.config import load_config
-        from plait.features import processors_for
+        from plait.inference.predictor import predicting_processors
 
-        processors = [p for p in processors_for(load_config(spec.config))
-                      if (with_outputs or not p.is_output) and not p.training_only]
+        processors = [p for p in predicting_processors(load_config(spec.config)) if with_outputs or not p.is_output]
         missing = [column for p in processors for column in p.columns if column not in columns]
         if missing:
             Predictor.missing_columns_error(missing, columns, with_outputs)

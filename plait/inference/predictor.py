@@ -65,6 +65,13 @@ class PredictorSpec:
         return read_model(self.model_dir)[2]
 
 
+def predicting_processors(config, data_directory: str | None = None) -> list:
+    """The processors of the features a predictor reads (not those read only to train)."""
+    from plait.features import processors_for
+
+    return [p for p in processors_for(config, data_directory) if not p.training_only]
+
+
 class Predictor:
     """Applies saved preprocessing and a model to chunks of raw data (or, ``cached``, to rows of
     the preprocessing cache: features already transformed, columns named after the features)."""
@@ -72,11 +79,9 @@ class Predictor:
     def __init__(self, config, metadata: dict, module: torch.nn.Module, device: str = "cpu", cached: bool = False,
                  batch_size: int = BATCH_ROWS, data_directory: str | None = None, key_column: str | None = None):
         """``data_directory`` and ``key_column``: see :class:`PredictorSpec`."""
-        from plait.features import processors_for
-
         self.config, self.cached, self.device = config, cached, device
         self.features = metadata["features"]
-        self.processors = [p for p in processors_for(config, data_directory) if not p.training_only]
+        self.processors = predicting_processors(config, data_directory)
         self.inputs = [p for p in self.processors if not p.is_output]
         self.outputs = [p for p in self.processors if p.is_output]
         self.module = module.to(device).eval()

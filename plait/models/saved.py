@@ -129,13 +129,20 @@ def _read_weights(path: Path, shown: str) -> dict:
         raise ModelError(damaged(shown, WEIGHTS, f"is not readable as safetensors ({str(exc).splitlines()[0]})")) from None
 
 
+def weight_differences(expected: dict, weights: dict) -> tuple[list[str], list[str], list[str]]:
+    """The names of the tensors ``expected`` (a state dict) has and ``weights`` lacks, those
+    ``weights`` has beyond it, and those of another shape in ``weights``."""
+    shapes = {k: tuple(v.shape) for k, v in expected.items()}
+    missing = sorted(set(shapes) - set(weights))
+    unexpected = sorted(set(weights) - set(shapes))
+    resized = sorted(k for k in set(shapes) & set(weights) if tuple(weights[k].shape) != shapes[k])
+    return missing, unexpected, resized
+
+
 def load_weights_into(module, weights: dict, source: str) -> None:
     """Load ``weights`` into ``module``, or say how they differ from what it holds: weights of
     another model (other features, other sizes) must not fail deep inside torch."""
-    expected = {k: tuple(v.shape) for k, v in module.state_dict().items()}
-    missing = sorted(set(expected) - set(weights))
-    unexpected = sorted(set(weights) - set(expected))
-    resized = sorted(k for k in set(expected) & set(weights) if tuple(weights[k].shape) != expected[k])
+    missing, unexpected, resized = weight_differences(module.state_dict(), weights)
     problems = [f"{len(keys)} {what} (first: {keys[0]})" for keys, what in
                 ((missing, "tensors missing"), (unexpected, "unexpected tensors"), (resized, "tensors of another shape"))
                 if keys]

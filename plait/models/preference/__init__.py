@@ -56,10 +56,13 @@ class PreferenceScores:
 
 
 class PreferenceObjective(ABC):
-    needs_reference: bool = True
-    """Whether the loss compares the policy with the reference model."""
     needs_mismatched: bool = False
     """Whether the loss reads ``mismatched`` log-probabilities (another pass of the batch)."""
+
+    def __init__(self, trainer):
+        self.needs_reference = trainer.compares_with_reference
+        """Whether the loss compares the policy with the reference model (the config says, which
+        requires an adapter for it)."""
 
     @abstractmethod
     def loss(self, scores: PreferenceScores, chosen_loss: torch.Tensor) -> torch.Tensor:

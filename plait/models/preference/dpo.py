@@ -10,6 +10,7 @@ from plait.models.preference import PreferenceObjective, PreferenceScores
 
 class DPO(PreferenceObjective):
     def __init__(self, trainer):
+        super().__init__(trainer)
         self.beta, self.kind, self.smoothing = trainer.dpo_beta, trainer.dpo_loss_type, trainer.dpo_label_smoothing
 
     def loss(self, scores: PreferenceScores, chosen_loss: torch.Tensor) -> torch.Tensor:

@@ -12,6 +12,7 @@ class KTO(PreferenceObjective):
     needs_mismatched = True
 
     def __init__(self, trainer):
+        super().__init__(trainer)
         self.beta = trainer.kto_beta
 
     def loss(self, scores: PreferenceScores, chosen_loss: torch.Tensor) -> torch.Tensor:

@@ -10,9 +10,8 @@ from plait.models.preference import PreferenceObjective, PreferenceScores
 
 
 class ORPO(PreferenceObjective):
-    needs_reference = False
-
     def __init__(self, trainer):
+        super().__init__(trainer)
         self.beta = trainer.orpo_beta
 
     def loss(self, scores: PreferenceScores, chosen_loss: torch.Tensor) -> torch.Tensor:
