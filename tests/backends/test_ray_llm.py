@@ -11,7 +11,7 @@ import pytest
 
 from hf_models import LORA, colour_rows, llm_config, preference_rows, write_colour_llama
 from plait import Model
-from test_ray_training import kill_a_worker_when
+from test_ray_training import killing_a_worker_when
 
 pytest.importorskip("ray")
 pytestmark = pytest.mark.usefixtures("ray_cluster")
@@ -36,9 +36,8 @@ def test_lora_with_zero3_resumes_after_a_killed_worker_and_saves_the_adapter_alo
     zero3 = {"type": "deepspeed", "zero_optimization": {"stage": 3}}
     model = Model(on_ray(llm_config(base, adapter=LORA, trainer=trainer), tmp_path, zero3))
     run = tmp_path / "run"
-    killer, killed = kill_a_worker_when(run / "checkpoints" / "latest.json")
-    result = model.train(colour_rows(20), run_dir=run, progress_bar=False)
-    killer.join(timeout=5)
+    with killing_a_worker_when(run / "checkpoints" / "latest.json") as killed:
+        result = model.train(colour_rows(20), run_dir=run, progress_bar=False)
     assert killed, "no worker was killed: training ended before the first checkpoint was seen"
     [restart] = result.restarts
     assert restart["resumed_from_step"] > 0, "the new worker group resumed from the sharded checkpoint"

@@ -4,9 +4,6 @@ test session, against the local backend's in-process results for the same saved 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import threading
 import time
 from pathlib import Path
 
@@ -18,7 +15,7 @@ from plait import Model
 from plait.backends.ray import batches as ray_predict
 from plait.cli import main
 from plait.errors import BackendError, DataError
-from ray_processes import session_processes  # a module beside this file
+from ray_processes import killing_one_when, session_processes  # a module beside this file
 from same_statistics import assert_same_statistics  # tests/same_statistics.py
 
 pytestmark = pytest.mark.usefixtures("ray_cluster")
@@ -201,32 +198,14 @@ def prediction_actor_pids() -> list[int]:
     return session_processes(b"MapBatches(BatchActor)")
 
 
-def kill_an_actor_once_parts_appear(output: Path) -> tuple[threading.Thread, list[int]]:
-    """A thread that SIGKILLs a prediction actor (it dies without a word) once the job's
-    temporary folder holds a part file; the killed pids are listed."""
-    killed: list[int] = []
-
-    def watch():
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not any(output.glob(".predictions.parquet.tmp-*/part-*")):
-            time.sleep(0.01)
-        actors = prediction_actor_pids()
-        if actors:
-            os.kill(actors[0], signal.SIGKILL)
-            killed.append(actors[0])
-
-    thread = threading.Thread(target=watch, daemon=True)
-    thread.start()
-    return thread, killed
-
-
 def test_a_killed_prediction_actor_loses_and_repeats_no_row(saved, small_batches, tmp_path):
     frame = pd.concat([every_type_frame(1000, seed=s) for s in range(4)], ignore_index=True)  # 63 batches of 64
     frame.to_parquet(tmp_path / "big.parquet", row_group_size=500)
-    killer, killed = kill_an_actor_once_parts_appear(tmp_path / "out")
     model = Model.load(saved / "model", backend="ray")
-    written = model.write_predictions(tmp_path / "big.parquet", tmp_path / "out")
-    killer.join(timeout=5)
+    # A prediction actor dies without a word once the job's temporary folder holds a part file.
+    parts_written = lambda: any((tmp_path / "out").glob(".predictions.parquet.tmp-*/part-*"))  # noqa: E731
+    with killing_one_when(parts_written, b"MapBatches(BatchActor)", pick=0) as killed:
+        written = model.write_predictions(tmp_path / "big.parquet", tmp_path / "out")
     assert killed, "no actor was killed: the job ended before its first part file"
     assert written.rows == len(frame)
     on_ray = read_parts(tmp_path / "out" / "predictions.parquet", "parquet")
