@@ -18,7 +18,7 @@ def _plait_import(module: str, function: str):
 
 ENGINES = {"ray": "ray", "dask": "dask", "modin": "modin",
            "transformers": _plait_import("plait.models.hf_encoders", "import_transformers"),
-           "peft": _plait_import("plait.models.llm", "import_peft"),
+           "peft": _plait_import("plait.models.hf_encoders", "import_peft"),
            "bitsandbytes": _plait_import("plait.models.llm", "import_bitsandbytes"),
            "deepspeed": "deepspeed", "horovod.torch": "horovod.torch", "onnxruntime": "onnxruntime",
            "fastapi": "fastapi", "mlflow": "mlflow"}

@@ -24,6 +24,7 @@ from plait.config import encoders as e
 from plait.config.augmentation import AugmentationOp, augmentation_list
 from plait.config.base import StrictModel, _literal_values, _tagged_member, _union_members
 from plait.config.encoder_settings import without_null_adapter
+from plait.config.hf_encoders import NAMED_MODELS
 from plait.config.features import InputFeature, OutputFeature
 
 
@@ -90,7 +91,10 @@ class UncheckedTypeDefaults(StrictModel):
 def _filled_type(module: str, ftype: str):
     def fill(cls, value):
         value = with_type(value, MODULE_DEFAULT_TYPES[module].get(ftype))
-        return without_null_adapter(value) if module == "encoder" else value  # as a feature's encoder
+        if module != "encoder":
+            return value
+        # As a feature's encoder: only the pretrained Hugging Face encoders take an adapter.
+        return without_null_adapter(value, takes_adapter=isinstance(value, dict) and value.get("type") in NAMED_MODELS)
 
     return fill
 

@@ -37,14 +37,17 @@ EMBEDDINGS_ON_CPU = ludwig_only(False, instead="plait keeps every weight on the 
                                                "vocabulary fits with a smaller embedding_size")
 
 
-def without_null_adapter(encoder: Any) -> Any:
-    """Every Ludwig encoder has ``adapter`` (PEFT fine-tuning of pretrained encoders), and a config
-    Ludwig rendered writes ``adapter: null``: that is accepted and dropped; an adapter is refused."""
-    if not isinstance(encoder, dict) or "adapter" not in encoder:
+def without_null_adapter(encoder: Any, takes_adapter: bool = False) -> Any:
+    """Every Ludwig encoder has ``adapter`` (peft fine-tuning of pretrained encoders), and a config
+    Ludwig rendered writes ``adapter: null``: that is dropped; an adapter on an encoder that does
+    not take one (``takes_adapter``: the pretrained Hugging Face encoders do) is refused."""
+    if not isinstance(encoder, dict) or "adapter" not in encoder or takes_adapter:
         return encoder
     if encoder["adapter"] is not None:
-        raise field_error("adapter", f"got {shown(encoder['adapter'])}; adapters fine-tune pretrained Hugging Face "
-                         f"encoders, which plait does not have yet (#20): remove it")
+        raise field_error("adapter", f"got {shown(encoder['adapter'])}; an adapter fine-tunes a pretrained Hugging "
+                                     f"Face encoder (auto_transformer, bert, roberta, ...), and the "
+                                     f"{encoder.get('type')} encoder has no pretrained model to adapt: remove it, or "
+                                     f"use one of those encoders with trainable: true")
     return {k: v for k, v in encoder.items() if k != "adapter"}
 
 

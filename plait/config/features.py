@@ -17,9 +17,9 @@ from plait.config import preprocessing as p
 from plait.config.augmentation import AugmentationOp, augmentation_list
 from plait.config.image_encoders import UNetDecoder
 from plait.config.layers import union
-from plait.config.base import StrictModel, field_error, ludwig_only, shown, suggest
+from plait.config.base import StrictModel, field_error, ludwig_only, ludwig_types_not_implemented, shown, suggest
 from plait.config.encoder_settings import without_null_adapter
-from plait.config.hf_encoders import is_hf_encoder
+from plait.config.hf_encoders import NAMED_MODELS, is_hf_encoder
 
 INPUT_TYPES = ("binary", "number", "category", "text", "set", "vector", "sequence", "date", "h3", "bag",
                "timeseries", "audio", "image")
@@ -73,7 +73,8 @@ class InputFeatureBase(FeatureBase):
     @field_validator("encoder", mode="before", check_fields=False)
     @classmethod
     def _encoder(cls, value, info):
-        return without_null_adapter(_typed(value, e.DEFAULT_ENCODER[cls.model_fields["type"].default]))
+        value = _typed(value, e.DEFAULT_ENCODER[cls.model_fields["type"].default])
+        return without_null_adapter(value, takes_adapter=isinstance(value, dict) and value.get("type") in NAMED_MODELS)
 
     @classmethod
     def unknown_field_reason(cls, key: str) -> str | None:
@@ -461,6 +462,11 @@ OUTPUT_FEATURE_CLASSES = (BinaryOutputFeature, CategoryOutputFeature, NumberOutp
                           VectorOutputFeature, SequenceOutputFeature, TextOutputFeature,
                           CategoryDistributionOutputFeature, TimeseriesOutputFeature, ImageOutputFeature)
 """Every feature class; a new feature type adds its class here (and its name to INPUT_TYPES, OUTPUT_TYPES)."""
+
+ludwig_types_not_implemented("output_features", {
+    "anomaly": "one-class anomaly outputs (Deep SVDD, Deep SAD, DROCC, with an anomaly score and a threshold) are not "
+               "implemented; with labelled anomalies, use a binary output (loss.positive_class_weight for rare ones)",
+})
 
 InputFeature = Annotated[Union[INPUT_FEATURE_CLASSES], Field(discriminator="type")]
 OutputFeature = Annotated[Union[OUTPUT_FEATURE_CLASSES], Field(discriminator="type")]

@@ -44,6 +44,17 @@ def import_transformers():
     return transformers
 
 
+@functools.cache
+def import_peft():
+    """peft (adapters), imported after transformers as plait imports it."""
+    import_transformers()
+    try:
+        import peft
+    except ImportError:
+        raise BackendError("adapters need peft: pip install plait[hf]") from None
+    return peft
+
+
 class HFTextEncoder(nn.Module):
     """A ``transformers`` model over stored token ids: [batch, length] -> [batch, output_size]
     (or [batch, length, width] with reduce_output null)."""
@@ -55,6 +66,7 @@ class HFTextEncoder(nn.Module):
         self.pad_id = transformer.config.pad_token_id if transformer.config.pad_token_id is not None else 0
         self.takes_mask = "attention_mask" in inspect.signature(transformer.forward).parameters
         self.length = length
+        self.adapted = config.adapter is not None
         width = transformer.config.hidden_size
         self.pooled = config.reduce_output == "cls_pooled"
         self.reducer = None if self.pooled or config.reduce_output is None else Reducer(config.reduce_output, width,
@@ -66,7 +78,8 @@ class HFTextEncoder(nn.Module):
         else:
             self.output_shape = (self.reducer.output_size,)
         self.output_size = self.output_shape[-1]
-        transformer.requires_grad_(self.trainable)
+        if not self.adapted:  # with an adapter, peft has frozen the model's own weights and not its own
+            transformer.requires_grad_(self.trainable)
         self.train(self.training)
 
     @property
@@ -119,6 +132,9 @@ def build_hf_encoder(config, metadata: dict, load_pretrained: bool = True, name:
     _check_pooler(transformer, config, name)
     if config.reduce_output != "cls_pooled" and getattr(transformer, "pooler", None) is not None:
         transformer.pooler = None  # unused: it would get no gradients, which DDP refuses
+    if config.adapter is not None:  # built the same way for training and for a saved model's skeleton
+        peft = import_peft()
+        transformer = peft.get_peft_model(transformer, config.adapter.peft_config(peft, "FEATURE_EXTRACTION"))
     return HFTextEncoder(transformer, config, metadata["sequence_length"])
 
 

@@ -34,7 +34,7 @@ from plait.errors import BackendError, ModelError
 from plait.utils.tokens import ID_OFFSET
 from plait.models.base import TrainableModel
 from plait.models.ecd import module_key
-from plait.models.hf_encoders import import_transformers
+from plait.models.hf_encoders import import_peft, import_transformers
 from plait.models.sequence_heads import PAD, SequenceHead
 from plait.models.outputs import RowLosses
 from plait.models.preference import PREFERENCE, PreferenceScores, preference_objective
@@ -392,12 +392,3 @@ def import_bitsandbytes():
     except ImportError:
         raise BackendError("quantization needs bitsandbytes: pip install plait[hf]") from None
     return bitsandbytes
-
-
-@functools.cache
-def import_peft():
-    try:
-        import peft
-    except ImportError:
-        raise BackendError("adapters need peft: pip install plait[hf]") from None
-    return peft

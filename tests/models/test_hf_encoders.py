@@ -70,6 +70,34 @@ def test_a_saved_model_predicts_without_the_pretrained_folder(tmp_path, bert, ma
     pd.testing.assert_frame_equal(Model.load(tmp_path / "model").predict(data), expected)
 
 
+def test_a_lora_adapter_trains_alone_learns_and_is_saved_with_the_model(tmp_path, bert, make_config, make_dataset):
+    """Ludwig's adapter on a pretrained encoder: the model's own weights stay as the folder has
+    them, the adapter's train, and the saved model (model and adapter) predicts without the folder."""
+    from safetensors.torch import load_file
+
+    folder = shutil.copytree(bert, tmp_path / "bert")
+    data = make_dataset(reviews(600))
+    config = text_config(make_config, {"type": "bert", "pretrained_model_name_or_path": str(folder), "trainable": True,
+                                       "reduce_output": "mean", "adapter": {"type": "lora", "r": 8}})
+    config["trainer"]["learning_rate"] = 0.01
+    model = Model(config)
+    model.train(data, progress_bar=False)
+    assert model.evaluate(data)["label"]["accuracy"] >= 0.9
+    weights = {name: tensor for name, tensor in model.module.state_dict().items() if ".transformer." in name}
+    adapter = [name for name in weights if "lora_" in name]
+    assert adapter and len(adapter) < len(weights) / 2
+    pretrained = load_file(str(folder / "model.safetensors"))
+    for name, tensor in weights.items():
+        if "lora_" not in name and name.endswith("query.base_layer.weight"):
+            layer = name.split(".transformer.base_model.model.", 1)[1].replace(".base_layer", "")
+            torch.testing.assert_close(tensor, pretrained[f"bert.{layer}"] if f"bert.{layer}" in pretrained
+                                       else pretrained[layer])
+    expected = model.predict(data)
+    model.save(tmp_path / "model")
+    shutil.rmtree(folder)
+    pd.testing.assert_frame_equal(Model.load(tmp_path / "model").predict(data), expected)
+
+
 def test_a_hub_name_is_read_from_the_local_cache(tmp_path, monkeypatch, make_config, make_dataset):
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
     write_to_hub_cache(tmp_path / "hub", "bert-base-uncased")
@@ -216,6 +244,12 @@ def test_a_model_not_on_this_machine_says_how_to_make_it_available(encoder, mess
     ({"type": "text", "preprocessing": {"tokenizer": "hf_tokenizer"}},
      "preprocessing.pretrained_model_name_or_path: tokenizer hf_tokenizer reads the tokenizer of a Hugging Face model"),
     ({"type": "text", "encoder": {"type": "bert", "hiden_size": 8}}, "encoder.hiden_size: did you mean hidden_size?"),
+    ({"type": "text", "encoder": {"type": "bert", "adapter": {"type": "lora"}}},
+     "encoder.trainable: an adapter trains only in a trainable encoder"),
+    ({"type": "text", "encoder": {"type": "bert", "trainable": True, "adapter": {"type": "adalora"}}},
+     "encoder.adapter: got type 'adalora'; plait implements the adapters lora, ia3"),
+    ({"type": "text", "encoder": {"type": "parallel_cnn", "adapter": {"type": "lora"}}},
+     "encoder.adapter: got {'type': 'lora'}; an adapter fine-tunes a pretrained Hugging Face encoder"),
 ])
 def test_a_config_mistake_is_named_by_its_path(feature, message, make_config, write_config, cli):
     config = make_config([{"name": "text", **feature}], [{"name": "label", "type": "binary"}])
