@@ -2,8 +2,11 @@
 
 Each row's fold comes from a seeded hash of its row number (``preprocessing.split: {type:
 kfold}``), so every backend deals the same folds. Fold n's run trains on the other folds and is
-evaluated on fold n; the runs go one after another, each on the config's backend (on Ray, with
-Ray Train). Each finished fold's statistics are kept in ``<output_directory>/kfold/`` under a
+evaluated on fold n. Locally the runs go one after another; on a Ray cluster (the config's backend
+resolves to ray) they run at once as Ray Tune trials sized as a search's trials are
+(``plait.search.plan``): with ``backend: {type: ray}`` each fold is a Ray Train worker group,
+otherwise each trains in a trial process of its own, at most as many at once as the cluster
+holds. Each finished fold's statistics are kept in ``<output_directory>/kfold/`` under a
 fingerprint of the config, data and seed: the same command after a crash reuses them and runs
 only the folds that had not finished. The results are written in Ludwig's layout:
 ``kfold_training_statistics.json`` (each fold's training statistics with its ``fold_eval_stats``,
@@ -17,16 +20,21 @@ import json
 import logging
 import os
 import posixpath
+import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from plait.api import Model
-from plait.config import PlaitConfig, load_config
+from plait.backends import resolve_type
+from plait.config import PlaitConfig, load_config, with_backend_type
+from plait.config.hyperopt import ExecutorConfig
 from plait.config.render import resolved_dict
 from plait.data import split as sp
 from plait.data.cache import cache_key, dataset_identity
-from plait.errors import UsageError
+from plait.errors import PlaitError, TrainingError, UsageError
+from plait.utils.folder import is_url
 from plait.utils.fs import ensure_dir, resolve, write_json
 
 log = logging.getLogger("plait")
@@ -44,19 +52,23 @@ def kfold_cross_validate(num_folds: int, config: str | os.PathLike | dict | Plai
     if isinstance(num_folds, bool) or not isinstance(num_folds, int) or num_folds < 2:
         raise UsageError(f"k_fold: got {num_folds!r}; give a whole number of folds, 2 or more")
     config = load_config(config)
+    if backend is not None:
+        config = with_backend_type(config, backend)
     seed = sp.check_seed(random_seed)
     fs, folder = resolve(os.fspath(output_directory))
     ensure_dir(fs, posixpath.join(folder, "kfold"))
-    fingerprint = cache_key(dataset_identity(dataset, {}), resolved_dict(config), seed, num_folds)
-    statistics = {}
-    for fold in range(num_folds):
-        name = f"fold_{fold + 1}"
-        kept = posixpath.join(folder, "kfold", f"{name}.json")
-        statistics[name] = _kept_fold(fs, kept, fingerprint)
-        if statistics[name] is None:
-            statistics[name] = _run_fold(config, dataset, num_folds, fold, seed, backend)
-            write_json(kept, {"fingerprint": fingerprint, "statistics": statistics[name]}, fs)
-    statistics["overall"] = overall_statistics([statistics[f"fold_{n + 1}"] for n in range(num_folds)])
+    folds = Folds(settings=resolved_dict(config), dataset=_absolute(dataset), count=num_folds, seed=seed,
+                  kept_url=posixpath.join(_absolute(os.fspath(output_directory)), "kfold"),
+                  fingerprint=cache_key(dataset_identity(dataset, {}), resolved_dict(config), seed, num_folds))
+    missing = [fold for fold in range(num_folds) if folds.kept(fold) is None]
+    for fold in sorted(set(range(num_folds)) - set(missing)):
+        log.info("Fold %d finished in an earlier run of this config, data and seed: its statistics are reused.",
+                 fold + 1)
+    if missing:
+        on_ray = resolve_type(config) == "ray"
+        (_folds_as_trials if on_ray else _folds_in_turn)(folds, missing, config)
+    statistics = {f"fold_{fold + 1}": folds.kept(fold) for fold in range(num_folds)}
+    statistics["overall"] = overall_statistics(list(statistics.values()))
     write_json(posixpath.join(folder, STATISTICS), statistics, fs)
     indices = split_indices(_row_count(dataset), num_folds, seed)
     if not skip_save_k_fold_split_indices:
@@ -64,31 +76,129 @@ def kfold_cross_validate(num_folds: int, config: str | os.PathLike | dict | Plai
     return statistics, indices
 
 
-def _kept_fold(fs, path: str, fingerprint: str) -> dict | None:
-    """A fold's statistics from an earlier run of the same config, data and seed, if it finished."""
-    if not fs.exists(path):
-        return None
-    kept = json.loads(fs.cat_file(path))
-    if kept.get("fingerprint") != fingerprint:
-        return None
-    log.info("Fold %s finished in an earlier run of this config, data and seed: its statistics are reused.",
-             posixpath.basename(path).removesuffix(".json"))
-    return kept["statistics"]
+@dataclass(frozen=True)
+class Folds:
+    """The folds of one k-fold run, and the statistics kept of each finished one (picklable: on
+    Ray it travels to each fold's trial)."""
+
+    settings: dict
+    """The config, resolved."""
+    dataset: Any
+    count: int
+    seed: int
+    kept_url: str
+    """The folder holding each finished fold's statistics (``fold_<n>.json``)."""
+    fingerprint: str
+    """The config's, data's and seed's: a kept fold of another run is not reused."""
+
+    def kept(self, fold: int) -> dict | None:
+        """Fold ``fold``'s statistics, if a run of the same config, data and seed finished it."""
+        fs, path = resolve(self._kept_path(fold))
+        if not fs.exists(path):
+            return None
+        kept = json.loads(fs.cat_file(path))
+        return kept["statistics"] if kept.get("fingerprint") == self.fingerprint else None
+
+    def run(self, fold: int, backend: dict | None = None) -> None:
+        """Train fold ``fold``'s run on the other folds, evaluate it on this one, keep the
+        statistics. ``backend``: a backend section replacing the config's (a trial's)."""
+        log.info("k-fold: training fold %d of %d.", fold + 1, self.count)
+        started = time.time()
+        settings = {**self.settings, "preprocessing": {**self.settings.get("preprocessing", {}),
+                                                       "split": {"type": "kfold", "folds": self.count, "fold": fold}}}
+        if backend is not None:
+            settings["backend"] = backend
+        model = Model(settings)
+        try:
+            result = model.train(self.dataset, random_seed=self.seed, progress_bar=False)
+            evaluation = model.evaluate_preprocessed(result.preprocessed, "test")
+        finally:
+            model.close()
+        statistics = {**result.ludwig_statistics(), "fold_eval_stats": evaluation}
+        fs, path = resolve(self._kept_path(fold))
+        ran = {"started": started, "finished": time.time()}  # seconds since the epoch: when the fold ran
+        write_json(path, {"fingerprint": self.fingerprint, "ran": ran, "statistics": statistics}, fs)
+
+    def _kept_path(self, fold: int) -> str:
+        return posixpath.join(self.kept_url, f"fold_{fold + 1}.json")
 
 
-def _run_fold(config: PlaitConfig, dataset: Any, num_folds: int, fold: int, seed: int, backend: str | None) -> dict:
-    """One fold's run: trained on the other folds, evaluated on this one."""
-    log.info("k-fold: training fold %d of %d.", fold + 1, num_folds)
-    settings = resolved_dict(config)
-    settings["preprocessing"] = {**settings.get("preprocessing", {}),
-                                 "split": {"type": "kfold", "folds": num_folds, "fold": fold}}
-    model = Model(settings, backend=backend)
+def _folds_in_turn(folds: Folds, missing: list[int], config: PlaitConfig) -> None:
+    for fold in missing:
+        folds.run(fold)
+
+
+def _folds_as_trials(folds: Folds, missing: list[int], config: PlaitConfig) -> None:
+    """The missing folds at once, as Ray Tune trials sized as a search's (its executor settings
+    from the config's hyperopt section, if it has one)."""
+    from ray import tune
+
+    from plait.backends.ray.cluster import connect, free_node_resources, node_resources
+    from plait.search.plan import plan_trials_now
+
+    executor = config.hyperopt.executor if config.hyperopt is not None else ExecutorConfig()
+    started = connect()
     try:
-        result = model.train(dataset, random_seed=seed, progress_bar=False)
-        evaluation = model.evaluate_preprocessed(result.preprocessed, "test")
+        plan = plan_trials_now(config, node_resources, free_node_resources, executor)
+        log.info("k-fold on Ray: folds %s as Ray Tune trials; %s.", ", ".join(str(f + 1) for f in missing),
+                 plan.describe())
+        trainable = tune.with_resources(
+            tune.with_parameters(_fold_trial, folds=folds, backend=fold_backend(config, plan)),
+            plan.trial_resources)
+        results = _tuner(trainable, missing, plan).fit()
     finally:
-        model.close()
-    return {**result.ludwig_statistics(), "fold_eval_stats": evaluation}
+        if started:
+            import ray
+
+            ray.shutdown()
+    for result in results:
+        if result.error is not None:
+            raise _fold_error(result.config["fold"], result.error)
+
+
+def fold_backend(config: PlaitConfig, plan) -> dict:
+    """The backend section of each fold's trial, as a search's trial has it: a fold that is a
+    worker group sets its workers' share; one that trains in its trial's process does so locally
+    (auto would find Ray there and start a group)."""
+    if not plan.worker_group:
+        return resolved_dict(with_backend_type(config, "local"))["backend"]
+    backend = resolved_dict(config)["backend"]
+    return {**backend, "trainer": {**backend.get("trainer", {}), "resources_per_worker": plan.worker_resources}}
+
+
+def _fold_trial(tune_config: dict, folds: Folds, backend: dict) -> None:
+    folds.run(tune_config["fold"], backend)
+
+
+def _tuner(trainable, missing: list[int], plan):
+    import tempfile
+
+    from ray import tune
+
+    # Nothing of Tune's state is needed again (a rerun reads the kept folds): a scratch folder.
+    storage = tempfile.mkdtemp(prefix="plait-kfold-tune-")
+    return tune.Tuner(trainable, param_space={"fold": tune.grid_search(missing)},
+                      tune_config=tune.TuneConfig(max_concurrent_trials=plan.max_concurrent,
+                                                  reuse_actors=not plan.worker_group),
+                      run_config=tune.RunConfig(name="kfold", storage_path=storage, verbose=0,
+                                                failure_config=tune.FailureConfig(max_failures=0)))
+
+
+def _fold_error(fold: int, error: BaseException) -> TrainingError:
+    """A failed fold's error, told by the error raised in its trial (Ray wraps it)."""
+    cause = error
+    while (inner := getattr(cause, "cause", None) or cause.__cause__) is not None:
+        cause = inner
+    message = str(cause) if isinstance(cause, PlaitError) else f"{type(cause).__name__}: {cause}"
+    return TrainingError(f"k-fold: fold {fold + 1} failed (the folds that finished are kept; run the same command "
+                         f"again to run the rest): {message}")
+
+
+def _absolute(dataset: Any) -> Any:
+    """Folds may train in processes of their own, elsewhere: a local path becomes absolute."""
+    if isinstance(dataset, (str, os.PathLike)) and not is_url(os.fspath(dataset)):
+        return os.path.abspath(dataset)
+    return dataset
 
 
 def overall_statistics(folds: list[dict]) -> dict:

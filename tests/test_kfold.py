@@ -77,3 +77,43 @@ def test_k_fold_needs_a_dataset_and_two_folds(setup, cli_error, write_config, tm
     assert "--k_fold deals the rows of --dataset into folds" in error
     error = cli_error("experiment", "--config", write_config(config), "--dataset", "d.csv", "--k_fold", "1")
     assert "k_fold: got 1; give a whole number of folds, 2 or more" in error
+
+
+@pytest.mark.processes  # starts a Ray instance of its own
+def test_with_a_ray_cluster_the_folds_run_at_once_as_trials_and_give_the_local_numbers(setup, tmp_path, caplog):
+    """backend auto finds a running Ray: the folds run as Ray Tune trials sized as a search's (one
+    process and 1 CPU each: two at once on two CPUs), each trained as the local run trains it, so
+    every fold's test metrics are the local run's (to rounding: the trial process runs torch on
+    other threads)."""
+    ray = pytest.importorskip("ray")
+    config, data = setup
+    local, _ = kfold_cross_validate(2, config, data, tmp_path / "local", random_seed=3)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="plait"):
+            statistics, _ = kfold_cross_validate(2, {**config, "backend": {"cache_dir": config["backend"]["cache_dir"]}},
+                                                 data, tmp_path / "ray", random_seed=3)
+    finally:
+        ray.shutdown()
+    [plan] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("k-fold on Ray")]
+    assert "folds 1, 2 as Ray Tune trials; each trial trains in its own process (1 CPU); up to 2 at once" in plan
+    ran = [json.loads((tmp_path / "ray" / "kfold" / f"fold_{n}.json").read_text())["ran"] for n in (1, 2)]
+    assert max(r["started"] for r in ran) < min(r["finished"] for r in ran), "the folds trained at the same time"
+    for output, metrics in statistics["overall"].items():
+        assert metrics == pytest.approx(local["overall"][output], rel=1e-6)
+
+
+def test_a_fold_that_is_a_worker_group_sets_its_workers_share_and_one_process_trains_locally(cache_dir):
+    """What each fold's trial changes in the backend (the only difference between the two kinds)."""
+    from plait.config import load_config
+    from plait.kfold import fold_backend
+    from plait.search.plan import TrialPlan
+
+    config = load_config({"input_features": INPUTS, "output_features": OUTPUTS, "backend": {
+        "type": "ray", "cache_dir": cache_dir, "trainer": {"num_workers": 2, "strategy": "ddp"}}})
+    group = fold_backend(config, TrialPlan(True, {"CPU": 0.5}, {"CPU": 0.25}, 2, 3))
+    assert group["type"] == "ray" and group["cache_dir"] == cache_dir
+    assert (group["trainer"]["num_workers"], group["trainer"]["resources_per_worker"]) == (2, {"CPU": 0.25})
+    one_process = fold_backend(config, TrialPlan(False, {"CPU": 1.0}, None, 1, 2))
+    assert one_process["type"] == "local" and one_process["cache_dir"] == cache_dir

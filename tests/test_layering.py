@@ -81,8 +81,8 @@ LAYERS = [
     {"backends"},                  # where work runs
     {"export", "collect"},         # a trained model outside plait; its layers, weights and activations
     {"api", "serving"},
-    {"search", "check_install", "kfold"},  # runs of the public API: trials, a check, k-fold's folds
-    {"automl"},                    # a config inferred from the data, searched with search (Ludwig's AutoML)
+    {"search", "check_install"},   # runs of the public API: a search's trials, a check of the install
+    {"automl", "kfold"},           # searched configs (Ludwig's AutoML); k-fold's folds, as trials sized as a search's
     {"visualize"},                 # plots of what runs and searches wrote
     {"report"},                    # one HTML page of a run or a search, drawn by visualize
     {"commands"},

@@ -49,17 +49,18 @@ class TrialPlan:
                 f"({each}); up to {self.max_concurrent} at once, {DATA_CPUS:g} CPU left for data loading")
 
 
-def plan_trials(config, nodes: list[dict[str, float]]) -> TrialPlan:
+def plan_trials(config, nodes: list[dict[str, float]], executor=None) -> TrialPlan:
     """The plan for ``config``'s search on a cluster whose live nodes have ``nodes`` resources.
-    Every refusal happens here, before any trial starts."""
-    executor = config.hyperopt.executor
+    Every refusal happens here, before any trial starts. ``executor``: the trials' settings
+    (``hyperopt.executor``'s, which it defaults to; k-fold's folds are trials too)."""
+    executor = executor or config.hyperopt.executor
     total = {name: sum(node.get(name, 0) for node in nodes) for name in ("CPU", "GPU")}
     if executor.gpu_resources_per_trial and not total["GPU"]:
         raise ConfigError(f"hyperopt.executor.gpu_resources_per_trial: got {executor.gpu_resources_per_trial:g}, but "
                           f"this Ray cluster has no GPU ({describe_nodes(nodes, {'CPU': 1})}); set it to 0, or run "
                           "the search on a cluster with GPUs")
     if config.backend.type == "ray":
-        return _worker_group_plan(config, nodes, total)
+        return _worker_group_plan(executor, config.backend.trainer, nodes, total)
     return _one_process_plan(executor, nodes)
 
 
@@ -68,19 +69,19 @@ FREE_WAIT_S, FREE_POLL_S = 15.0, 1.0
 how often it looks."""
 
 
-def plan_trials_now(config, totals: Callable[[], list[dict]], free: Callable[[], list[dict]]) -> TrialPlan:
+def plan_trials_now(config, totals: Callable[[], list[dict]], free: Callable[[], list[dict]], executor=None) -> TrialPlan:
     """The plan on what the cluster has free now (``free()``, each node's): a search sized by the
     totals would queue trials behind work that holds resources (another job, a Serve deployment,
     a placement group), and its data loading could wait forever. Refused as ``plan_trials`` does
     when even the whole cluster could not hold a trial; when only other work is in the way, after
     waiting ``FREE_WAIT_S`` for it to end."""
     nodes = totals()
-    plan_trials(config, nodes)  # what the cluster could never hold, refused as such
+    plan_trials(config, nodes, executor)  # what the cluster could never hold, refused as such
     deadline = time.monotonic() + FREE_WAIT_S
     while True:
         now = free()
         try:
-            return plan_trials(config, now)
+            return plan_trials(config, now, executor)
         except ConfigError as error:
             if time.monotonic() > deadline:
                 held = {name: sum(n.get(name, 0) for n in nodes) - sum(n.get(name, 0) for n in now) for name in ("CPU", "GPU")}
@@ -103,8 +104,7 @@ def _one_process_plan(executor, nodes: list[dict]) -> TrialPlan:
     return TrialPlan(False, each, None, 1, max(1, concurrent))
 
 
-def _worker_group_plan(config, nodes: list[dict], total: dict) -> TrialPlan:
-    executor, trainer = config.hyperopt.executor, config.backend.trainer
+def _worker_group_plan(executor, trainer, nodes: list[dict], total: dict) -> TrialPlan:
     if isinstance(trainer.num_workers, tuple):
         raise ConfigError("backend.trainer.num_workers: an elastic group ([min, max]) cannot be a search trial; "
                           "give a fixed number of workers")
