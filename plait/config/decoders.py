@@ -223,6 +223,8 @@ DEFAULT_DECODER = {"binary": "regressor", "number": "regressor", "category": "cl
 
 ludwig_types_not_implemented("decoder", {
     "passthrough": "use regressor (binary, number), classifier (category, set) or projector (vector)",
+    "fpn": "the feature pyramid decoder of image outputs is not implemented; use unet (with the unet encoder, as "
+           "Ludwig's segmentation example does)",
 })
 
 # ---- losses ------------------------------------------------------------------------------------

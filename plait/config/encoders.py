@@ -270,4 +270,7 @@ ludwig_types_not_implemented("encoder", {
     "mamba2": "state-space encoders are not implemented; use the rnn or transformer encoder",
     "jamba": "state-space encoders are not implemented; use the rnn or transformer encoder",
     "target": "target encoding is not implemented; use the dense (embedding) or hash encoder",
+    **{name: f"Hugging Face vision models ({name}) are not implemented as image encoders; use a torchvision "
+             f"encoder (vit, resnet, convnext, ...: pretrained ImageNet weights read from a local file)"
+       for name in ("dinov2", "clip", "siglip")},
 })

@@ -176,6 +176,22 @@ class TorchvisionViTEncoder(TorchvisionEncoderBase):
     model_variant: Literal["b_16", "b_32", "l_16", "l_32", "h_14"] = "b_16"
     """Size and patch size of the model (torchvision's vit_<variant>)."""
 
+    @classmethod
+    def unknown_field_reason(cls, key: str) -> str | None:
+        if key in _HF_VIT_KEYS:
+            return (f"a key of Ludwig's older Hugging Face ViT encoder (as in its examples/insurance_lite); Ludwig "
+                    f"0.17's vit, as plait's, is torchvision's, which has no such key: the model's size is "
+                    f"model_variant ({', '.join(cls.model_fields['model_variant'].annotation.__args__)}), the image "
+                    f"size and channels are the feature's preprocessing.height, width and num_channels")
+        return super().unknown_field_reason(key)
+
+
+_HF_VIT_KEYS = frozenset(
+    "img_height img_width in_channels hidden_size num_hidden_layers num_attention_heads intermediate_size hidden_act "
+    "hidden_dropout_prob attention_probs_dropout_prob initializer_range layer_norm_eps gradient_checkpointing "
+    "patch_size pretrained_model".split())
+"""The settings of the Hugging Face ViT encoder of Ludwig before 0.8."""
+
 
 class TorchvisionVGGEncoder(TorchvisionEncoderBase):
     """VGG, with or without batch normalization (the _bn variants); 4,096 features. Needs at least

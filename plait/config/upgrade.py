@@ -191,6 +191,17 @@ def _text_preprocessing_names(config: dict, note: Note) -> None:
             _rename_keys(preprocessing, OLD_TEXT_PREPROCESSING, note, path)
 
 
+def _audio_feature_settings(config: dict, note: Note) -> None:
+    """0.6: an audio feature's ``preprocessing.audio_feature`` block is unnested into its
+    preprocessing; as in Ludwig, the block's value of a key set in both wins."""
+    for path, preprocessing, ftype in _type_preprocessing_sections(config):
+        block = preprocessing.get("audio_feature") if ftype == "audio" else None
+        if isinstance(block, dict):
+            preprocessing.update(preprocessing.pop("audio_feature"))
+            for key in block:
+                note(f"{path}audio_feature.{key} -> {path}{key}")
+
+
 def _training_section(config: dict, note: Note) -> None:
     """0.5: the ``training`` section is ``trainer``."""
     if "training" not in config:
@@ -578,7 +589,7 @@ def _removed_text_encoders(config: dict, note: Note) -> None:
 
 
 STEPS: list[Callable[[dict, Note], None]] = [
-    _text_preprocessing_names, _training_section, _feature_weight_regularization, _tabnet_virtual_batch_divider,
+    _text_preprocessing_names, _audio_feature_settings, _training_section, _feature_weight_regularization, _tabnet_virtual_batch_divider,
     _bias_names, _numerical_type, _size_names, _hyperopt, _eval_batch_size, _type_preprocessing_to_defaults,
     _split_settings, _nested_modules, _class_weights, _missing_value_strategy, _max_batch_size, _trainer_type,
     _learning_rate_schedule, _optimizer_names, _optimizer_clipping, _scheduler_type, _defaults_type_key,

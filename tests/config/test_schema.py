@@ -550,3 +550,29 @@ def test_bucketing_field_names_a_text_or_sequence_feature():
     assert load_config({**config, "trainer": {"bucketing_field": "t"}}).trainer.bucketing_field == "t"
     assert problems_of({**config, "trainer": {"bucketing_field": "n"}}) == [
         "trainer.bucketing_field: got 'n', which is no text or sequence feature; valid choices are: t"]
+
+
+# Ludwig 0.17 configs plait does not implement (issue #40's list): each refused by its path and
+# name, with the reason and what to write instead.
+NUMBER_IN, BINARY_OUT = [{"name": "x", "type": "number"}], [{"name": "y", "type": "binary"}]
+
+
+@pytest.mark.parametrize("config, message", [
+    ({"input_features": [{"name": "i", "type": "image", "encoder": {"type": "dinov2"}}], "output_features": BINARY_OUT},
+     "input_features[0].encoder.type: Ludwig's 'dinov2' is not implemented in plait; Hugging Face vision models"),
+    ({"input_features": [{"name": "i", "type": "image", "encoder": {"type": "siglip"}}], "output_features": BINARY_OUT},
+     "use a torchvision encoder"),
+    ({"input_features": NUMBER_IN, "output_features": [{"name": "y", "type": "anomaly"}]},
+     "output_features[0].type: Ludwig's 'anomaly' is not implemented in plait; one-class anomaly outputs"),
+    ({"input_features": NUMBER_IN, "output_features": [{"name": "y", "type": "image", "decoder": {"type": "fpn"}}]},
+     "output_features[0].decoder.type: Ludwig's 'fpn' is not implemented in plait; the feature pyramid decoder"),
+    ({"input_features": [{"name": "i", "type": "image", "encoder": {"type": "vit", "img_height": 224}}],
+      "output_features": BINARY_OUT},
+     "input_features[0].encoder.img_height: a key of Ludwig's older Hugging Face ViT encoder"),
+    ({"input_features": [{"name": "t", "type": "text", "encoder": {"type": "mamba2"}}], "output_features": BINARY_OUT},
+     "input_features[0].encoder.type: Ludwig's 'mamba2' is not implemented in plait; state-space encoders"),
+    ({"input_features": NUMBER_IN, "output_features": BINARY_OUT, "trainer": {"loss_balancing": "famo"}},
+     "trainer.loss_balancing: got 'famo'; plait does not implement this Ludwig setting"),
+])
+def test_a_ludwig_config_plait_does_not_implement_is_refused_by_name_with_the_reason(config, message):
+    assert any(message in problem for problem in problems_of(config))

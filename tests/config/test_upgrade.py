@@ -129,6 +129,18 @@ def test_old_text_preprocessing_names():
     assert (preprocessing.tokenizer, preprocessing.most_common, preprocessing.max_sequence_length) == ("space", 50, 12)
 
 
+def test_an_audio_feature_block_is_unnested_into_the_preprocessing_and_wins_as_in_ludwig():
+    block = {"type": "fbank", "window_length_in_s": 0.04, "num_filter_bands": 40}
+    config = load_config(with_(input_features=[
+        {"name": "clip", "type": "audio", "preprocessing": {
+            "audio_file_length_limit_in_s": 3.0, "num_filter_bands": 20, "audio_feature": block}},
+        {"name": "other", "type": "audio"}], preprocessing={"audio": {"audio_feature": {"type": "stft"}}}))
+    preprocessing = config.input_features[0].preprocessing
+    assert (preprocessing.type, preprocessing.window_length_in_s, preprocessing.num_filter_bands,
+            preprocessing.audio_file_length_limit_in_s) == ("fbank", 0.04, 40, 3.0)
+    assert config.input_features[1].preprocessing.type == "stft"  # the type-level block too
+
+
 def test_learning_rate_schedule_keys_move_into_the_scheduler():
     out = upgraded(with_(trainer={"decay": True, "decay_steps": 100, "decay_rate": 0.9, "staircase": True,
                                   "learning_rate_warmup_epochs": 2, "reduce_learning_rate_on_plateau": 1,
