@@ -20,14 +20,21 @@ pip_install() {
 bash scripts/install_chromium.sh &
 chromium=$!
 pip_install --upgrade "pip>=24"
+# Every module is byte-compiled once, here: where PYTHONDONTWRITEBYTECODE is set, every process
+# (each Ray worker and actor, each CLI run) would otherwise compile what it imports again. pip
+# compiles what it installs on one core (--no-compile stops it); compileall uses both, and
+# compiles torch's modules while pip installs the rest.
+site=$(.venv/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+compile_all() { .venv/bin/python -m compileall -q -j 0 "$@" >/dev/null 2>&1 || true; }
 # torch first and alone, pinned: an unpinned resolve could pull a multi-GB CUDA build.
-pip_install -c constraints.txt "torch==2.13.0"
+pip_install --no-compile -c constraints.txt "torch==2.13.0"
+compile_all "$site/torch" &
+torch_compiled=$!
 # DS_BUILD_OPS=0: DeepSpeed installs without compiling its C++ ops (plait uses none of them).
-DS_BUILD_OPS=0 pip_install -c constraints.txt -e ".[ray,modin,s3,serve,audio,image,hf,test,deepspeed,viz,tracking,export]"
+DS_BUILD_OPS=0 pip_install --no-compile -c constraints.txt \
+  -e ".[ray,modin,s3,serve,audio,image,hf,test,deepspeed,viz,tracking,export]"
 bash scripts/build_horovod.sh  # no Horovod wheels for this torch: built once per machine (minutes), then cached
-# plait's own modules byte-compiled once, as pip does those of every package it installs (an
-# editable install is not): where PYTHONDONTWRITEBYTECODE is set, every process (each Ray worker
-# and actor, each CLI run) would otherwise compile them again, about 0.35 s each.
-.venv/bin/python -m compileall -q plait >/dev/null
+wait "$torch_compiled"
+compile_all "$site" plait  # what is compiled already is skipped; plait's own (editable) modules too
 wait "$chromium"
 .venv/bin/python -c "import plait, torch, pyarrow; print(f'plait {plait.__version__} ready (torch {torch.__version__}, pyarrow {pyarrow.__version__})')"
