@@ -52,6 +52,18 @@ def test_an_experiment_then_predict_from_the_saved_model(sections, base, tmp_pat
     assert resolved["model_type"] == "llm" and resolved["prompt"]["template"] == "translate : {colour}"
 
 
+def test_a_grpo_experiment_reports_the_reward(base, tmp_path, cache_dir, write_config, make_dataset, cli):
+    """GRPO through the command line (that it learns is tests/models/test_llm_grpo.py's)."""
+    grpo = {"adapter": {"type": "lora", "target_modules": ["q_proj", "v_proj", "lm_head"]}, "generation": {"max_new_tokens": 2},
+            "trainer": {"type": "grpo", "epochs": 1, "batch_size": 8, "grpo_num_generations": 2}}
+    config = write_config(local(llm_config(base, **grpo), cache_dir))
+    code, out, err = cli("experiment", "--config", config, "--dataset", make_dataset(colour_rows(2)),
+                         "--output-directory", tmp_path / "runs")
+    assert code == 0, err
+    statistics = json.loads((tmp_path / "runs" / "experiment_run_0" / "test_statistics.json").read_text())
+    assert 0 <= statistics["french"]["reward"] <= 1 and statistics["combined"]["loss"] == 1 - statistics["french"]["reward"]
+
+
 def test_predict_takes_generation_settings_from_a_file_or_its_text(base, tmp_path, cache_dir, write_config,
                                                                     make_dataset, cli):
     config = write_config(local(llm_config(base, trainer={"type": "none"}), cache_dir))
@@ -144,7 +156,7 @@ def test_a_config_mistake_is_named_by_its_path(base, write_config, cli):
 
 
 @pytest.mark.parametrize("trainer, message", [
-    ({"type": "grpo"}, "trainer.type: Ludwig's 'grpo' is not implemented in plait; group relative policy"),
+    ({"type": "grpo"}, "adapter: is null with trainer.type grpo and grpo_beta 0.04: the KL penalty compares"),
     ({"type": "dpo", "beta": 0.1}, "trainer.beta: is not a key of Ludwig's trainer schema"),
     ({"type": "finetune", "kto_beta": 0.1}, "trainer.kto_beta: a key of trainer.type kto"),
     ({"type": "dpo"}, "adapter: is null with trainer.type dpo, which compares the model with a frozen reference"),

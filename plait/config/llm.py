@@ -18,7 +18,7 @@ from pydantic import AfterValidator, Field, field_validator, model_validator
 from plait.config.adapters import LORA_INITS_KEEPING_THE_BASE, Adapter, known_adapter
 from plait.config.backend import AutoBackendConfig, BackendConfig, backend_data
 from plait.config.hyperopt import HyperoptConfig, check_hyperopt_target
-from plait.config.base import StrictModel, field_error, ludwig_only, ludwig_types_not_implemented
+from plait.config.base import StrictModel, field_error, ludwig_only
 from plait.config.preprocessing import CategoryPreprocessing, GlobalPreprocessing, MissingValueStrategy, TextPreprocessing
 from plait.config.serve import ServeConfig
 from plait.config.tracking import TrackerConfig, check_tracking
@@ -450,7 +450,8 @@ class LLMTrainerConfig(TrainerConfig):
     type: Literal["finetune", "none"] = "none"
     """finetune: train the model (or its adapter) on the data; none: use the base model as it is
     (zero-shot or in-context prediction through the prompt), as in Ludwig, whose default it is;
-    dpo, kto, orpo: learn to prefer the target over the completion in ``rejected_column``."""
+    dpo, kto, orpo: learn to prefer the target over the completion in ``rejected_column``; grpo:
+    learn from completions the model samples, rewarded by how close each is to the target."""
     base_learning_rate: Annotated[float, ludwig_only(0.0, instead="set learning_rate")] = 0.0
     """Ludwig's; plait accepts only 0."""
 
@@ -469,7 +470,7 @@ class LLMTrainerConfig(TrainerConfig):
 
     @classmethod
     def unknown_field_reason(cls, key: str) -> str | None:
-        owners = [kind.model_fields["type"].annotation.__args__[0] for kind in PREFERENCE_CONFIGS
+        owners = [kind.model_fields["type"].annotation.__args__[0] for kind in TRAINER_TYPE_CONFIGS
                   if key in kind.model_fields and key not in cls.model_fields]
         if owners:
             return f"a key of trainer.type {' or '.join(owners)} (this trainer's type is another); set type: {owners[0]}"
@@ -530,16 +531,37 @@ class ORPOTrainerConfig(PreferenceTrainerConfig):
     """The odds ratio loss's weight beside the chosen completion's cross-entropy."""
 
 
+class GRPOTrainerConfig(LLMTrainerConfig):
+    """Group relative policy optimization (Shao et al., 2024): for each prompt the model samples
+    ``grpo_num_generations`` completions; each is rewarded, its advantage is its reward against
+    its group's (mean and spread), and the policy-gradient loss, clipped as PPO's, raises the
+    better ones, with a KL penalty towards the reference model (the base with the adapter off).
+
+    The reward is plait's, as Ludwig's schema names none: how close the completion is to the row's
+    target text (the output feature's column, a verifiable answer), the F1 of their tokens, 1 for
+    the same text. Completions are sampled at temperature 1, up to the target's length."""
+
+    type: Literal["grpo"]
+    grpo_beta: float = Field(0.04, ge=0)
+    """The KL penalty's weight (0: no penalty, and no reference: any model trains)."""
+    grpo_epsilon: float = Field(0.2, ge=0, le=1)
+    """PPO's clipping of the probability ratio."""
+    grpo_num_generations: int = Field(4, ge=2)
+    """Completions sampled per prompt: the group whose rewards each one's advantage is measured
+    against (two at least)."""
+
+    @property
+    def compares_with_reference(self) -> bool:
+        return self.grpo_beta > 0
+
+
 PREFERENCE_CONFIGS = (DPOTrainerConfig, KTOTrainerConfig, ORPOTrainerConfig)
+TRAINER_TYPE_CONFIGS = (*PREFERENCE_CONFIGS, GRPOTrainerConfig)
+"""The trainer types with keys of their own."""
 
-LLMTrainer = Annotated[LLMTrainerConfig | DPOTrainerConfig | KTOTrainerConfig | ORPOTrainerConfig,
+LLMTrainer = Annotated[LLMTrainerConfig | DPOTrainerConfig | KTOTrainerConfig | ORPOTrainerConfig | GRPOTrainerConfig,
                        Field(discriminator="type")]
-"""An LLM's trainer: finetune or none, or one of the preference trainers (its own keys)."""
-
-ludwig_types_not_implemented("trainer", {"grpo": (
-    "group relative policy optimization scores completions the model generates while it trains with a reward "
-    "function, and Ludwig 0.17's schema has no key to name one (its own grpo trainer runs the DPO loss on the "
-    "data's texts); with chosen and rejected completions use dpo, kto or orpo")})
+"""An LLM's trainer: finetune or none, one of the preference trainers, or grpo (their own keys)."""
 
 MISNAMED_PREFERENCE_KEYS = {
     "beta": "use dpo_beta, kto_beta or orpo_beta (trainer.type's own)",
@@ -718,6 +740,26 @@ class LLMConfig(StrictModel):
                                                                f"{self.trainer.type}: it changes the base weights, "
                                                                f"which are the reference; use "
                                                                f"{', '.join(LORA_INITS_KEEPING_THE_BASE)}")
+        return self
+
+    @model_validator(mode="after")
+    def _grpo_fits(self):
+        if not isinstance(self.trainer, GRPOTrainerConfig):
+            return self
+        if self.output_features[0].type != "text":
+            raise field_error("trainer.type", f"is grpo, which rewards generated texts, but the output feature is of "
+                                              f"type {self.output_features[0].type}; use a text output (as Ludwig "
+                                              f"requires), or trainer.type finetune")
+        if self.trainer.compares_with_reference and self.adapter is None:
+            raise field_error("adapter", f"is null with trainer.type grpo and grpo_beta {self.trainer.grpo_beta}: the "
+                                         f"KL penalty compares the model with the base with the adapter off, so grpo "
+                                         f"trains an adapter (add adapter: {{type: lora}}), or set grpo_beta: 0")
+        strategy = getattr(getattr(self.backend, "trainer", None), "strategy", None)
+        if strategy is not None and (strategy.type == "fsdp" or (
+                strategy.type == "deepspeed" and strategy.zero_optimization.stage == 3)):
+            raise field_error("trainer.type", f"is grpo with the {strategy.type} strategy: grpo samples completions "
+                                              f"at every step, which needs each worker's whole model, not a shard; "
+                                              f"use ddp (or deepspeed stage 0-2)")
         return self
 
     @model_validator(mode="after")

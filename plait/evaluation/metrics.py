@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from plait.models.ecd import feature_name
+from plait.models.grpo import REWARD
 from plait.models.preference import PREFERENCE, PreferenceScores
 from plait.models.sequence_heads import PAD, STOP
 from plait.evaluation.overall import binary_curves, confusion_statistics
@@ -382,17 +383,22 @@ class MetricSet:
     def __init__(self, model):
         self.outputs = {feature_name(key): metrics_for(head) for key, head in model.heads.items()}
         self.weights = dict(model.loss_weights)
-        self.preference = PreferenceMetrics(model) if model.preference is not None else None
+        self.objective = (PreferenceMetrics(model) if model.preference is not None else
+                          RewardMetrics(model) if model.grpo is not None else None)
+        """An LLM trainer's own metrics (and combined loss), where its objective is not the
+        cross-entropy: a preference trainer's, GRPO's."""
 
     def zeros(self, device="cpu") -> dict[str, torch.Tensor]:
         stats = {name: m.zeros(device) for name, m in self.outputs.items()}
-        return {**stats, PREFERENCE: torch.zeros(3, dtype=torch.float64, device=device)} if self.preference else stats
+        if self.objective is not None:
+            stats[self.objective.key] = torch.zeros(self.objective.size, dtype=torch.float64, device=device)
+        return stats
 
     def update(self, stats: dict, logits: dict, targets: dict) -> None:
         for name, metric in self.outputs.items():
             metric.update(stats[name], logits[name], targets[name])
-        if self.preference is not None and PREFERENCE in logits:
-            self.preference.update(stats[PREFERENCE], logits, targets)
+        if self.objective is not None and self.objective.key in logits:
+            self.objective.update(stats[self.objective.key], logits, targets)
 
     def reduce(self, stats: dict, all_reduce_sum) -> dict:
         names = list(stats)
@@ -404,15 +410,41 @@ class MetricSet:
         entries too (a confusion matrix, curves: what ``test_statistics.json`` holds)."""
         result = {name: m.compute(stats[name], overall) for name, m in self.outputs.items()}
         result["combined"] = {"loss": sum(self.weights[n] * result[n].get("loss", 0.0) for n in self.outputs)}
-        if self.preference is not None:
-            self.preference.compute(stats[PREFERENCE], result)
+        if self.objective is not None:
+            self.objective.compute(stats[self.objective.key], result)
         return result
+
+
+class RewardMetrics:
+    """GRPO's reward of the model's greedy completion of each row (where the batches carry the
+    target: training's validation, and evaluation). The combined loss is 1 - the mean reward: what
+    early stopping watches and the best weights are kept by, as the cross-entropy would not say
+    whether the completions improved."""
+
+    key, size = REWARD, 2
+
+    def __init__(self, model):
+        self.output = model.output_names[0]
+
+    @torch.no_grad()
+    def update(self, stats: torch.Tensor, logits: dict, targets: dict) -> None:
+        rewards = logits[REWARD].double()
+        stats += torch.stack([rewards.sum(), torch.tensor(float(len(rewards)), dtype=stats.dtype,
+                                                          device=rewards.device)]).to(stats.device)
+
+    def compute(self, stats: torch.Tensor, result: dict) -> None:
+        total, rows = (float(v) for v in stats.cpu())
+        if rows:
+            result["combined"]["loss"] = 1 - total / rows
+            result.setdefault(self.output, {})["reward"] = total / rows
 
 
 class PreferenceMetrics:
     """A preference trainer's loss and reward accuracy, where the batches carried the rejected
     completions (training and validation; not a later evaluation of raw data, which has none).
     Its loss is the combined loss: what training minimizes, and what early stopping watches."""
+
+    key, size = PREFERENCE, 3
 
     def __init__(self, model):
         self.objective, self.output = model.preference, model.output_names[0]

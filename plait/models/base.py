@@ -30,6 +30,9 @@ class TrainableModel(nn.Module):
     preference = None
     """A preference trainer's objective (an LLM's ``PreferenceObjective``), or None: the metrics
     then report its loss and reward accuracy where the batches carry the rejected completions."""
+    grpo = None
+    """GRPO's objective (an LLM's ``GRPOObjective``), or None: the metrics then report the reward of
+    the model's greedy completions."""
     prediction_batch_rows: int | None = None
     """Rows per forward pass when predicting; None: the predictor's own default."""
 

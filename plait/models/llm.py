@@ -34,6 +34,7 @@ from plait.errors import BackendError, ModelError
 from plait.utils.tokens import ID_OFFSET
 from plait.models.base import TrainableModel
 from plait.models.ecd import module_key
+from plait.models.grpo import GRPO, REWARD, GRPOObjective, GroupScores, token_f1
 from plait.models.hf_encoders import import_peft, import_transformers
 from plait.models.sequence_heads import PAD, SequenceHead
 from plait.models.outputs import RowLosses
@@ -95,6 +96,8 @@ class LLM(TrainableModel):
         self.preference = preference_objective(config.trainer)
         """The preference trainer's objective (None: finetune's cross-entropy); the rejected
         completions, ``rejected_name``, are read in the forward pass as the target is."""
+        self.grpo = GRPOObjective(config.trainer) if config.trainer.type == "grpo" else None
+        """GRPO's objective: its training batches are the model's own sampled completions."""
         self.rejected_name = config.rejected_column
         if self.preference is not None:
             self.target_readers.append(self.rejected_name)
@@ -140,6 +143,10 @@ class LLM(TrainableModel):
         prompt = _left_aligned(inputs[self.input_names[0]].long())
         if name not in inputs:
             return {name: self._generated(prompt)}
+        if self.grpo is not None:
+            if self.training:
+                return self._grpo_outputs(prompt, inputs[name].long())
+            return {name: self._scored(prompt, inputs[name].long()), REWARD: self._greedy_rewards(prompt, inputs[name])}
         if self.preference is not None and self.rejected_name in inputs:
             return self._preference_outputs(prompt, inputs[name].long(), inputs[self.rejected_name].long())
         return {name: self._scored(prompt, inputs[name].long())}
@@ -168,6 +175,57 @@ class LLM(TrainableModel):
         scores = PreferenceScores(log_probs[:rows], log_probs[rows:], tokens[:rows], tokens[rows:],
                                   reference[:rows], reference[rows:], mismatched, reference_mismatched)
         return {name: scored[:rows, :chosen.shape[1]], PREFERENCE: scores.columns()}
+
+    def _grpo_outputs(self, prompt: torch.Tensor, answer: torch.Tensor) -> dict[str, torch.Tensor]:
+        """GRPO's training pass: completions sampled from the policy, each rewarded against its
+        row's target, scored under the policy and the reference (the adapter off)."""
+        stop = self.head(self.output_names[0]).stop_id
+        prompts = prompt.repeat_interleave(self.grpo.generations, dim=0)
+        completions = self._sampled(prompts)
+        answers = answer.repeat_interleave(self.grpo.generations, dim=0)
+        rewards = token_f1(_token_lists(completions, stop), _token_lists(answers, stop))
+        log_probs, counted = self._token_log_probs(prompts, completions)
+        reference = torch.zeros_like(log_probs)
+        if self.grpo.needs_reference:
+            with torch.no_grad(), self.model.disable_adapter():
+                reference = self._token_log_probs(prompts, completions)[0]
+        return {GRPO: self.grpo.scores(log_probs, reference, counted, rewards.to(log_probs.device)).columns()}
+
+    @torch.no_grad()
+    def _greedy_rewards(self, prompt: torch.Tensor, answer: torch.Tensor) -> torch.Tensor:
+        """GRPO's reward of the completion the model writes for each row (the config's generation)."""
+        stop = self.head(self.output_names[0]).stop_id
+        written = self._generated(prompt)[..., 1].long()
+        return token_f1(_token_lists(written, stop), _token_lists(answer.long(), stop)).to(prompt.device)
+
+    @torch.no_grad()
+    def _sampled(self, prompt: torch.Tensor) -> torch.Tensor:
+        """Completions sampled at temperature 1 (dropout off), as stored ids up to and with their
+        end token, PAD after it."""
+        ids, mask = self._model_ids(prompt)
+        stop = self.head(self.output_names[0]).stop_id - ID_OFFSET
+        training = self.model.training
+        self.model.eval()
+        try:
+            sequences = self.model.generate(input_ids=ids, attention_mask=mask, do_sample=True, temperature=1.0,
+                                            top_k=0, top_p=1.0, max_new_tokens=self.target_length,
+                                            pad_token_id=self.pad_id, eos_token_id=stop)
+        finally:
+            self.model.train(training)
+        new = sequences[:, ids.shape[1]:]
+        ended = (new == stop).long().cumsum(1) - (new == stop).long() > 0  # after the first end token
+        return torch.where(ended, PAD, new + ID_OFFSET)
+
+    def _token_log_probs(self, prompt: torch.Tensor, completions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each completion token's log-probability (0 past the completion's end), and which
+        steps are tokens of it."""
+        head = self.head(self.output_names[0])
+        scored = self._scored(prompt, completions)
+        target = head.aligned(completions, scored.shape[1])
+        counted = target != PAD
+        log_probs = -F.cross_entropy(head.logits(scored).float().transpose(1, 2), (target - ID_OFFSET).clamp(min=0),
+                                     reduction="none")
+        return log_probs * counted, counted
 
     def _log_probs(self, scored: torch.Tensor, completions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Each row's completion log-probability (the sum over its tokens, the end token
@@ -226,6 +284,9 @@ class LLM(TrainableModel):
 
     def loss(self, logits: dict[str, torch.Tensor], targets: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict]:
         name = self.output_names[0]
+        if GRPO in logits:  # a GRPO training batch: the sampled completions' loss
+            loss = GRPOObjective.loss(GroupScores.of(logits[GRPO]))
+            return loss, {name: loss}
         loss = self.head(name).loss(logits[name], targets[name])
         if PREFERENCE in logits:
             return self.preference.loss(PreferenceScores.of(logits[PREFERENCE]), loss), {name: loss}
@@ -274,6 +335,11 @@ class LabelConstraint:
                 ruled_out[row] = True
                 ruled_out[row, sorted(allowed)] = False
         return scores.masked_fill(ruled_out, float("-inf"))
+
+
+def _token_lists(tokens: torch.Tensor, stop_id: int) -> list[list[int]]:
+    """Each row's stored ids, without padding and the end token."""
+    return [[t for t in row if t not in (PAD, stop_id)] for row in tokens.tolist()]
 
 
 def _left_aligned(tokens: torch.Tensor) -> torch.Tensor:

@@ -94,7 +94,7 @@ def test_the_template_reads_columns_the_sample_and_the_task():
      "adapter.init_lora_weights: is pissa with quantization"),
     ({"adapter": {"type": "lora", "loraplus_lr_ratio": 4}}, "adapter.loraplus_lr_ratio: got 4"),
     ({"adapter": {"type": "waveft"}}, "adapter: got type 'waveft'"),
-    ({"trainer": {"type": "grpo"}}, "trainer.type: Ludwig's 'grpo' is not implemented in plait"),
+    ({"trainer": {"type": "grpo"}}, "adapter: is null with trainer.type grpo"),
     ({"trainer": {"type": "orpo", "rejected_column": "question"}}, "trainer.rejected_column: is 'question', the input"),
     ({"output_features": [{"name": "answer", "type": "text", "decoder": {"type": "text_parser", "regex": "yes|no"}}]},
      "output_features[0]: decoder: got type 'text_parser' (regex): Ludwig 0.17.8 documents it"),

@@ -299,7 +299,7 @@ def test_metric_set_reduces_every_output_in_one_call_and_weights_the_combined_lo
     class Model:  # what MetricSet reads from an ECD
         heads = {"b": make_head("binary", {}), "n": make_head("number", NUMBER_META, loss={"weight": 0.5})}
         loss_weights = {"b": 1.0, "n": 0.5}
-        preference = None
+        preference = grpo = None
 
     metrics = MetricSet(Model())
     stats = metrics.zeros()
