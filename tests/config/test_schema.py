@@ -477,18 +477,19 @@ def assert_one_error_line(code: int, out: str, err: str) -> str:
 def test_fifty_thousand_features_validate_in_linear_time(tmp_path):
     path = tmp_path / "wide.yaml"
     path.write_text(many_number_features(50_000))
-    started = time.monotonic()
+    # This process's CPU time, not the clock's: the suite runs it beside other work.
+    started = time.process_time()
     config = load_config(path)
-    assert time.monotonic() - started < 20  # about 4 s; once 60 s (a duplicate-name check per name)
+    assert time.process_time() - started < 20  # about 4 s; once 60 s (a duplicate-name check per name)
     assert len(config.input_features) == 50_000 and config.input_features[-1].name == "x49999"
 
 
 def test_plait_validate_prints_twenty_thousand_features(tmp_path, capsys):
     path = tmp_path / "wide.yaml"
     path.write_text(many_number_features(20_000))
-    started = time.monotonic()
+    started = time.process_time()
     code, out, _ = run_validate(path, capsys)
-    assert time.monotonic() - started < 30  # about 5 s, half of it printing the YAML
+    assert time.process_time() - started < 30  # about 5 s of CPU, half of it printing the YAML
     assert code == 0 and out.count("\n- name: x") == 20_000 and "\n- name: x19999\n" in out
 
 
@@ -500,9 +501,9 @@ def test_a_yaml_alias_bomb_is_refused_quickly_naming_the_file(tmp_path, capsys):
     lines += ["output_features:", "  - name: y", "    type: binary", "trainer:", "  learning_rate: *a8"]
     path = tmp_path / "bomb.yaml"
     path.write_text("\n".join(lines) + "\n")
-    started = time.monotonic()
+    started = time.process_time()
     err = assert_one_error_line(*run_validate(path, capsys))
-    assert time.monotonic() - started < 10
+    assert time.process_time() - started < 10
     assert f"{path}: the YAML aliases (*name) expand to more than 10,000,000 values" in err and len(err) < 400
 
 

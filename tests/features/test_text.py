@@ -177,10 +177,10 @@ def test_bpe_on_a_megabyte_without_spaces_finishes_and_spells_it(make_processor,
 
     blob = "".join(random.Random(0).choices("abcdefghij", k=1_000_000))
     processor = text(make_processor, tokenizer="bpe", most_common=2000)
-    started = time.monotonic()
+    started = time.process_time()  # this process's CPU time: the suite runs it beside other work
     meta = fit(processor, [blob, "a short row"])
     [row, _] = padded_transform(processor, [blob, "a short row"], meta)
-    assert time.monotonic() - started < 60
+    assert time.process_time() - started < 60
     assert max(len(token) for token in meta["vocabulary"]) <= BPE_WORD_CHARACTERS
     spelled = "".join(words(meta, row))
     assert len(row) == meta["sequence_length"] and PAD not in row  # the blob's first subwords fill the sequence
