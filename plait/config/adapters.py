@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from plait.config.base import StrictModel, field_error, ludwig_only, shown
 
@@ -232,6 +232,10 @@ def known_adapter(value: Any) -> Any:
         raise ValueError(f"got type {shown(value['type'])}; plait implements the adapters {', '.join(ADAPTERS)} "
                          f"(or null for full fine-tuning)")
     return {"type": "lora", **value}
+
+
+AdapterSection = Annotated[Adapter | None, BeforeValidator(known_adapter)]
+"""An ``adapter`` key (an LLM's, a pretrained encoder's): null, or an adapter section."""
 
 
 LoraConfig.model_rebuild()

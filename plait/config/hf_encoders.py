@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, create_model, field_validator, model_validator
 
-from plait.config.adapters import Adapter, known_adapter
+from plait.config.adapters import AdapterSection
 from plait.config.base import field_error
 from plait.config.encoder_settings import EncoderBase
 from plait.config.text_encoders import _reduction
@@ -128,16 +128,11 @@ class HFEncoderBase(EncoderBase):
     saved_weights_in_checkpoint: bool = False
     """Accepted with no effect: a saved plait model always holds the encoder's weights, and loading
     it never reads the pretrained folder again."""
-    adapter: Adapter | None = None
+    adapter: AdapterSection = None
     """A peft adapter (the same section as an LLM's: lora, ia3, loha, lokr, vera, tinylora): the
     model's own weights stay frozen and the adapter's few weights train. Needs trainable: true (as
     in Ludwig, which otherwise freezes the adapter with the model). The saved model holds the model
     and its adapter, so it predicts without the pretrained folder."""
-
-    @field_validator("adapter", mode="before")
-    @classmethod
-    def _known_adapter(cls, value: Any) -> Any:
-        return known_adapter(value)
 
     @model_validator(mode="after")
     def _adapter_trains(self):

@@ -15,7 +15,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
-from plait.config.adapters import LORA_INITS_KEEPING_THE_BASE, Adapter, known_adapter
+from plait.config.adapters import LORA_INITS_KEEPING_THE_BASE, AdapterSection
 from plait.config.backend import AutoBackendConfig, BackendConfig, backend_data
 from plait.config.hyperopt import HyperoptConfig, check_hyperopt_target
 from plait.config.base import StrictModel, field_error, ludwig_only
@@ -592,7 +592,7 @@ class LLMConfig(StrictModel):
     """How each row becomes the model's input."""
     generation: GenerationConfig = Field(default_factory=GenerationConfig)
     """How predictions are generated."""
-    adapter: Adapter | None = None
+    adapter: AdapterSection = None
     """null: full fine-tuning (every weight trains); otherwise the adapter that trains instead of
     the base model's weights (its type: lora, ia3, loha, lokr or vera)."""
     quantization: QuantizationConfig | None = None
@@ -667,11 +667,6 @@ class LLMConfig(StrictModel):
         if self.hyperopt is not None:
             check_hyperopt_target(self.hyperopt, {self.output_features[0].name: "text"})  # a label is text too
         return self
-
-    @field_validator("adapter", mode="before")
-    @classmethod
-    def _known_adapter(cls, value: Any) -> Any:
-        return known_adapter(value)
 
     @model_validator(mode="after")
     def _names_unique(self):
