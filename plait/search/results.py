@@ -31,9 +31,7 @@ def trial_records(analysis, paths: tuple[str, ...], trials, tune, target: tuple[
     for trial in analysis.trials:
         history = _progress(tune / posixpath.basename(trial.path.rstrip("/")))
         run = RunDirectory(trials / trial.trial_id)
-        # A trial the time budget ended during its first report has none in Tune: its own
-        # statistics, or its last checkpoint, still hold its evaluations.
-        reports = _history(history) or _own_history(run, target)
+        reports = _with_own_tail(_history(history), _own_history(run, target))
         records.append({
             "trial_id": trial.trial_id,
             "parameters": trial_values(paths, trial.config),
@@ -45,6 +43,15 @@ def trial_records(analysis, paths: tuple[str, ...], trials, tune, target: tuple[
             "error": _error_line(trial),
         })
     return records
+
+
+def _with_own_tail(reports: list[dict], own: list[dict]) -> list[dict]:
+    """Tune's record of a trial's reports, and after it the evaluations the trial's own statistics
+    (or last checkpoint) hold that Tune had not logged when the trial ended (the time budget
+    ending it during its first report; its last report, as a PBT search ended)."""
+    if not reports:
+        return own
+    return reports + [r for r in own if r["step"] > reports[-1]["step"]]
 
 
 def ranked(records: list[dict], mode: str) -> list[dict]:
