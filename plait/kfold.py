@@ -99,16 +99,19 @@ class Folds:
         kept = json.loads(fs.cat_file(path))
         return kept["statistics"] if kept.get("fingerprint") == self.fingerprint else None
 
+    def settings_of(self, fold: int, backend: dict | None = None) -> dict:
+        """Fold ``fold``'s config: its rows for testing, the others for training. ``backend``: a
+        backend section replacing the config's (a trial's)."""
+        split = {"type": "kfold", "folds": self.count, "fold": fold}
+        settings = {**self.settings, "preprocessing": {**self.settings.get("preprocessing", {}), "split": split}}
+        return settings if backend is None else {**settings, "backend": backend}
+
     def run(self, fold: int, backend: dict | None = None) -> None:
         """Train fold ``fold``'s run on the other folds, evaluate it on this one, keep the
         statistics. ``backend``: a backend section replacing the config's (a trial's)."""
         log.info("k-fold: training fold %d of %d.", fold + 1, self.count)
         started = time.time()
-        settings = {**self.settings, "preprocessing": {**self.settings.get("preprocessing", {}),
-                                                       "split": {"type": "kfold", "folds": self.count, "fold": fold}}}
-        if backend is not None:
-            settings["backend"] = backend
-        model = Model(settings)
+        model = Model(self.settings_of(fold, backend))
         try:
             result = model.train(self.dataset, random_seed=self.seed, progress_bar=False)
             evaluation = model.evaluate_preprocessed(result.preprocessed, "test")
@@ -131,10 +134,12 @@ def _folds_in_turn(folds: Folds, missing: list[int], config: PlaitConfig) -> Non
 def _folds_as_trials(folds: Folds, missing: list[int], config: PlaitConfig) -> None:
     """The missing folds at once, as Ray Tune trials sized as a search's (its executor settings
     from the config's hyperopt section, if it has one)."""
+    import ray
     from ray import tune
 
     from plait.backends.ray.cluster import connect, free_node_resources, node_resources
     from plait.search.plan import plan_trials_now
+    from plait.search.preprocessing import start_broker
 
     executor = config.hyperopt.executor if config.hyperopt is not None else ExecutorConfig()
     started = connect()
@@ -142,14 +147,16 @@ def _folds_as_trials(folds: Folds, missing: list[int], config: PlaitConfig) -> N
         plan = plan_trials_now(config, node_resources, free_node_resources, executor)
         log.info("k-fold on Ray: folds %s as Ray Tune trials; %s.", ", ".join(str(f + 1) for f in missing),
                  plan.describe())
+        broker = start_broker()
         trainable = tune.with_resources(
-            tune.with_parameters(_fold_trial, folds=folds, backend=fold_backend(config, plan)),
+            tune.with_parameters(_fold_trial, folds=folds, backend=fold_backend(config, plan), broker=broker),
             plan.trial_resources)
-        results = _tuner(trainable, missing, plan).fit()
+        try:
+            results = _tuner(trainable, missing, plan).fit()
+        finally:
+            ray.kill(broker)
     finally:
         if started:
-            import ray
-
             ray.shutdown()
     for result in results:
         if result.error is not None:
@@ -166,8 +173,15 @@ def fold_backend(config: PlaitConfig, plan) -> dict:
     return {**backend, "trainer": {**backend.get("trainer", {}), "resources_per_worker": plan.worker_resources}}
 
 
-def _fold_trial(tune_config: dict, folds: Folds, backend: dict) -> None:
-    folds.run(tune_config["fold"], backend)
+def _fold_trial(tune_config: dict, folds: Folds, backend: dict, broker) -> None:
+    """One fold as a trial. Its preprocessing is built by the search's broker, outside the trial's
+    placement group, which holds only the trial's own resources (a Ray backend's Dask tasks would
+    find no room in it), and the fold's run reads it from the cache."""
+    import ray
+
+    fold = tune_config["fold"]
+    ray.get(broker.build.remote(folds.settings_of(fold), {"dataset": folds.dataset}, folds.seed))
+    folds.run(fold, backend)
 
 
 def _tuner(trainable, missing: list[int], plan):

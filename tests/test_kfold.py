@@ -104,6 +104,22 @@ def test_with_a_ray_cluster_the_folds_run_at_once_as_trials_and_give_the_local_n
         assert metrics == pytest.approx(local["overall"][output], rel=1e-6)
 
 
+@pytest.mark.processes  # starts a Ray instance of its own
+def test_with_backend_ray_each_fold_is_a_worker_group_trial_that_preprocesses_outside_it(setup, tmp_path):
+    """No cache yet: each fold's preprocessing (Dask-on-Ray tasks of a CPU each) is built by the
+    search's broker, since the trial's placement group holds only its driver's quarter CPU."""
+    pytest.importorskip("ray")
+    config, data = setup
+    on_ray = {**config, "trainer": {"epochs": 1, "batch_size": 32},
+              "backend": {"type": "ray", "cache_dir": str(tmp_path / "fresh_cache"),
+                          "trainer": {"num_workers": 1, "resources_per_worker": {"CPU": 0.25}}},
+              "hyperopt": {"executor": {"trial_driver_resources": {"CPU": 0.25}}}}  # two trials on two CPUs
+    statistics, _ = kfold_cross_validate(2, on_ray, data, tmp_path / "ray", random_seed=3)
+    assert 0 <= statistics["overall"]["y"]["accuracy_mean"] <= 1
+    ran = [json.loads((tmp_path / "ray" / "kfold" / f"fold_{n}.json").read_text())["ran"] for n in (1, 2)]
+    assert max(r["started"] for r in ran) < min(r["finished"] for r in ran), "the folds trained at the same time"
+
+
 def test_a_fold_that_is_a_worker_group_sets_its_workers_share_and_one_process_trains_locally(cache_dir):
     """What each fold's trial changes in the backend (the only difference between the two kinds)."""
     from plait.config import load_config
