@@ -74,7 +74,11 @@ def test_sigterm_under_load_answers_every_request_it_accepted(trained):
         clients = [threading.Thread(target=client, args=(k,)) for k in range(8)]
         for c in clients:
             c.start()
-        time.sleep(1.5)
+        # Under load: SIGTERM comes once a hundred requests are answered (a count, not a time: the
+        # suite's other work slows the server down).
+        deadline = time.monotonic() + 120
+        while sum(answered) < 100 and time.monotonic() < deadline:
+            time.sleep(0.05)
         server.send_signal(signal.SIGTERM)
         assert server.wait(30) == 0
         stop.set()
@@ -85,7 +89,7 @@ def test_sigterm_under_load_answers_every_request_it_accepted(trained):
         server.kill()
     accepted, served = map(int, re.search(r"Stopped: (\d+) prediction requests accepted, (\d+) answered", log).groups())
     assert not failures
-    assert accepted == served == sum(answered) > 100
+    assert accepted == served == sum(answered) >= 100
 
 
 def _served_url(server: subprocess.Popen) -> str:
