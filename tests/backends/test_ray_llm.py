@@ -39,7 +39,9 @@ def test_lora_with_zero3_resumes_after_a_killed_worker_and_saves_the_adapter_alo
     with killing_a_worker_when(run / "checkpoints" / "latest.json") as killed:
         result = model.train(colour_rows(20), run_dir=run, progress_bar=False)
     assert killed, "no worker was killed: training ended before the first checkpoint was seen"
-    [restart] = result.restarts
+    # Under load Ray Train may also restart a group whose start timed out, before any checkpoint:
+    # the restart after the kill is the last one.
+    restart = result.restarts[-1]
     assert restart["resumed_from_step"] > 0, "the new worker group resumed from the sharded checkpoint"
     assert [r["epoch"] for r in result.training_statistics] == [1, 2]
     assert all("lora_" in key for key in model.module.state_dict()), "the adapter alone comes back"
