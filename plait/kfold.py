@@ -57,17 +57,20 @@ def kfold_cross_validate(num_folds: int, config: str | os.PathLike | dict | Plai
     seed = sp.check_seed(random_seed)
     fs, folder = resolve(os.fspath(output_directory))
     ensure_dir(fs, posixpath.join(folder, "kfold"))
-    folds = Folds(settings=resolved_dict(config), dataset=_absolute(dataset), count=num_folds, seed=seed,
+    settings = resolved_dict(config)
+    folds = Folds(settings=settings, dataset=_absolute(dataset), count=num_folds, seed=seed,
                   kept_url=posixpath.join(_absolute(os.fspath(output_directory)), "kfold"),
-                  fingerprint=cache_key(dataset_identity(dataset, {}), resolved_dict(config), seed, num_folds))
-    missing = [fold for fold in range(num_folds) if folds.kept(fold) is None]
-    for fold in sorted(set(range(num_folds)) - set(missing)):
+                  fingerprint=cache_key(dataset_identity(dataset, {}), settings, seed, num_folds))
+    kept = {fold: folds.kept(fold) for fold in range(num_folds)}
+    missing = [fold for fold, statistics in kept.items() if statistics is None]
+    for fold in sorted(set(kept) - set(missing)):
         log.info("Fold %d finished in an earlier run of this config, data and seed: its statistics are reused.",
                  fold + 1)
     if missing:
         on_ray = resolve_type(config) == "ray"
         (_folds_as_trials if on_ray else _folds_in_turn)(folds, missing, config)
-    statistics = {f"fold_{fold + 1}": folds.kept(fold) for fold in range(num_folds)}
+        kept.update({fold: folds.kept(fold) for fold in missing})  # as the runs wrote them
+    statistics = {f"fold_{fold + 1}": kept[fold] for fold in range(num_folds)}
     statistics["overall"] = overall_statistics(list(statistics.values()))
     write_json(posixpath.join(folder, STATISTICS), statistics, fs)
     indices = split_indices(_row_count(dataset), num_folds, seed)
