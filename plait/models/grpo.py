@@ -10,32 +10,13 @@ policy gradient plus a KL penalty towards the reference (the k3 estimator, per t
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
 
 import torch
 
 GRPO = "__grpo__"
-"""The key of a training pass's per-completion columns (``GroupScores.columns``)."""
+"""The key of a training pass's per-completion losses (``GRPOObjective.losses``)."""
 REWARD = "__reward__"
 """The key of an evaluation pass's per-row rewards of the model's greedy completions."""
-
-
-@dataclass(frozen=True)
-class GroupScores:
-    """Per completion (``generations`` consecutive rows per prompt): its loss, reward, and mean
-    per-token KL from the reference."""
-
-    loss: torch.Tensor
-    reward: torch.Tensor
-    kl: torch.Tensor
-
-    def columns(self) -> torch.Tensor:
-        """``[completions, 3]``: the tensor the forward pass returns (a dict of tensors crosses DDP)."""
-        return torch.stack([self.loss, self.reward, self.kl], dim=1)
-
-    @classmethod
-    def of(cls, columns: torch.Tensor) -> GroupScores:
-        return cls(*columns.unbind(1))
 
 
 class GRPOObjective:
@@ -49,9 +30,9 @@ class GRPOObjective:
         groups = rewards.view(-1, self.generations)  # two or more per group (the config's rule)
         return ((groups - groups.mean(dim=1, keepdim=True)) / (groups.std(dim=1, keepdim=True) + 1e-4)).view(-1)
 
-    def scores(self, log_probs: torch.Tensor, reference: torch.Tensor, counted: torch.Tensor,
-               rewards: torch.Tensor) -> GroupScores:
-        """Per completion: the loss (the mean over its tokens), from the per-token log-probabilities
+    def losses(self, log_probs: torch.Tensor, reference: torch.Tensor, counted: torch.Tensor,
+               rewards: torch.Tensor) -> torch.Tensor:
+        """Each completion's loss (the mean over its tokens), from the per-token log-probabilities
         of its sampled tokens under the policy and the reference (``[completions, steps]``; zero
         where ``counted`` is false) and its reward."""
         advantages = self.advantages(rewards).unsqueeze(1)
@@ -63,12 +44,7 @@ class GRPOObjective:
         kl = drift.exp() - drift - 1 if self.needs_reference else torch.zeros_like(log_probs)
         tokens = counted.to(log_probs.dtype)
         per_token = -(gain - self.beta * kl) * tokens
-        length = tokens.sum(1).clamp(min=1)
-        return GroupScores(per_token.sum(1) / length, rewards, ((kl * tokens).sum(1) / length).detach())
-
-    @staticmethod
-    def loss(scores: GroupScores) -> torch.Tensor:
-        return scores.loss.mean()
+        return per_token.sum(1) / tokens.sum(1).clamp(min=1)
 
 
 def token_f1(completions: list[list[int]], answers: list[list[int]]) -> torch.Tensor:

@@ -34,7 +34,7 @@ from plait.errors import BackendError, ModelError
 from plait.utils.tokens import ID_OFFSET
 from plait.models.base import TrainableModel
 from plait.models.ecd import module_key
-from plait.models.grpo import GRPO, REWARD, GRPOObjective, GroupScores, token_f1
+from plait.models.grpo import GRPO, REWARD, GRPOObjective, token_f1
 from plait.models.hf_encoders import import_peft, import_transformers
 from plait.models.sequence_heads import PAD, SequenceHead
 from plait.models.outputs import RowLosses
@@ -189,7 +189,7 @@ class LLM(TrainableModel):
         if self.grpo.needs_reference:
             with torch.no_grad(), self.model.disable_adapter():
                 reference = self._token_log_probs(prompts, completions)[0]
-        return {GRPO: self.grpo.scores(log_probs, reference, counted, rewards.to(log_probs.device)).columns()}
+        return {GRPO: self.grpo.losses(log_probs, reference, counted, rewards.to(log_probs.device))}
 
     @torch.no_grad()
     def _greedy_rewards(self, prompt: torch.Tensor, answer: torch.Tensor) -> torch.Tensor:
@@ -285,7 +285,7 @@ class LLM(TrainableModel):
     def loss(self, logits: dict[str, torch.Tensor], targets: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict]:
         name = self.output_names[0]
         if GRPO in logits:  # a GRPO training batch: the sampled completions' loss
-            loss = GRPOObjective.loss(GroupScores.of(logits[GRPO]))
+            loss = logits[GRPO].mean()
             return loss, {name: loss}
         loss = self.head(name).loss(logits[name], targets[name])
         if PREFERENCE in logits:

@@ -34,7 +34,7 @@ def test_the_loss_is_the_clipped_policy_gradient_with_the_k3_penalty_by_hand():
     reference = torch.tensor([[-1.2, -1.8], [-0.5, 0.0], [-1.0, -1.0], [-2.0, 0.0]])
     counted = torch.tensor([[True, True], [True, False], [True, True], [True, False]])
     rewards = torch.tensor([1.0, 0.0, 0.25, 0.25])  # two groups of two; the second all alike
-    scores = grpo.scores(log_probs * counted, reference * counted, counted, rewards)
+    losses = grpo.losses(log_probs * counted, reference * counted, counted, rewards)
     advantage = 0.5 / (torch.tensor([1.0, 0.0]).std() + 1e-4)  # (reward - mean) / (std + 1e-4)
     advantages = [advantage, -advantage, 0.0, 0.0]
     expected = []
@@ -43,8 +43,8 @@ def test_the_loss_is_the_clipped_policy_gradient_with_the_k3_penalty_by_hand():
         drift = [float(reference[row, s] - log_probs[row, s]) for s in steps]
         kl = [torch.tensor(d).exp().item() - d - 1 for d in drift]
         expected.append(sum(-(float(advantages[row]) - 0.1 * k) for k in kl) / len(steps))
-    assert scores.loss.tolist() == pytest.approx(expected, rel=1e-5)
-    grpo.loss(scores).backward()
+    assert losses.tolist() == pytest.approx(expected, rel=1e-5)
+    losses.mean().backward()  # the batch's loss, as LLM.loss takes it
     # The ratio's gradient is the log-probability's: -advantage / tokens, and the penalty's.
     assert log_probs.grad[2, 0] == pytest.approx(0.1 * (1 - float(torch.tensor(0.5).exp())) / 2 / 4, rel=1e-4)
     assert log_probs.grad[0, 0] < 0 < log_probs.grad[1, 0], "the better completion is raised, the worse lowered"
