@@ -20,6 +20,7 @@ import torch
 
 from plait.models.ecd import feature_name
 from plait.models.grpo import REWARD
+from plait.models.labels import WRITTEN
 from plait.models.preference import PREFERENCE, PreferenceScores
 from plait.models.sequence_heads import PAD, STOP
 from plait.evaluation.overall import binary_curves, confusion_statistics
@@ -146,13 +147,7 @@ class CategoryMetrics(OutputMetrics):
         if s["unseen"].item():  # only then, so that clean data keeps the usual set of metrics
             result["unseen_labels"] = float(s["unseen"].item())
         if s["confusion"].numel():
-            cm = s["confusion"].reshape(self.classes, self.classes)
-            tp = cm.diag()
-            precision = torch.where(cm.sum(0) > 0, tp / cm.sum(0).clamp(min=1), torch.zeros_like(tp))
-            recall = torch.where(cm.sum(1) > 0, tp / cm.sum(1).clamp(min=1), torch.zeros_like(tp))
-            f1 = torch.where(precision + recall > 0, 2 * precision * recall / (precision + recall).clamp(min=1e-12), torch.zeros_like(tp))
-            present = cm.sum(1) > 0  # macro averages over classes that occur in the data
-            result.update(precision=precision[present].mean().item(), recall=recall[present].mean().item(), f1=f1[present].mean().item())
+            result.update(_macro_scores(s["confusion"].reshape(self.classes, self.classes)))
         return result
 
     def overall(self, s):
@@ -353,6 +348,18 @@ def metrics_for(head) -> OutputMetrics:
     return METRICS_BY_TYPE[getattr(head, "metrics_type", None) or head.feature.type](head)
 
 
+def _macro_scores(cm: torch.Tensor) -> dict[str, float]:
+    """Precision, recall and F1 of a confusion matrix of counts (true class by predicted class),
+    each the mean over the classes that occur in the data."""
+    tp = cm.diag()
+    precision = torch.where(cm.sum(0) > 0, tp / cm.sum(0).clamp(min=1), torch.zeros_like(tp))
+    recall = torch.where(cm.sum(1) > 0, tp / cm.sum(1).clamp(min=1), torch.zeros_like(tp))
+    f1 = torch.where(precision + recall > 0, 2 * precision * recall / (precision + recall).clamp(min=1e-12), torch.zeros_like(tp))
+    present = cm.sum(1) > 0
+    return {"precision": precision[present].mean().item(), "recall": recall[present].mean().item(),
+            "f1": f1[present].mean().item()}
+
+
 def _cut(tokens: torch.Tensor, lengths: torch.Tensor) -> list[list[int]]:
     """Each row's first ``length`` tokens, as lists."""
     return [row[:length] for row, length in zip(tokens.tolist(), lengths.tolist())]
@@ -383,22 +390,26 @@ class MetricSet:
     def __init__(self, model):
         self.outputs = {feature_name(key): metrics_for(head) for key, head in model.heads.items()}
         self.weights = dict(model.loss_weights)
-        self.objective = (PreferenceMetrics(model) if model.preference is not None else
-                          RewardMetrics(model) if model.grpo is not None else None)
-        """An LLM trainer's own metrics (and combined loss), where its objective is not the
-        cross-entropy: a preference trainer's, GRPO's."""
+        objective = (PreferenceMetrics(model) if model.preference is not None else
+                     RewardMetrics(model) if model.grpo is not None else None)
+        labels = LabelMetrics(model) if getattr(model, "writes_labels", False) else None
+        self.extras = [m for m in (objective, labels) if m is not None]
+        """An LLM's metrics beyond its output's: its trainer's own (and combined loss), where the
+        objective is not the cross-entropy (a preference trainer's, GRPO's); a category output's
+        labels. Each reads the evaluation pass's outputs under its ``key``."""
 
     def zeros(self, device="cpu") -> dict[str, torch.Tensor]:
         stats = {name: m.zeros(device) for name, m in self.outputs.items()}
-        if self.objective is not None:
-            stats[self.objective.key] = torch.zeros(self.objective.size, dtype=torch.float64, device=device)
+        for extra in self.extras:
+            stats[extra.key] = torch.zeros(extra.size, dtype=torch.float64, device=device)
         return stats
 
     def update(self, stats: dict, logits: dict, targets: dict) -> None:
         for name, metric in self.outputs.items():
             metric.update(stats[name], logits[name], targets[name])
-        if self.objective is not None and self.objective.key in logits:
-            self.objective.update(stats[self.objective.key], logits, targets)
+        for extra in self.extras:
+            if extra.key in logits:
+                extra.update(stats[extra.key], logits, targets)
 
     def reduce(self, stats: dict, all_reduce_sum) -> dict:
         names = list(stats)
@@ -410,9 +421,66 @@ class MetricSet:
         entries too (a confusion matrix, curves: what ``test_statistics.json`` holds)."""
         result = {name: m.compute(stats[name], overall) for name, m in self.outputs.items()}
         result["combined"] = {"loss": sum(self.weights[n] * result[n].get("loss", 0.0) for n in self.outputs)}
-        if self.objective is not None:
-            self.objective.compute(stats[self.objective.key], result)
+        for extra in self.extras:
+            extra.compute(stats[extra.key], result, overall)
         return result
+
+
+class LabelMetrics:
+    """An LLM's category output scored as a category: the label of the answer the model writes
+    for each row (matched by the output's rules, exactly as predict labels it) against the row's
+    label. Accuracy, macro precision, recall and F1, and with ``overall`` the confusion matrix and
+    Ludwig's per-class statistics over the labels (``preprocessing.labels``' order). A row whose
+    label is not one of them counts as a miss, as a category output's unseen label does."""
+
+    key = WRITTEN
+
+    def __init__(self, model):
+        self.output = model.output_names[0]
+        self.head = model.head(self.output)
+        self.labels = list(self.head.metadata["labels"])
+        stop = self.head.stop_id
+        self.label_of_tokens = {tuple(ids[:ids.index(stop) + 1]): i for i, ids in enumerate(self.head.metadata["label_ids"])}
+        """A label's stored ids, its end token included -> its index (how a row's target is read)."""
+        self.size = 2 + len(self.labels) ** 2  # rows, unseen rows, the confusion matrix
+
+    @torch.no_grad()
+    def update(self, stats: torch.Tensor, logits: dict, targets: dict) -> None:
+        from plait.features import hf_tokens
+        from plait.inference.labels import LabelMatcher
+
+        written = logits[WRITTEN]
+        lengths = self.head.lengths(written).tolist()
+        texts = hf_tokens.decode([row[:n] for row, n in zip(written.tolist(), lengths)], self.head.metadata["hf_tokenizer"])
+        matcher, index = LabelMatcher(self.head.feature), {label: i for i, label in enumerate(self.labels)}
+        predicted = [index[matcher(text)] for text in texts]
+        wanted = [self.label_of_tokens.get(self._through_end(row), -1) for row in targets[self.output].long().tolist()]
+        classes = len(self.labels)
+        counts = np.zeros(self.size)
+        counts[0] = len(wanted)
+        for true, guess in zip(wanted, predicted):
+            if true < 0:
+                counts[1] += 1
+            else:
+                counts[2 + true * classes + guess] += 1
+        stats += torch.as_tensor(counts, dtype=stats.dtype, device=stats.device)
+
+    def _through_end(self, row: list[int]) -> tuple:
+        stop = self.head.stop_id
+        return tuple(row[:row.index(stop) + 1]) if stop in row else tuple(row)
+
+    def compute(self, stats: torch.Tensor, result: dict, overall: bool = False) -> None:
+        stats = stats.cpu()
+        rows, unseen = float(stats[0]), float(stats[1])
+        if not rows:
+            return
+        cm = stats[2:].reshape(len(self.labels), len(self.labels))
+        scores = {"accuracy": float(cm.diag().sum()) / rows, **_macro_scores(cm)}
+        if unseen:
+            scores["unseen_labels"] = unseen
+        if overall:
+            scores.update(confusion_statistics(cm.numpy(), self.labels))
+        result.setdefault(self.output, {}).update(scores)
 
 
 class RewardMetrics:
@@ -432,7 +500,7 @@ class RewardMetrics:
         stats += torch.stack([rewards.sum(), torch.tensor(float(len(rewards)), dtype=stats.dtype,
                                                           device=rewards.device)]).to(stats.device)
 
-    def compute(self, stats: torch.Tensor, result: dict) -> None:
+    def compute(self, stats: torch.Tensor, result: dict, overall: bool = False) -> None:
         total, rows = (float(v) for v in stats.cpu())
         if rows:
             result["combined"]["loss"] = 1 - total / rows
@@ -459,7 +527,7 @@ class PreferenceMetrics:
         stats += torch.tensor([float(loss) * rows, rows, float((scores.margins() > 0).sum())], dtype=stats.dtype,
                               device=stats.device)
 
-    def compute(self, stats: torch.Tensor, result: dict) -> None:
+    def compute(self, stats: torch.Tensor, result: dict, overall: bool = False) -> None:
         loss, rows, preferred = (float(v) for v in stats.cpu())
         if rows:
             result["combined"]["loss"] = loss / rows

@@ -13,15 +13,21 @@ import pyarrow as pa
 _FENCE = re.compile(r"^```[A-Za-z]*\n?|\n?```$")
 
 
-def category_columns(name: str, columns: dict, feature) -> dict:
+def category_columns(name: str, columns: dict, feature, label_probabilities=None) -> dict:
     """The text output's columns as a category's: ``{name}_predictions`` the matched label, the
-    generated text as ``{name}_response``, and its probability as ``{name}_probability``."""
+    generated text as ``{name}_response``, its probability as ``{name}_probability``, and where
+    the model scored each label (``label_probabilities``, rows by labels), each label's
+    probability as the answer, ``{name}_probabilities_{label}``."""
     texts = columns[f"{name}_predictions"]
     texts = texts.to_pylist() if isinstance(texts, (pa.Array, pa.ChunkedArray)) else list(texts)
     labels = LabelMatcher(feature)
-    return {f"{name}_predictions": pa.array([labels(text or "") for text in texts], pa.string()),
-            f"{name}_response": pa.array(texts, pa.string()),
-            f"{name}_probability": np.asarray(columns[f"{name}_probability"])}
+    result = {f"{name}_predictions": pa.array([labels(text or "") for text in texts], pa.string()),
+              f"{name}_response": pa.array(texts, pa.string()),
+              f"{name}_probability": np.asarray(columns[f"{name}_probability"])}
+    if label_probabilities is not None:
+        scores = np.asarray(label_probabilities, dtype=np.float32)
+        result.update({f"{name}_probabilities_{label}": scores[:, i] for i, label in enumerate(labels.labels)})
+    return result
 
 
 class LabelMatcher:

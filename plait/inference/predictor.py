@@ -21,6 +21,7 @@ from plait.features import hf_tokens
 from plait.features.base import check_unique_columns
 from plait.features.text_ops import row_lists
 from plait.inference.labels import category_columns
+from plait.models.labels import LABEL_PROBABILITIES
 from plait.data.tensors import table_tensors, trim_padding
 
 BATCH_ROWS = 8192
@@ -141,7 +142,10 @@ class Predictor:
         logits = self.logits(self.tensors(table, self.inputs))
         columns: dict[str, Any] = {self.key_column: table[self.key_column]} if self.key_column else {}
         for p in self.outputs:
-            columns.update(postprocess(p, self.module.head(p.name).predict(logits[p.name]), self.features[p.name]))
+            out = self.module.head(p.name).predict(logits[p.name])
+            if LABEL_PROBABILITIES in logits:  # an LLM's category output, scored per label
+                out["label_probabilities"] = logits[LABEL_PROBABILITIES]
+            columns.update(postprocess(p, out, self.features[p.name]))
         return columns
 
 
@@ -155,7 +159,7 @@ def postprocess(processor, out: dict, meta: dict) -> dict:
     if kind in ("sequence", "text"):
         columns = _sequence_columns(name, kind, out, meta)
         if "labels" in meta:  # an LLM's category output: its text matched to a label
-            return category_columns(name, columns, processor.config)
+            return category_columns(name, columns, processor.config, out.get("label_probabilities"))
         return columns
     if kind == "image":
         masks = out["prediction"].to(torch.uint8).numpy()

@@ -35,6 +35,7 @@ from plait.utils.tokens import ID_OFFSET
 from plait.models.base import TrainableModel
 from plait.models.ecd import module_key
 from plait.models.grpo import GRPO, REWARD, GRPOObjective, token_f1
+from plait.models.labels import LABEL_PROBABILITIES, WRITTEN
 from plait.models.hf_encoders import import_peft, import_transformers
 from plait.models.sequence_heads import PAD, SequenceHead
 from plait.models.outputs import RowLosses
@@ -47,6 +48,11 @@ BITSANDBYTES_KEYS = ("llm_int8_threshold", "llm_int8_has_fp16_weight", "bnb_4bit
 """The quantization section's keys that are transformers' BitsAndBytesConfig's own."""
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".msgpack", ".h5", ".index.json")
 """Files of a model folder that hold (or index) its weights."""
+MAX_LABELS_SCORED = 100
+"""A category output with more labels gives no per-label probabilities (each costs a scoring pass
+per row), as an ECD category output gives no per-label columns past 100 labels."""
+LABEL_ROWS_PER_PASS = 256
+"""Prompt-and-label pairs scored in one forward pass (rows x labels)."""
 ADAPTER_MERGED = "adapter_merged"
 """The metadata key saying the adapter was merged into the saved weights (a plain model)."""
 
@@ -110,6 +116,12 @@ class LLM(TrainableModel):
         constrained = getattr(getattr(target, "decoder", None), "constrain_to_vocabulary", False)
         self.label_constraint = LabelConstraint(features[target.name]["label_ids"]) if constrained else None
         """A category output's labels, the only texts generation may write (constrain_to_vocabulary)."""
+        self.writes_labels = target.type == "category"
+        """A category output: evaluation also generates each row's answer, whose label it scores."""
+        labels = features[target.name].get("label_ids", [])
+        self.label_ids = labels if self.writes_labels and len(labels) <= MAX_LABELS_SCORED else None
+        """A category output's labels as stored ids (each with the end token), when predict gives
+        each one's probability (up to MAX_LABELS_SCORED of them); else None."""
         merged = metadata.get(ADAPTER_MERGED, False)
         adapter = None if merged else config.adapter
         frozen_base = adapter is not None or config.quantization is not None
@@ -142,14 +154,34 @@ class LLM(TrainableModel):
         name = self.output_names[0]
         prompt = _left_aligned(inputs[self.input_names[0]].long())
         if name not in inputs:
-            return {name: self._generated(prompt)}
-        if self.grpo is not None:
-            if self.training:
-                return self._grpo_outputs(prompt, inputs[name].long())
-            return {name: self._scored(prompt, inputs[name].long()), REWARD: self._greedy_rewards(prompt, inputs[name])}
+            generated = {name: self._generated(prompt)}
+            if self.label_ids is not None:
+                generated[LABEL_PROBABILITIES] = self._label_probabilities(prompt)
+            return generated
+        target = inputs[name].long()
+        if self.grpo is not None and self.training:
+            return self._grpo_outputs(prompt, target)
         if self.preference is not None and self.rejected_name in inputs:
-            return self._preference_outputs(prompt, inputs[name].long(), inputs[self.rejected_name].long())
-        return {name: self._scored(prompt, inputs[name].long())}
+            outputs = self._preference_outputs(prompt, target, inputs[self.rejected_name].long())
+        else:
+            outputs = {name: self._scored(prompt, target)}
+        if not self.training:
+            outputs.update(self._answered(prompt, target))
+        return outputs
+
+    @torch.no_grad()
+    def _answered(self, prompt: torch.Tensor, target: torch.Tensor) -> dict[str, torch.Tensor]:
+        """What evaluation scores beyond the target's likelihood, from the answer the model
+        writes for each row (the config's generation, as predict writes it): GRPO's reward of it
+        against the target, and a category output's answer itself (its label is the metrics')."""
+        if self.grpo is None and not self.writes_labels:
+            return {}
+        written = self._generated(prompt)[..., 1].long()
+        answered = {WRITTEN: written} if self.writes_labels else {}
+        if self.grpo is not None:
+            stop = self.head(self.output_names[0]).stop_id
+            answered[REWARD] = token_f1(_token_lists(written, stop), _token_lists(target, stop)).to(prompt.device)
+        return answered
 
     def _preference_outputs(self, prompt: torch.Tensor, chosen: torch.Tensor,
                             rejected: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -192,11 +224,21 @@ class LLM(TrainableModel):
         return {GRPO: self.grpo.losses(log_probs, reference, counted, rewards.to(log_probs.device))}
 
     @torch.no_grad()
-    def _greedy_rewards(self, prompt: torch.Tensor, answer: torch.Tensor) -> torch.Tensor:
-        """GRPO's reward of the completion the model writes for each row (the config's generation)."""
-        stop = self.head(self.output_names[0]).stop_id
-        written = self._generated(prompt)[..., 1].long()
-        return token_f1(_token_lists(written, stop), _token_lists(answer.long(), stop)).to(prompt.device)
+    def _label_probabilities(self, prompt: torch.Tensor) -> torch.Tensor:
+        """``[rows, labels]``: each label's probability as the whole answer to each row (its
+        tokens and the end token, scored by teacher forcing), normalized over the labels. Labels
+        that begin alike are still told apart, which their first tokens' scores alone would not."""
+        labels = self.label_ids
+        width = max(len(ids) for ids in labels)
+        answers = torch.tensor([ids + [PAD] * (width - len(ids)) for ids in labels], device=prompt.device)
+        rows_per_pass = max(1, LABEL_ROWS_PER_PASS // len(labels))
+        parts = []
+        for start in range(0, prompt.shape[0], rows_per_pass):
+            prompts = prompt[start:start + rows_per_pass]
+            pairs = prompts.repeat_interleave(len(labels), dim=0), answers.repeat(prompts.shape[0], 1)
+            log_probs = self._log_probs(self._scored(*pairs), pairs[1])[0]
+            parts.append(log_probs.view(prompts.shape[0], len(labels)).float().softmax(-1))
+        return torch.cat(parts) if parts else prompt.new_zeros(0, len(labels), dtype=torch.float32)
 
     @torch.no_grad()
     def _sampled(self, prompt: torch.Tensor) -> torch.Tensor:
@@ -267,8 +309,10 @@ class LLM(TrainableModel):
         if self.label_constraint is not None:
             processors = import_transformers().LogitsProcessorList([self.label_constraint.after(ids.shape[1])])
             settings["logits_processor"] = processors
+        # A sharded model's forward is a collective: every worker steps until all have ended.
         out = self.model.generate(input_ids=ids, attention_mask=mask, pad_token_id=pad, eos_token_id=stop,
-                                  output_scores=True, return_dict_in_generate=True, streamer=streamer, **settings)
+                                  output_scores=True, return_dict_in_generate=True, streamer=streamer,
+                                  synced_gpus=_sharded(self.model), **settings)
         new = out.sequences[:, ids.shape[1]:]
         # Greedy and sampled steps' scores are logits; beam search's are log-probabilities already.
         beams = getattr(out, "beam_indices", None)
@@ -294,7 +338,10 @@ class LLM(TrainableModel):
 
     def no_rows_outputs(self, device) -> dict[str, torch.Tensor]:
         """What predicting no rows gives: generated outputs of zero rows."""
-        return {self.output_names[0]: torch.zeros(0, 0, 2, device=device)}
+        outputs = {self.output_names[0]: torch.zeros(0, 0, 2, device=device)}
+        if self.label_ids is not None:
+            outputs[LABEL_PROBABILITIES] = torch.zeros(0, len(self.label_ids), device=device)
+        return outputs
 
     def merge_adapter(self) -> None:
         """Fold the adapter into the base weights: a plain model, saved whole."""
@@ -335,6 +382,14 @@ class LabelConstraint:
                 ruled_out[row] = True
                 ruled_out[row, sorted(allowed)] = False
         return scores.masked_fill(ruled_out, float("-inf"))
+
+
+def _sharded(model: nn.Module) -> bool:
+    """Whether the model's weights are sharded over workers (FSDP's DTensors, ZeRO-3's
+    partitioned parameters), so that each of its forward passes gathers them from all."""
+    from torch.distributed.tensor import DTensor
+
+    return any(isinstance(p, DTensor) or hasattr(p, "ds_id") for p in model.parameters())
 
 
 def _token_lists(tokens: torch.Tensor, stop_id: int) -> list[list[int]]:
@@ -410,6 +465,7 @@ def quantized_causal_lm(transformers, base_model: str, config_of_model, quantiza
             str(folder), config=config_of_model, local_files_only=True, use_safetensors=True, dtype=torch.float32,
             quantization_config=bits, device_map={"": device})
     return import_peft().prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
+
 
 
 def save_dequantized_base(config, location) -> None:

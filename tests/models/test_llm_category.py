@@ -32,12 +32,42 @@ def test_a_fine_tuned_category_output_predicts_labels_through_its_rules(base, ca
     model = Model(local_llm_config(base, cache_dir, adapter=LORA, trainer=LORA_TRAINER, **sections))
     model.train(colour_rows(), progress_bar=False)
     predictions = model.predict(colour_rows(1))
-    assert list(predictions.columns) == ["french_predictions", "french_response", "french_probability"]
+    labels = [*FRENCH, "inconnu"]  # the fallback label is a class too
+    assert list(predictions.columns) == ["french_predictions", "french_response", "french_probability",
+                                         *[f"french_probabilities_{label}" for label in labels]]
     assert predictions["french_predictions"].tolist() == predictions["french_response"].tolist() == FRENCH
     assert (predictions["french_probability"] > 0.5).all()
+    # Each label's probability as the whole answer, over the labels: they sum to 1 and the
+    # written label's is the likeliest.
+    per_label = predictions[[f"french_probabilities_{label}" for label in labels]].to_numpy()
+    assert per_label.sum(1) == pytest.approx(1.0, abs=1e-5)
+    assert [labels[i] for i in per_label.argmax(1)] == FRENCH
     model.save(tmp_path / "model")
     assert Model.load(tmp_path / "model").predict(colour_rows(1))["french_predictions"].tolist() == FRENCH
-    assert model.evaluate(colour_rows(1))["french"]["sequence_accuracy"] == 1.0
+    metrics = model.evaluate(colour_rows(1))["french"]
+    assert metrics["sequence_accuracy"] == metrics["accuracy"] == metrics["f1"] == 1.0
+    # One row per label; the fallback label ("inconnu") is the matrix's last class, never seen.
+    assert metrics["confusion_matrix"] == [[int(i == j < len(FRENCH)) for j in range(len(FRENCH) + 1)]
+                                           for i in range(len(FRENCH) + 1)]
+    assert metrics["per_class_stats"]["rouge"]["true_positives"] == 1
+
+
+def test_a_category_outputs_metrics_score_the_labels_predict_gives(base, cache_dir):
+    """An untrained model writes wrong labels: evaluation's accuracy and confusion matrix are
+    those of predict's labels against the rows' labels, computed from the generated answers."""
+    model = Model(local_llm_config(base, cache_dir, trainer={"type": "none"},
+                                   **category(fallback="inconnu", constrain_to_vocabulary=True)))
+    model.train(colour_rows(2), progress_bar=False)
+    rows = colour_rows(2)
+    predicted = model.predict(rows)["french_predictions"].tolist()
+    labels = [*FRENCH, "inconnu"]
+    expected = [[0] * len(labels) for _ in labels]
+    for true, guess in zip(rows["french"], predicted):
+        expected[labels.index(true)][labels.index(guess)] += 1
+    metrics = model.evaluate(rows)["french"]
+    assert metrics["confusion_matrix"] == expected
+    assert metrics["accuracy"] == pytest.approx(sum(t == g for t, g in zip(rows["french"], predicted)) / len(rows))
+    assert metrics["accuracy"] < 1.0, "the untrained model is wrong somewhere (else the test shows nothing)"
 
 
 def test_constrained_generation_writes_only_labels_even_untrained(base, cache_dir):
