@@ -464,8 +464,19 @@ def quantized_causal_lm(transformers, base_model: str, config_of_model, quantiza
         model = transformers.AutoModelForCausalLM.from_pretrained(
             str(folder), config=config_of_model, local_files_only=True, use_safetensors=True, dtype=torch.float32,
             quantization_config=bits, device_map={"": device})
+    _unpacked_on_the_cpu(model)
     return import_peft().prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
 
+
+def _unpacked_on_the_cpu(model: nn.Module) -> None:
+    """Keep bitsandbytes' 4-bit layers in the format they trained in on every CPU. On a CPU with
+    AVX512-BF16, a Linear4bit repacks its weights in place at its first forward pass without
+    gradients (a validation, a prediction): that fails on layers whose input width is not a
+    multiple of the quantization block ("shape '[32, 0]' is invalid"), and it rounds the scales
+    to bfloat16, so such a CPU would predict otherwise than the one the model trained on."""
+    for module in model.modules():
+        if hasattr(module, "support_avx512bf16_for_cpu"):
+            module.support_avx512bf16_for_cpu = False
 
 
 def save_dequantized_base(config, location) -> None:
