@@ -1,15 +1,15 @@
 """model_type: llm on Ray Train, on the session's real local Ray cluster: LoRA with DeepSpeed
-ZeRO-3 across two workers surviving a killed worker; full fine-tuning with FSDP across two
-workers; DPO over a 4-bit base with DDP, then predicting as a Ray Data job exactly as the local
-backend does. (These are also the
-suite's Ray Train runs of the fsdp and deepspeed strategies: tests/backends/test_ray_training.py
-runs the rule with ddp and horovod.)"""
+ZeRO-3 across two workers surviving a killed worker; full fine-tuning of a category output with
+FSDP across two workers; GRPO with DDP; DPO over a 4-bit base with DDP, then predicting as a Ray
+Data job exactly as the local backend does. (These are also the suite's Ray Train runs of the
+fsdp and deepspeed strategies: tests/backends/test_ray_training.py runs the rule with ddp and
+horovod.)"""
 
 from __future__ import annotations
 
 import pytest
 
-from hf_models import LORA, colour_rows, llm_config, preference_rows, write_colour_llama
+from hf_models import FRENCH, LORA, colour_rows, llm_config, preference_rows, write_colour_llama
 from plait import Model
 from test_ray_training import killing_a_worker_when
 
@@ -51,10 +51,14 @@ def test_lora_with_zero3_resumes_after_a_killed_worker_and_saves_the_adapter_alo
 
 
 def test_full_fine_tuning_with_fsdp_on_two_workers_learns_the_mapping(base, tmp_path):
-    model = Model(on_ray(llm_config(base, trainer={"type": "finetune", "epochs": 3, "batch_size": 8,
-                                                   "learning_rate": 0.006}), tmp_path, {"type": "fsdp"}))
+    """As a category output: validation generates each row's answer to score its label, and with
+    the weights sharded every worker steps generation until all have ended (else a hang)."""
+    french = {"name": "french", "type": "category", "decoder": {"constrain_to_vocabulary": True},
+              "preprocessing": {"vocab": FRENCH, "fallback_label": "rouge"}}
+    model = Model(on_ray(llm_config(base, output_features=[french], trainer={
+        "type": "finetune", "epochs": 3, "batch_size": 8, "learning_rate": 0.006}), tmp_path, {"type": "fsdp"}))
     history = model.train(colour_rows(25), progress_bar=False).training_statistics
-    assert history[-1]["validation"]["french"]["sequence_accuracy"] == 1.0
+    assert history[-1]["validation"]["french"]["sequence_accuracy"] == history[-1]["validation"]["french"]["accuracy"] == 1.0
     assert sum(p.numel() for p in model.module.parameters()) == sum(p.numel() for p in base_parameters(base)), \
         "the whole model is gathered from the shards"
 
@@ -63,6 +67,20 @@ def base_parameters(base):
     from safetensors.torch import load_file
 
     return load_file(str(base / "model.safetensors")).values()
+
+
+def test_grpo_with_ddp_on_two_workers_samples_rewards_and_reports_the_reward(base, tmp_path):
+    """Each worker samples its rows' completions and DDP averages the policy gradients; that GRPO
+    learns is tests/models/test_llm_grpo.py's (two epochs here: the suite's time)."""
+    trainer = {"type": "grpo", "epochs": 2, "batch_size": 8, "learning_rate": 0.02, "grpo_num_generations": 4}
+    output = [{"name": "french", "type": "text", "preprocessing": {"max_sequence_length": 2}}]
+    model = Model(on_ray(llm_config(base, adapter=LORA, trainer=trainer, output_features=output,
+                                    generation={"max_new_tokens": 2}), tmp_path, "ddp"))
+    history = model.train(colour_rows(4), progress_bar=False).training_statistics
+    rewards = [record["validation"]["french"]["reward"] for record in history]
+    assert len(rewards) == 2 and all(0 <= r <= 1 for r in rewards)
+    assert [record["validation"]["combined"]["loss"] for record in history] == pytest.approx([1 - r for r in rewards])
+    assert all("lora_" in key for key in model.module.state_dict()), "the adapter alone comes back"
 
 
 def test_dpo_over_qlora_with_ddp_on_two_workers_trains_and_predicts_on_ray_as_locally(base, tmp_path):
