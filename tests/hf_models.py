@@ -95,17 +95,32 @@ def word_tokenizer(words: list[str]):
     return tokenizer
 
 
+def byte_level_tokenizer(texts: list[str], vocab_size: int = 300):
+    """A GPT-2-style byte-level BPE tokenizer learnt from ``texts`` (every byte is a token, so it
+    writes any text, JSON included), with the Llama special tokens: <s> starts every text."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
+    tokenizer = Tokenizer(models.BPE(unk_token=None))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=LLAMA_SPECIALS, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tokenizer.train_from_iterator(texts, trainer)
+    tokenizer.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
+    return tokenizer
+
+
 def write_tiny_llama(folder: Path, words: list[str], weights: bool = True, tokenizer: bool = True, seed: int = 0,
-                     **config) -> Path:
-    """A Llama-like causal LM of random weights (hidden size 32, two layers) over ``words`` and its
-    tokenizer in ``folder``, as save_pretrained writes them."""
+                     fast=None, **config) -> Path:
+    """A Llama-like causal LM of random weights (hidden size 32, two layers) over ``words`` (or
+    the tokenizer ``fast``) and its tokenizer in ``folder``, as save_pretrained writes them."""
     import torch
 
     from plait.models.hf_encoders import import_transformers
 
     transformers = import_transformers()
     folder.mkdir(parents=True, exist_ok=True)
-    fast = word_tokenizer(words)
+    fast = fast or word_tokenizer(words)
     settings = {"vocab_size": fast.get_vocab_size(), "hidden_size": 32, "intermediate_size": 64,
                 "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 2,
                 "max_position_embeddings": 128, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2,

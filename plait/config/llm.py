@@ -252,6 +252,35 @@ class TextExtractorDecoder(StrictModel):
                                                                    "nothing with it; leave contains")] = "contains"
 
 
+class TextParserDecoder(StrictModel):
+    """Structured generation (the ``text_parser`` decoder of Ludwig's structured-output example):
+    at each step the model may take only tokens that keep the text a prefix of the format, so
+    every answer is JSON valid under ``json_schema``, or a full match of ``regex``. Training is
+    unchanged (the model still learns the target text); predict, evaluate, generate and serve
+    are held to the format."""
+
+    type: Literal["text_parser"]
+    json_schema: dict | None = None
+    """A JSON schema (as a mapping) every answer follows."""
+    regex: str | None = None
+    """A regular expression every answer matches whole."""
+    grammar: None = None
+    """Not read (see the refusal): a JSON schema or a regular expression says the format."""
+
+    @model_validator(mode="after")
+    def _one_format(self):
+        given = [key for key in ("json_schema", "regex") if getattr(self, key) is not None]
+        if len(given) != 1:
+            raise field_error("json_schema", f"a text_parser decoder needs exactly one format, json_schema or regex; "
+                                             f"got {' and '.join(given) or 'neither'}")
+        if self.regex is not None:
+            try:
+                re.compile(self.regex)
+            except re.error as error:
+                raise field_error("regex", f"is not a regular expression ({error}); fix the pattern")
+        return self
+
+
 class NextTokenLoss(StrictModel):
     """Ludwig's loss of an LLM's output, accepted as Ludwig renders it: the cross-entropy of the
     target's next tokens."""
@@ -300,20 +329,18 @@ class LLMOutputFeature(LLMFeature):
         if not isinstance(data, dict):
             return data
         decoder = data.get("decoder")
-        if isinstance(decoder, dict) and decoder.get("type") == "text_parser":
-            asked = [key for key in ("json_schema", "regex", "grammar") if key in decoder]
-            raise ValueError(f"decoder: got type 'text_parser' ({', '.join(asked) or 'constrained decoding'}): Ludwig "
-                             f"0.17.8 documents it in its structured-output example but has no such decoder, and "
-                             f"plait does not constrain generation either; ask for the format in the prompt and "
-                             f"check the text afterwards")
+        if isinstance(decoder, dict) and decoder.get("type") == "text_parser" and decoder.get("grammar") is not None:
+            raise ValueError("decoder.grammar: a grammar is not read: plait holds generation to a format with "
+                             "lm-format-enforcer, which takes a JSON schema or a regular expression; write the "
+                             "format as decoder.json_schema or decoder.regex")
         return data
-
 
     preprocessing: TextPreprocessing = Field(
         default_factory=lambda: TextPreprocessing(missing_value_strategy="drop_row"))
     """max_sequence_length caps the target's tokens (the end token included)."""
-    decoder: TextExtractorDecoder | None = None
-    """Ludwig writes text_extractor: the text the model generates."""
+    decoder: Annotated[TextExtractorDecoder | TextParserDecoder, Field(discriminator="type")] | None = None
+    """Ludwig writes text_extractor: the text the model generates; text_parser (Ludwig's
+    structured-output example) holds generation to a JSON schema or a regular expression."""
     loss: NextTokenLoss | None = None
     """Ludwig writes next_token_softmax_cross_entropy: what the model learns."""
     class_similarities: Annotated[Any, ludwig_only(None, instead="an LLM's output is text")] = None

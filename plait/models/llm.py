@@ -34,6 +34,7 @@ from plait.errors import BackendError, ModelError
 from plait.utils.tokens import ID_OFFSET
 from plait.models.base import TrainableModel
 from plait.models.ecd import module_key
+from plait.models.formats import FormatConstraint
 from plait.models.grpo import GRPO, REWARD, GRPOObjective, token_f1
 from plait.models.labels import LABEL_PROBABILITIES, WRITTEN
 from plait.models.hf_encoders import import_peft, import_transformers
@@ -42,6 +43,8 @@ from plait.models.outputs import RowLosses
 from plait.models.preference import PREFERENCE, PreferenceScores, preference_objective
 from plait.utils.folder import Folder, built_locally
 from plait.utils.hf_models import MODEL_CONFIG, check_weights, model_folder, transformers_config
+
+log = logging.getLogger("plait")
 
 BITSANDBYTES_KEYS = ("llm_int8_threshold", "llm_int8_has_fp16_weight", "bnb_4bit_compute_dtype",
                      "bnb_4bit_use_double_quant", "bnb_4bit_quant_type")
@@ -113,9 +116,10 @@ class LLM(TrainableModel):
         self.prediction_batch_rows = eval_batch if isinstance(eval_batch, int) and eval_batch > 0 else 16
         """Rows per prediction batch (the predictor's; generation holds a cache per row)."""
         self.target_length = features[target.name]["sequence_length"]
-        constrained = getattr(getattr(target, "decoder", None), "constrain_to_vocabulary", False)
-        self.label_constraint = LabelConstraint(features[target.name]["label_ids"]) if constrained else None
-        """A category output's labels, the only texts generation may write (constrain_to_vocabulary)."""
+        self.constraint = _generation_constraint(target, features[target.name])
+        """What generation may write, where the output's decoder says: a category output's labels
+        (constrain_to_vocabulary), a text_parser's format; else None."""
+        self.warned_of_cut_answers = False
         self.writes_labels = target.type == "category"
         """A category output: evaluation also generates each row's answer, whose label it scores."""
         labels = features[target.name].get("label_ids", [])
@@ -306,8 +310,8 @@ class LLM(TrainableModel):
         settings["max_new_tokens"] = settings.get("max_new_tokens") or self.target_length
         stop = self.head(self.output_names[0]).stop_id - ID_OFFSET
         pad = generation.pad_token_id if generation.pad_token_id is not None else self.pad_id
-        if self.label_constraint is not None:
-            processors = import_transformers().LogitsProcessorList([self.label_constraint.after(ids.shape[1])])
+        if self.constraint is not None:
+            processors = import_transformers().LogitsProcessorList([self.constraint.after(ids.shape[1])])
             settings["logits_processor"] = processors
         # A sharded model's forward is a collective: every worker steps until all have ended.
         out = self.model.generate(input_ids=ids, attention_mask=mask, pad_token_id=pad, eos_token_id=stop,
@@ -319,6 +323,8 @@ class LLM(TrainableModel):
         scores = self._causal_lm().compute_transition_scores(out.sequences, out.scores, beams,
                                                              normalize_logits=beams is None)
         ended = (new == stop).long().cumsum(1) - (new == stop).long() > 0  # after the first end token
+        if isinstance(self.constraint, FormatConstraint) and not self.warned_of_cut_answers:
+            self.warned_of_cut_answers = _warn_if_cut((new == stop).any(1), settings["max_new_tokens"])
         tokens = torch.where(ended, PAD, new + ID_OFFSET)
         probabilities = torch.where(ended, 1.0, scores.float().exp())
         output = torch.stack([probabilities, tokens.float()], dim=-1)
@@ -382,6 +388,27 @@ class LabelConstraint:
                 ruled_out[row] = True
                 ruled_out[row, sorted(allowed)] = False
         return scores.masked_fill(ruled_out, float("-inf"))
+
+
+def _generation_constraint(target, metadata: dict) -> LabelConstraint | FormatConstraint | None:
+    decoder = getattr(target, "decoder", None)
+    if getattr(decoder, "constrain_to_vocabulary", False):
+        return LabelConstraint(metadata["label_ids"])
+    if getattr(decoder, "type", None) == "text_parser":
+        return FormatConstraint(decoder, metadata["hf_tokenizer"], metadata["stop_id"] - ID_OFFSET)
+    return None
+
+
+def _warn_if_cut(finished: torch.Tensor, max_new_tokens: int) -> bool:
+    """A text_parser's answer that reached the token limit before its format could end is cut
+    short, so not valid: say so, with the fix, rather than hand it over silently. Whether it
+    warned (once per model is enough: the limit is the same for every batch)."""
+    cut = int((~finished).sum())
+    if cut:
+        log.warning("answers reached generation.max_new_tokens (%d) before their text_parser format ended (%d of "
+                    "the %d of a batch), so they are cut short and do not follow it; raise "
+                    "generation.max_new_tokens", max_new_tokens, cut, len(finished))
+    return cut > 0
 
 
 def _sharded(model: nn.Module) -> bool:
