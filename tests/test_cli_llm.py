@@ -47,7 +47,13 @@ def test_an_experiment_then_predict_from_the_saved_model(sections, base, tmp_pat
     code, out, err = cli("predict", "--model-path", model, "--dataset", make_dataset(colour_rows(1), "new.csv"),
                          "--output-directory", tmp_path / "predictions", "--output-format", "csv")
     assert code == 0, err
-    assert pd.read_csv(tmp_path / "predictions" / "predictions.csv")["french_predictions"].tolist() == FRENCH
+    predictions = pd.read_csv(tmp_path / "predictions" / "predictions.csv")
+    assert predictions["french_predictions"].tolist() == FRENCH
+    if sections is CATEGORY:  # scored as a category: its labels' metrics and probabilities
+        statistics = json.loads((tmp_path / "runs" / "experiment_run_0" / "test_statistics.json").read_text())
+        assert statistics["french"]["accuracy"] == 1.0 and len(statistics["french"]["confusion_matrix"]) == len(FRENCH)
+        assert (predictions[[f"french_probabilities_{label}" for label in FRENCH]].idxmax(axis=1)
+                == [f"french_probabilities_{label}" for label in FRENCH]).all()
     resolved = json.loads((model / "model_hyperparameters.json").read_text())
     assert resolved["model_type"] == "llm" and resolved["prompt"]["template"] == "translate : {colour}"
 
