@@ -14,7 +14,7 @@ import functools
 
 import torch
 
-from plait.errors import BackendError
+from plait.errors import BackendError, ModelError
 
 START = -1
 """Stands for the prompt in the token sequences handed to the enforcer, which keys its states by
@@ -36,12 +36,19 @@ class FormatConstraint:
 
     def __init__(self, decoder, tokenizer_json: str, stop: int):
         self.decoder, self.tokenizer_json, self.stop = decoder, tokenizer_json, stop
+        self.parser()  # a format the enforcer cannot read is refused now, not at the first answer
 
     def parser(self):
         enforcer = import_lmformatenforcer()
-        if self.decoder.regex is not None:
-            return enforcer.RegexParser(self.decoder.regex)
-        return enforcer.JsonSchemaParser(self.decoder.json_schema)
+        key = "regex" if self.decoder.regex is not None else "json_schema"
+        try:
+            if key == "regex":
+                return enforcer.RegexParser(self.decoder.regex)
+            return enforcer.JsonSchemaParser(self.decoder.json_schema)
+        except Exception as error:  # the enforcer's own errors have no common type
+            raise ModelError(f"decoder.{key}: lm-format-enforcer cannot hold generation to it "
+                             f"({type(error).__name__}: {str(error).strip() or 'unsupported'}); simplify the "
+                             f"format to what it reads") from None
 
     def after(self, prompt_width: int) -> FormatSteps:
         """A logits processor for one ``generate`` call on prompts ``prompt_width`` tokens wide."""

@@ -11,6 +11,7 @@ import pytest
 
 from hf_models import COLORS, FRENCH, byte_level_tokenizer, colour_rows, local_llm_config, write_tiny_llama
 from plait.api import Model
+from plait.errors import ModelError
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -56,3 +57,12 @@ def test_answers_cut_by_the_token_limit_are_named_with_the_fix(base, cache_dir, 
     warnings = [r.getMessage() for r in caplog.records if "before their text_parser format ended" in r.getMessage()]
     assert len(warnings) == 1, "once, not once per batch"
     assert "answers reached generation.max_new_tokens (3)" in warnings[0]
+
+
+@pytest.mark.parametrize("decoder, problem", [
+    ({"type": "text_parser", "json_schema": {"type": "foo"}}, "decoder.json_schema: lm-format-enforcer cannot hold"),
+    ({"type": "text_parser", "regex": r"\bword"}, "decoder.regex: lm-format-enforcer cannot hold generation to it"),
+])
+def test_a_format_the_enforcer_cannot_read_is_refused_before_any_answer(base, cache_dir, decoder, problem):
+    with pytest.raises(ModelError, match=re.escape(problem)):
+        untrained(base, cache_dir, decoder)
