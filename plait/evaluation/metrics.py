@@ -447,7 +447,7 @@ class LabelMetrics:
     @torch.no_grad()
     def update(self, stats: torch.Tensor, logits: dict, targets: dict) -> None:
         from plait.features import hf_tokens
-        from plait.inference.labels import LabelMatcher
+        from plait.features.llm_labels import LabelMatcher
 
         written = logits[WRITTEN]
         lengths = self.head.lengths(written).tolist()

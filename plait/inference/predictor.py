@@ -20,7 +20,7 @@ from plait.errors import DataError, ModelError
 from plait.features import hf_tokens
 from plait.features.base import check_unique_columns
 from plait.features.text_ops import row_lists
-from plait.inference.labels import category_columns
+from plait.features.llm_labels import category_columns
 from plait.models.labels import LABEL_PROBABILITIES
 from plait.data.tensors import table_tensors, trim_padding
 

@@ -11,7 +11,7 @@ import pytest
 from hf_models import FRENCH, LORA, LORA_TRAINER, colour_rows, local_llm_config, write_colour_llama
 from plait.api import Model
 from plait.config.llm import CategoryExtractorDecoder, LLMCategoryPreprocessing
-from plait.inference.labels import LabelMatcher
+from plait.features.llm_labels import LabelMatcher
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
