@@ -71,14 +71,14 @@ def base_parameters(base):
 
 def test_grpo_with_ddp_on_two_workers_samples_rewards_and_reports_the_reward(base, tmp_path):
     """Each worker samples its rows' completions and DDP averages the policy gradients; that GRPO
-    learns is tests/models/test_llm_grpo.py's (two epochs here: the suite's time)."""
-    trainer = {"type": "grpo", "epochs": 2, "batch_size": 8, "learning_rate": 0.02, "grpo_num_generations": 4}
+    learns is tests/models/test_llm_grpo.py's (one epoch here: the suite's time)."""
+    trainer = {"type": "grpo", "epochs": 1, "batch_size": 8, "learning_rate": 0.02, "grpo_num_generations": 2}
     output = [{"name": "french", "type": "text", "preprocessing": {"max_sequence_length": 2}}]
     model = Model(on_ray(llm_config(base, adapter=LORA, trainer=trainer, output_features=output,
                                     generation={"max_new_tokens": 2}), tmp_path, "ddp"))
-    history = model.train(colour_rows(4), progress_bar=False).training_statistics
+    history = model.train(colour_rows(3), progress_bar=False).training_statistics
     rewards = [record["validation"]["french"]["reward"] for record in history]
-    assert len(rewards) == 2 and all(0 <= r <= 1 for r in rewards)
+    assert len(rewards) == 1 and 0 <= rewards[0] <= 1
     assert [record["validation"]["combined"]["loss"] for record in history] == pytest.approx([1 - r for r in rewards])
     assert all("lora_" in key for key in model.module.state_dict()), "the adapter alone comes back"
 
