@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from hf_models import COLORS, colour_rows, llm_config, write_colour_llama
+from hf_models import COLORS, FRENCH, byte_level_tokenizer, colour_rows, llm_config, write_colour_llama, write_tiny_llama
 from tests.serving.conftest import RunningServer
 
 openai = pytest.importorskip("openai")
@@ -124,3 +124,29 @@ def test_a_conversation_is_read_as_a_transcript():
     assert chat_prompt([{"role": "user", "content": "red"}]) == "red"
     assert chat_prompt([{"role": "system", "content": "Translate."}, {"role": "user", "content": [
         {"type": "text", "text": "red"}]}]) == "system: Translate.\nuser: red\nassistant:"
+
+
+def test_a_text_parser_model_answers_json_valid_under_its_schema(tmp_path):
+    """Structured generation through the server: whatever the (random) weights write, the answer
+    of a completion and of a chat, whole or streamed, is JSON under the decoder's schema."""
+    import json
+
+    from plait.api import Model
+
+    texts = [f'{c} -> {{"french": "{f}"}}' for c, f in zip(COLORS, FRENCH)] * 5
+    base = write_tiny_llama(tmp_path / "llama", [], fast=byte_level_tokenizer(texts))
+    schema = {"type": "object", "properties": {"french": {"type": "string", "enum": FRENCH}}, "required": ["french"],
+              "additionalProperties": False}
+    output = {"name": "french", "type": "text", "decoder": {"type": "text_parser", "json_schema": schema}}
+    model = Model({**llm_config(base, trainer={"type": "none"}, output_features=[output],
+                                generation={"max_new_tokens": 120}),
+                   "backend": {"type": "local", "cache_dir": str(tmp_path / "cache")}})
+    model.train(colour_rows(2), progress_bar=False)
+    with RunningServer(str(model.save(tmp_path / "json")), settings={"max_tokens": 120}) as server:
+        client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0)
+        whole = client.completions.create(model="json", prompt=["red", "blue"]).choices
+        chat = client.chat.completions.create(model="json", messages=[{"role": "user", "content": "green"}])
+        streamed = client.completions.create(model="json", prompt="black", stream=True)
+        answers = [c.text for c in whole] + [chat.choices[0].message.content,
+                                              "".join(c.choices[0].text for c in streamed if c.choices)]
+    assert all(json.loads(answer)["french"] in FRENCH for answer in answers), answers
