@@ -120,6 +120,7 @@ class LLM(TrainableModel):
         """What generation may write, where the output's decoder says: a category output's labels
         (constrain_to_vocabulary), a text_parser's format; else None."""
         self.warned_of_cut_answers = False
+        """Whether a text_parser's answer cut by the token limit was named already (once is enough)."""
         self.writes_labels = target.type == "category"
         """A category output: evaluation also generates each row's answer, whose label it scores."""
         labels = features[target.name].get("label_ids", [])
