@@ -17,6 +17,7 @@ import torch
 
 from plait.errors import DataError
 from plait.evaluation.metrics import MetricSet
+from plait.models.labels import WRITTEN
 
 log = logging.getLogger("plait")
 
@@ -71,7 +72,9 @@ class Evaluation:
         if self.rows == 0:
             raise DataError("no rows to evaluate (the data has no rows, or every row lacks a target value)")
         metrics = self.metrics.compute(self.stats, overall=True)
-        _warn_unseen_labels(metrics, self.rows, {name: m.type for name, m in self.metrics.outputs.items()})
+        types = {name: m.type for name, m in self.metrics.outputs.items()}
+        types.update({extra.output: "generated labels" for extra in self.metrics.extras if extra.key == WRITTEN})
+        _warn_unseen_labels(metrics, self.rows, types)
         return metrics
 
 
@@ -82,6 +85,10 @@ def _warn_unseen_labels(metrics: dict, rows: int, types: dict[str, str]) -> None
         if unseen and types.get(name) == "set":
             log.warning("%s: %d of %d evaluated rows have set items never seen in training; each counts as missed "
                         "(a false negative) in recall, f1 and jaccard, and the loss covers the seen items only",
+                        name, unseen, rows)
+        elif unseen and types.get(name) == "generated labels":  # an LLM's category output
+            log.warning("%s: %d of %d evaluated rows have a label that is not in preprocessing.vocab; they count as "
+                        "wrong in accuracy, and precision/recall/f1 and the confusion matrix cover the other rows only",
                         name, unseen, rows)
         elif unseen:
             log.warning("%s: %d of %d evaluated rows have a label never seen in training; they count as wrong in "

@@ -70,6 +70,16 @@ def test_a_category_outputs_metrics_score_the_labels_predict_gives(base, cache_d
     assert metrics["accuracy"] < 1.0, "the untrained model is wrong somewhere (else the test shows nothing)"
 
 
+def test_a_row_whose_label_is_not_in_the_vocabulary_counts_as_wrong_and_is_named(base, cache_dir, caplog):
+    model = Model(local_llm_config(base, cache_dir, trainer={"type": "none"},
+                                   **category(fallback="inconnu", constrain_to_vocabulary=True)))
+    model.train(colour_rows(2), progress_bar=False)
+    rows = colour_rows(1).assign(french=["red", *FRENCH[1:]])  # a word of the tokenizer, not a label
+    metrics = model.evaluate(rows)["french"]
+    assert metrics["unseen_labels"] == 1 and sum(map(sum, metrics["confusion_matrix"])) == len(FRENCH) - 1
+    assert "1 of 8 evaluated rows have a label that is not in preprocessing.vocab" in caplog.text
+
+
 def test_constrained_generation_writes_only_labels_even_untrained(base, cache_dir):
     model = Model(local_llm_config(base, cache_dir, trainer={"type": "none"},
                                    **category(fallback="rouge", constrain_to_vocabulary=True)))
