@@ -436,24 +436,26 @@ class LabelMetrics:
     key = WRITTEN
 
     def __init__(self, model):
+        from plait.features.llm_labels import LabelMatcher
+
         self.output = model.output_names[0]
         self.head = model.head(self.output)
         self.labels = list(self.head.metadata["labels"])
-        stop = self.head.stop_id
-        self.label_of_tokens = {tuple(ids[:ids.index(stop) + 1]): i for i, ids in enumerate(self.head.metadata["label_ids"])}
+        self.index = {label: i for i, label in enumerate(self.labels)}
+        self.matcher = LabelMatcher(self.head.feature)
+        """Written text -> label, by the output's rules (predict's matcher)."""
+        self.label_of_tokens = {self._through_end(ids): i for i, ids in enumerate(self.head.metadata["label_ids"])}
         """A label's stored ids, its end token included -> its index (how a row's target is read)."""
         self.size = 2 + len(self.labels) ** 2  # rows, unseen rows, the confusion matrix
 
     @torch.no_grad()
     def update(self, stats: torch.Tensor, logits: dict, targets: dict) -> None:
         from plait.features import hf_tokens
-        from plait.features.llm_labels import LabelMatcher
 
         written = logits[WRITTEN]
         lengths = self.head.lengths(written).tolist()
         texts = hf_tokens.decode([row[:n] for row, n in zip(written.tolist(), lengths)], self.head.metadata["hf_tokenizer"])
-        matcher, index = LabelMatcher(self.head.feature), {label: i for i, label in enumerate(self.labels)}
-        predicted = [index[matcher(text)] for text in texts]
+        predicted = [self.index[self.matcher(text)] for text in texts]
         wanted = [self.label_of_tokens.get(self._through_end(row), -1) for row in targets[self.output].long().tolist()]
         classes = len(self.labels)
         counts = np.zeros(self.size)
