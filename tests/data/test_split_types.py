@@ -113,7 +113,10 @@ SETTINGS = {
 
 
 @pytest.mark.parametrize("case", sorted(SETTINGS))
-def test_local_partitionings_and_dask_write_the_same_bytes(tmp_path, make_config, make_dataset, case, request):
+def test_local_partitionings_and_dask_write_the_same_bytes(tmp_path, make_config, make_dataset, case, ray_cluster):
+    # ray_cluster as an argument, not looked up inside: the suite runs the tests that name it in
+    # the process that holds the session's cluster; a lookup would start a second Ray instance in
+    # the process of the other tests, kept running (and costing CPU) until its last test.
     rng = np.random.default_rng(3)
     n = 400
     data = frame(n, day=[f"2024-{1 + i % 12:02d}-{1 + i % 28:02d} {i % 24:02d}:00" for i in rng.permutation(n)],
@@ -124,6 +127,5 @@ def test_local_partitionings_and_dask_write_the_same_bytes(tmp_path, make_config
     results = [outputs(run(make_config, path, preprocessing, inputs, get_engine("local", num_partitions=k), tmp_path / f"local{k}"))
                for k in (1, 7)]
     assert results[0] == results[1]
-    request.getfixturevalue("ray_cluster")
     dask = outputs(run(make_config, path, preprocessing, inputs, get_engine("dask", parallelism=4), tmp_path / "dask"))
     assert dask == results[0]
