@@ -71,10 +71,9 @@ def source_dataset(source) -> tuple:
 
     read_args = {"ray_remote_args": {"num_cpus": READ_TASK_CPUS}}
     if isinstance(source, CachedSplit):
-        from plait.backends.ray.loader import arrow_filesystem
+        from plait.backends.ray.loader import read_cached_parquet
 
-        files = source.data.split_files(source.split)
-        return (ray.data.read_parquet(files, filesystem=arrow_filesystem(source.data.fs), **read_args),
+        return (read_cached_parquet(source.data.split_files(source.split), source.data.fs, **read_args),
                 source.data.rows(source.split))
     table = in_memory_table(source)
     if table is not None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import threading
 from typing import Iterator
 
@@ -66,8 +67,6 @@ def exactly_once_data_config(window_size_bytes: int | None):
 def split_datasets(data, loader, columns: list[str], world_size: int) -> dict:
     """``{"training": Dataset, "validation": Dataset}`` over the cache's files (empty splits
     are left out), materialized when the loader is fully executed."""
-    import ray.data
-
     _quiet_ray_data()
     streamed = not loader.fully_executed or loader.window_size_bytes is not None
     datasets = {}
@@ -75,7 +74,7 @@ def split_datasets(data, loader, columns: list[str], world_size: int) -> dict:
         if not data.rows(split):
             continue
         # Half a CPU per read: reads must find room beside training workers that reserve most CPUs.
-        dataset = ray.data.read_parquet(data.split_files(split), filesystem=arrow_filesystem(data.fs), num_cpus=0.5)
+        dataset = read_cached_parquet(data.split_files(split), data.fs, num_cpus=0.5)
         # A streaming (not all-to-all) cut into blocks: a cache file is one block otherwise, and
         # a worker's shard is made of whole blocks.
         rows_per_block = -(-data.rows(split) // _block_count(data, split, world_size, loader.window_size_bytes))
@@ -145,6 +144,25 @@ def _block_count(data, split: str, world_size: int, window_size_bytes: int | Non
     size = data.rows(split) * bytes_per_row(data, split)
     block_bytes = min(BLOCK_BYTES, max(MIN_BLOCK_BYTES, window_size_bytes // 4)) if window_size_bytes else BLOCK_BYTES
     return max(4 * world_size, math.ceil(size / block_bytes))
+
+
+FOOTER_READERS = "2"
+"""Ray Data's Parquet reader reads the files' footers on a pool of actors, 32 by default, each a
+process started for that one read and ended after it. A cache split is a few files, and two
+actors (each with its own I/O threads) read their footers as fast; on a small machine the 32
+processes cost more than the read itself (five reads of three files on a 4-CPU local Ray: 32
+worker processes started and 26.7 s against 8 and 12.0 s, the machine busy). A user's
+RAY_DATA_PARQUET_FOOTER_NUM_ACTORS wins."""
+
+
+def read_cached_parquet(files: list[str], fs, **read_args):
+    """A Ray Dataset of cache files. The footer-reader count is read by the process that plans
+    the read (a driver, a search trial, a training worker), from its environment, so it is set
+    here, where every such process reads."""
+    import ray.data
+
+    os.environ.setdefault("RAY_DATA_PARQUET_FOOTER_NUM_ACTORS", FOOTER_READERS)
+    return ray.data.read_parquet(files, filesystem=arrow_filesystem(fs), **read_args)
 
 
 def arrow_filesystem(fs):
