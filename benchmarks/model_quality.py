@@ -92,8 +92,11 @@ def _score(table, truth, predicted) -> float:
     return float(np.mean(np.asarray(truth).astype(str) == np.asarray(predicted).astype(str)))
 
 
-def plait_config(table, cache_dir: str, override: dict) -> dict:
-    config = {"input_features": [{"name": c, "type": t} for c, t in table.inputs.items()],
+def plait_config(table, cache_dir: str, override: dict, inputs: dict | None = None) -> dict:
+    """The config naming each column's type; ``inputs`` maps a type to settings merged into every
+    input feature of that type (``defaults`` would reach the output too)."""
+    inputs = inputs or {}
+    config = {"input_features": [_merge({"name": c, "type": t}, inputs.get(t, {})) for c, t in table.inputs.items()],
               "output_features": [{"name": table.target, "type": table.output_type}],
               "backend": {"cache_dir": cache_dir}}
     return _merge(config, override)
@@ -103,7 +106,7 @@ def _plait_score(table, train, valid, test, job: dict) -> dict:
     from plait import Model
 
     with tempfile.TemporaryDirectory(prefix="plait-quality-") as cache_dir:
-        config = plait_config(table, cache_dir, job.get("override", {}))
+        config = plait_config(table, cache_dir, job.get("override", {}), job.get("inputs"))
         if job["variant"] == "ludwig":
             from plait.config import load_config
             from plait.config.ludwig_defaults import with_ludwig_defaults
@@ -316,6 +319,9 @@ def main(argv=None) -> int:
     parser.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1 (default 5)")
     parser.add_argument("--jobs", type=int, default=2, help="runs at once (default 2: this machine's cores)")
     parser.add_argument("--override", default="{}", help="JSON merged into every plait config (use with --name)")
+    parser.add_argument("--inputs", default="{}", help="JSON: {type: settings} merged into each input feature of "
+                                                         "that type, e.g. '{\"number\": {\"preprocessing\": "
+                                                         "{\"normalization\": \"quantile\"}}}' (use with --name)")
     parser.add_argument("--name", help="file the results under this name (plait's as NAME, another variant's as "
                                        "VARIANT-NAME), e.g. with --override")
     parser.add_argument("--time-limit-s", type=float, default=300, help="auto_train's budget per dataset")
@@ -336,7 +342,7 @@ def main(argv=None) -> int:
 
     if not args.report:
         jobs = [{"variant": v, "name": name_of(v), "dataset": d, "seed": s, "override": json.loads(args.override),
-                 "time_limit_s": args.time_limit_s}
+                 "inputs": json.loads(args.inputs), "time_limit_s": args.time_limit_s}
                 for d in args.datasets for s in range(args.seeds) for v in args.variants]
         todo = [j for j in jobs if not result_path(j["name"], j["dataset"], j["seed"]).exists()]
         print(f"{len(todo)} of {len(jobs)} runs to do", flush=True)

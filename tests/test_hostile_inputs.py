@@ -97,7 +97,7 @@ def preprocessing(draw, feature_type: str) -> dict:
     if draw(st.integers(0, 3)) == 0:
         options["missing_value_strategy"] = draw(st.sampled_from(strategies))
     if feature_type == "number" and draw(st.booleans()):
-        options["normalization"] = draw(st.sampled_from(["zscore", "minmax", "iq", None]))
+        options["normalization"] = draw(st.sampled_from(["zscore", "minmax", "iq", "quantile", None]))
     return {"preprocessing": options} if options else {}
 
 

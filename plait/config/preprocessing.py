@@ -78,9 +78,8 @@ class NumberSettings(FeaturePreprocessing):
 
     fill_value: float = 0.0
     """The value used by ``fill_with_const``."""
-    normalization: Literal["zscore", "minmax", "log1p", "iq", "none"] | None = "zscore"
-    """zscore: (x - mean) / std; minmax: into [0, 1]; log1p: log(1 + x), for positive values only;
-    iq: (x - median) / interquartile range; none (or null): raw values."""
+    normalization: Literal["zscore", "minmax", "log1p", "iq", "quantile", "auto", "none"] | None = "zscore"
+    """How values are scaled (inputs and outputs each say their default and choices)."""
     outlier_strategy: Literal["fill_with_const", "fill_with_mode", "fill_with_mean", "drop_row", "bfill", "ffill"] | None = None
     """What to do with a value farther than ``outlier_threshold`` training standard deviations from
     the training mean: the same choices as missing_value_strategy (a fill, or drop the row).
@@ -98,6 +97,15 @@ class NumberSettings(FeaturePreprocessing):
 class NumberPreprocessing(NumberSettings):
     """A number input's preprocessing."""
 
+    normalization: Literal["zscore", "minmax", "log1p", "iq", "quantile", "auto", "none"] | None = Field(
+        "auto", json_schema_extra={LUDWIG_DEFAULT: "zscore"})
+    """zscore: (x - mean) / std; minmax: into [0, 1]; log1p: log(1 + x), for positive values only;
+    iq: (x - median) / interquartile range; quantile (plait's): the value's rank among the training
+    split's values as a standard normal score, so that sentinels such as 999999 and a long tail take
+    no more room than any other rank; auto (plait's default; Ludwig's is zscore): quantile for a
+    column whose training range spans over 20 interquartile ranges, zscore for the others
+    (benchmarks/README.md, "Defaults on 25 datasets"); none (or null): raw values."""
+
     clip_to_training_range: bool = True
     """plait's setting (Ludwig has none): a value below the training split's smallest
     or above its largest is read as that bound, so a row far outside what the model saw (a typo, a
@@ -109,14 +117,18 @@ class NumberOutputPreprocessing(NumberSettings):
     """A number output's preprocessing: plait normalizes the target (zscore) where Ludwig does not."""
 
     missing_value_strategy: MissingValueStrategy = "drop_row"
-    normalization: Literal["zscore", "minmax", "log1p", "iq", "none"] | None = Field(
+    normalization: Literal["zscore", "minmax", "log1p", "iq", "quantile", "auto", "none"] | None = Field(
         "zscore", json_schema_extra={LUDWIG_DEFAULT: None})
-    """As for inputs; predictions are mapped back to the column's scale."""
+    """zscore, minmax, iq or none, as for inputs (quantile and auto are for inputs: ranks cannot
+    be mapped back beyond the training range); predictions are mapped back to the column's scale."""
 
     @model_validator(mode="after")
-    def _no_log1p(self):
-        if self.normalization == "log1p":
-            raise field_error("normalization", "got 'log1p'; plait does not map predictions back through log1p, so "
+    def _invertible(self):
+        reasons = {"log1p": "plait does not map predictions back through log1p",
+                   "quantile": "ranks cannot be mapped back to values beyond the training range",
+                   "auto": "it may choose quantile, whose ranks cannot be mapped back beyond the training range"}
+        if self.normalization in reasons:
+            raise field_error("normalization", f"got {self.normalization!r}; {reasons[self.normalization]}, so "
                                                "an output takes zscore, minmax, iq or none (a log-scale target: "
                                                "take the log in your data first)")
         return self

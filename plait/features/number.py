@@ -1,10 +1,11 @@
 """Number features: missing-value fill, the training range, outliers, and zscore / minmax / log1p / iq
-normalization."""
+/ quantile normalization."""
 
 from __future__ import annotations
 
 from decimal import Decimal, localcontext
 from fractions import Fraction
+from statistics import NormalDist
 
 import numpy as np
 import pandas as pd
@@ -55,7 +56,7 @@ class NumberProcessor(FeatureProcessor):
             "min": float(values.min()) if values.size else None,
             "max": float(values.max()) if values.size else None,
         }
-        if self.preprocessing.normalization == "iq":
+        if self.preprocessing.normalization in ("iq", "quantile", "auto"):
             stats["sketch"] = st.QuantileSketch.of(values)
         if "fill_with_mode" in (self.preprocessing.missing_value_strategy, self.preprocessing.outlier_strategy):
             stats["counts"] = st.value_counts(pa.array(values))
@@ -84,10 +85,12 @@ class NumberProcessor(FeatureProcessor):
             "std": _square_root(variance),
             "min": stats["min"] if stats["min"] is not None else 0.0,
             "max": stats["max"] if stats["max"] is not None else 0.0,
-            "normalization": self.preprocessing.normalization or "none",
+            "normalization": _chosen_normalization(self.preprocessing.normalization, stats),
         }
-        if "sketch" in stats:
+        if meta["normalization"] == "iq":
             meta["q1"], meta["median"], meta["q3"] = (stats["sketch"].quantile(q) for q in (0.25, 0.5, 0.75))
+        if meta["normalization"] == "quantile":
+            meta["quantile_values"], meta["quantile_scores"] = _normal_scores(stats["sketch"])
         meta["fill_value"] = self._fill_for(self.preprocessing.missing_value_strategy, meta, stats)
         if self.preprocessing.outlier_strategy is not None:
             meta["outliers"] = {"strategy": self.preprocessing.outlier_strategy,
@@ -116,6 +119,9 @@ class NumberProcessor(FeatureProcessor):
             values = np.where(outlier_mask(values, metadata), metadata["outliers"]["fill_value"], values)
         if metadata["normalization"] == "log1p":
             values, fill = self._log1p(values), float(np.log1p(fill)) if fill > -1 else 0.0
+        if metadata["normalization"] == "quantile":
+            ranks = (metadata["quantile_values"], metadata["quantile_scores"])
+            values, fill = np.interp(values, *ranks), float(np.interp(fill, *ranks))
         values = (values - metadata["shift"]) / metadata["scale"]
         fill = (fill - metadata["shift"]) / metadata["scale"]
         return pa.array(_float32_or_fill(values, fill), pa.float32())
@@ -179,6 +185,42 @@ def _square_root(value: Fraction) -> float:
 
 def _pick(fn, a, b):
     return b if a is None else a if b is None else fn(a, b)
+
+
+OUTLYING_RANGE = 20.0
+"""``auto`` normalization's line: a column whose training range spans more interquartile ranges
+than this has outliers or a long tail, and is ranked (quantile); the others are zscored. A normal
+sample of a million spans about 7.5 interquartile ranges, an exponential one about 12.5; among
+benchmarks/model_quality.py's tables wine's widest column spans 5.4, and loanapp's sentinel
+columns (999999 among hundreds) have no bound."""
+
+
+def _chosen_normalization(setting: str | None, stats: dict) -> str:
+    """The normalization a column gets: the setting, or for ``auto`` zscore or quantile by the
+    spread of the training values (a column of one value: zscore)."""
+    if setting != "auto":
+        return setting or "none"
+    if not stats["count"] or stats["max"] == stats["min"]:
+        return "zscore"
+    q1, q3 = stats["sketch"].quantiles(np.array([0.25, 0.75]))
+    return "quantile" if stats["max"] - stats["min"] > OUTLYING_RANGE * (q3 - q1) else "zscore"
+
+
+QUANTILE_LEVELS = 1001
+"""How many of the training values' quantiles (0, 0.1%, ..., 100%) quantile normalization keeps."""
+EDGE_LEVEL = 0.001
+"""The first and last levels' scores are those of 0.1% and 99.9% (±3.09), not infinite."""
+
+
+def _normal_scores(sketch: st.QuantileSketch) -> tuple[list[float], list[float]]:
+    """The training values' quantiles and the standard normal score of each: a value is mapped to
+    the score of its rank, linearly between quantiles (scikit-learn's QuantileTransformer with a
+    normal output). Equal quantiles (a column of few distinct values) share their levels' mean score."""
+    levels = np.linspace(0.0, 1.0, QUANTILE_LEVELS)
+    scores = np.array([NormalDist().inv_cdf(q) for q in np.clip(levels, EDGE_LEVEL, 1 - EDGE_LEVEL)])
+    values, first, counts = np.unique(sketch.quantiles(levels), return_index=True, return_counts=True)
+    shared = np.add.reduceat(scores, first) / counts if values.size > 1 else np.zeros(1)
+    return values.tolist(), shared.tolist()
 
 
 def _normalization(meta: dict) -> tuple[float, float]:

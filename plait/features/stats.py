@@ -114,6 +114,20 @@ class QuantileSketch:
             self.zeros + other.zeros,
         )
 
+    def quantiles(self, levels: np.ndarray) -> np.ndarray:
+        """``quantile`` at each level at once: the buckets are ordered and counted once."""
+        values = np.concatenate([-2 * self.gamma ** self.negative.sort_index(ascending=False).index.to_numpy(float)
+                                 / (self.gamma + 1), [0.0],
+                                 2 * self.gamma ** self.positive.sort_index().index.to_numpy(float) / (self.gamma + 1)])
+        counts = np.concatenate([self.negative.sort_index(ascending=False).to_numpy(), [self.zeros],
+                                 self.positive.sort_index().to_numpy()])
+        seen = np.cumsum(counts)
+        if seen[-1] == 0:
+            return np.zeros(len(levels))
+        # The first bucket whose running count passes the level's rank, as quantile() walks them.
+        return values[np.minimum(np.searchsorted(seen, np.asarray(levels) * (seen[-1] - 1), side="right"),
+                                 len(values) - 1)]
+
     def quantile(self, q: float) -> float:
         neg = self.negative.sort_index(ascending=False)
         pos = self.positive.sort_index()

@@ -115,10 +115,11 @@ def test_class_balancing_needs_exactly_one_binary_output(outputs, types):
         f"(loss.positive_class_weight of a binary output, loss.class_weights of a category output)"]
 
 
-def test_a_number_output_refuses_log1p():
+@pytest.mark.parametrize("normalization", ["log1p", "quantile"])
+def test_a_number_output_refuses_a_normalization_it_cannot_map_back(normalization):
     config = {"input_features": [{"name": "x", "type": "number"}],
-              "output_features": [{"name": "y", "type": "number", "preprocessing": {"normalization": "log1p"}}]}
-    with pytest.raises(ConfigError, match=r"output_features\[0\].preprocessing.normalization: got 'log1p'"):
+              "output_features": [{"name": "y", "type": "number", "preprocessing": {"normalization": normalization}}]}
+    with pytest.raises(ConfigError, match=rf"output_features\[0\].preprocessing.normalization: got '{normalization}'"):
         load_config(config)
 
 

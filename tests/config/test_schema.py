@@ -97,7 +97,7 @@ def test_minimal_config_gets_documented_defaults():
     shown = resolved_dict(config)
     x, y = shown["input_features"][0], shown["output_features"][0]
     assert x["column"] == "x"
-    assert x["preprocessing"] == {"missing_value_strategy": "fill_with_const", "fill_value": 0.0, "normalization": "zscore",
+    assert x["preprocessing"] == {"missing_value_strategy": "fill_with_const", "fill_value": 0.0, "normalization": "auto",
                                   "outlier_strategy": None, "outlier_threshold": 3.0,
                                   "clip_to_training_range": True}
     assert x["encoder"] == {"type": "passthrough"}
@@ -577,3 +577,4 @@ NUMBER_IN, BINARY_OUT = [{"name": "x", "type": "number"}], [{"name": "y", "type"
 ])
 def test_a_ludwig_config_plait_does_not_implement_is_refused_by_name_with_the_reason(config, message):
     assert any(message in problem for problem in problems_of(config))
+

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from parity import assert_same_predictions, load_runner
+from parity import assert_same_predictions, assert_same_tensors, load_runner
 
 from plait import Model
 from plait.cli import main
@@ -41,6 +41,8 @@ CONFIG = {
         {"name": "size", "type": "number", "preprocessing": {"outlier_strategy": "fill_with_mean"}},
         # named as a value of torch's network graph ("cat"): the graph's column inputs must not clash
         {"name": "cat", "type": "number", "preprocessing": {"normalization": "minmax"}},
+        # the same column's ranks: a piecewise-linear map in the graph
+        {"name": "size_rank", "column": "size", "type": "number", "preprocessing": {"normalization": "quantile"}},
         {"name": "color", "type": "category", "preprocessing": {"lowercase": True}},
         {"name": "member", "type": "binary"},
     ],
@@ -69,6 +71,11 @@ def test_onnxruntime_on_raw_rows_gives_plait_predict_columns(exported, feature_t
     got, expected = load_runner(folder).predict(rows), model.predict(rows)
     by_type = {"number": "price", "binary": "sold", "category": "kind"}
     assert_same_predictions(got, expected, [c for c in expected.columns if c.startswith(by_type[feature_type] + "_")])
+
+
+def test_the_graph_preprocesses_each_number_input_as_plait_does(exported):
+    model, folder, rows = exported
+    assert_same_tensors(model, folder, rows)
 
 
 def test_the_export_runs_with_numpy_and_onnxruntime_alone(exported, tmp_path):

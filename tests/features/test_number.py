@@ -53,6 +53,23 @@ def test_iq_centres_on_the_median_and_scales_by_the_interquartile_range(make_pro
     assert out == pytest.approx([0.0, 1.0], abs=0.02)
 
 
+def test_quantile_maps_each_value_to_the_normal_score_of_its_training_rank(make_processor, fit_transform):
+    rng = np.random.default_rng(0)
+    # A long tail and a sentinel in 5% of the rows: zscore would squeeze every ordinary value
+    # into a sliver near its minimum.
+    values = np.concatenate([rng.exponential(3.0, 950), [999999.0] * 50]).tolist()
+    median = float(np.median(values))
+    meta, out = fit_transform(number(make_processor, normalization="quantile"), values,
+                              [median, 999999.0, 5e9, -1.0, None])
+    assert out[0] == pytest.approx(0.0, abs=0.02)
+    assert out[1] == out[2] > 1.6, "the sentinel's rows share the top ranks' mean score; past the range: the same"
+    assert out[3] == pytest.approx(-3.09, abs=0.01), "below the training range: the lowest score"
+    assert out[4] == out[3], "a missing value takes its fill (0), whose rank is the lowest"
+    assert (np.diff(meta["quantile_values"]) > 0).all() and (np.diff(meta["quantile_scores"]) > 0).all()
+    _, few = fit_transform(number(make_processor, normalization="quantile"), [0.0, 1.0, 1.0, 1.0] * 5, [0.0, 1.0])
+    assert few[0] < 0 < few[1], "a two-valued column: two scores, in order"
+
+
 @pytest.mark.parametrize("normalization", ["none", None])
 def test_no_normalization_keeps_raw_values(make_processor, fit_transform, normalization):
     meta, out = fit_transform(number(make_processor, normalization=normalization), [1.5, -2.0, 1e6])
@@ -60,7 +77,7 @@ def test_no_normalization_keeps_raw_values(make_processor, fit_transform, normal
     assert out == [1.5, -2.0, 1e6]
 
 
-@pytest.mark.parametrize("normalization", ["zscore", "minmax", "iq"])
+@pytest.mark.parametrize("normalization", ["zscore", "minmax", "iq", "quantile"])
 def test_constant_column_does_not_divide_by_zero(make_processor, fit_transform, normalization):
     _, out = fit_transform(number(make_processor, normalization=normalization), [5.0, 5.0, 5.0])
     assert np.isfinite(out).all()
@@ -129,7 +146,7 @@ def test_statistics_do_not_depend_on_partitioning(make_processor, fit):
     rng = np.random.default_rng(0)
     values = rng.normal(3, 7, 1000).tolist()
     values[::9] = [None] * len(values[::9])
-    for normalization in ("zscore", "minmax", "iq"):
+    for normalization in ("zscore", "minmax", "iq", "quantile"):
         processor = number(make_processor, normalization=normalization, missing_value_strategy="fill_with_mean")
         whole = fit(processor, values)
         assert fit(processor, values[:1], values[1:400], [], values[400:]) == whole
@@ -171,3 +188,13 @@ def test_outliers_are_replaced_by_the_outlier_strategy_fill(make_processor, fit_
 def test_outlier_threshold_sets_how_far_is_too_far(make_processor, fit_transform):
     processor = number(make_processor, normalization="none", outlier_strategy="fill_with_const", outlier_threshold=1.0)
     assert fit_transform(processor, [0.0, 0.0, 0.0, 3.0], [3.0, 0.5])[1] == pytest.approx([0.0, 0.5])
+
+
+def test_auto_ranks_a_column_with_outliers_and_zscores_the_others(make_processor, fit):
+    rng = np.random.default_rng(1)
+    ordinary = rng.normal(50.0, 10.0, 2000)
+    processor = number(make_processor, normalization="auto")
+    assert fit(processor, ordinary.tolist())["normalization"] == "zscore"
+    with_sentinels = np.where(rng.random(2000) < 0.05, 999999.0, ordinary)
+    assert fit(processor, with_sentinels.tolist())["normalization"] == "quantile"
+    assert fit(processor, [7.0] * 10)["normalization"] == "zscore"

@@ -30,12 +30,30 @@ def number_input(g: GraphBuilder, raw: str, meta: dict, feature) -> str:
         # log(1 + x): plait's numpy log1p agrees to the last bit or two, not exactly, for tiny x.
         values = g.op("Log", g.op("Add", values, g.constant(1.0, np.float64)))
         fill = math.log1p(fill) if fill > -1 else 0.0
+    if meta["normalization"] == "quantile":
+        values = _quantile_scores(g, values, meta["quantile_values"], meta["quantile_scores"])
+        fill = float(np.interp(fill, meta["quantile_values"], meta["quantile_scores"]))
     shift, scale = g.constant(meta["shift"], np.float64), g.constant(meta["scale"], np.float64)
     values = g.op("Cast", g.op("Div", g.op("Sub", values, shift), scale), to=TensorProto.FLOAT)
     # A value finite in double but not in float is missing, as in plait.features.number.
     narrowed_fill = np.float32((fill - meta["shift"]) / meta["scale"])
     narrowed_fill = narrowed_fill if np.isfinite(narrowed_fill) else np.float32(0.0)
     return g.op("Where", g.missing_numbers(values), g.constant(narrowed_fill, np.float32), values)
+
+
+def _quantile_scores(g: GraphBuilder, values: str, knots: list[float], scores: list[float]) -> str:
+    """np.interp(values, knots, scores) as ONNX ops: the first score plus, for each segment between
+    two knots, its slope times how far into the segment the value lies (none before it, all of it
+    after), so the values below the first knot or above the last get the end scores."""
+    if len(knots) == 1:
+        return g.op("Add", g.op("Mul", values, g.constant(0.0, np.float64)), g.constant(scores[0], np.float64))
+    knots_, scores_ = np.asarray(knots, np.float64), np.asarray(scores, np.float64)
+    widths = np.diff(knots_)
+    column = g.op("Unsqueeze", values, g.constant([-1], np.int64))
+    into = g.op("Sub", column, g.constant(knots_[:-1], np.float64))
+    covered = g.op("Min", g.op("Max", into, g.constant(0.0, np.float64)), g.constant(widths, np.float64))
+    rise = g.op("MatMul", covered, g.constant(np.diff(scores_) / widths, np.float64))
+    return g.op("Add", rise, g.constant(scores_[0], np.float64))
 
 
 @exports_output("number")
