@@ -1,7 +1,8 @@
 """The baseline each feature type is explained against: what "absent" means for it, in the
 model-ready tensor (``plait.data.tensors``). One table, stated in the README:
 
-- number: 0 after normalization (the training mean under zscore, the minimum under minmax);
+- number: 0 after normalization (the training mean under zscore, the median under quantile, the
+  minimum under minmax);
 - binary: false; category: the unknown value (<UNK>, index 0);
 - set and bag: empty; text and sequence: all padding (no tokens);
 - vector, timeseries, audio: zeros; image: black (every pixel 0);
@@ -13,7 +14,7 @@ from __future__ import annotations
 import torch
 
 BASELINES = {
-    "number": "0 after normalization (the training mean under zscore)",
+    "number": "0 after normalization (the training mean under zscore, the median under quantile)",
     "binary": "false",
     "category": "the unknown value <UNK>",
     "set": "the empty set",
