@@ -90,7 +90,9 @@ def most_common(counts: pd.Series | None, limit: int | None) -> list:
 class QuantileSketch:
     """A relative-error quantile sketch (DDSketch-style log buckets), exactly mergeable."""
 
-    relative_accuracy = 0.005
+    # 0.01%: values far from 0 but close together (years, 2007 and 2009, 0.1% apart) must fall in
+    # buckets of their own, or a column of them has no interquartile range and one rank.
+    relative_accuracy = 0.0001
     gamma = (1 + relative_accuracy) / (1 - relative_accuracy)
 
     def __init__(self, positive=None, negative=None, zeros: int = 0):
