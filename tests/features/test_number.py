@@ -198,3 +198,10 @@ def test_auto_ranks_a_column_with_outliers_and_zscores_the_others(make_processor
     with_sentinels = np.where(rng.random(2000) < 0.05, 999999.0, ordinary)
     assert fit(processor, with_sentinels.tolist())["normalization"] == "quantile"
     assert fit(processor, [7.0] * 10)["normalization"] == "zscore"
+
+
+def test_years_are_far_from_zero_and_close_together_and_still_ranked_apart(make_processor, fit, fit_transform):
+    years = [2007.0] * 30 + [2008.0] * 40 + [2009.0] * 30
+    assert fit(number(make_processor, normalization="auto"), years)["normalization"] == "zscore"
+    _, out = fit_transform(number(make_processor, normalization="quantile"), years, [2007.0, 2008.0, 2009.0])
+    assert out[0] < out[1] < out[2]
