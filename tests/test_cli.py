@@ -51,7 +51,7 @@ def test_validate_prints_the_config_with_every_default_as_yaml(cli, write_config
     shown = yaml.safe_load(out)
     age = shown["input_features"][0]
     assert (age["name"], age["type"], age["column"]) == ("age", "number", "age")
-    assert age["preprocessing"]["normalization"] == "zscore"
+    assert age["preprocessing"]["normalization"] == "auto"
     assert shown["output_features"][0]["preprocessing"]["missing_value_strategy"] == "drop_row"
     assert shown["trainer"]["epochs"] == 100
     assert shown["backend"]["trainer"]["strategy"]["type"] == "ddp"

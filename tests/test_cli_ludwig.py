@@ -131,7 +131,7 @@ def test_render_config_writes_the_resolved_config_which_validates_again(cli, wri
     assert code == 0, err
     rendered = yaml.safe_load(out_path.read_text())
     assert rendered["trainer"]["epochs"] == 1 and rendered["combiner"]["type"] == "concat"
-    assert rendered["input_features"][0]["preprocessing"]["normalization"] == "zscore"
+    assert rendered["input_features"][0]["preprocessing"]["normalization"] == "auto"
     again = load_config(rendered)
     assert load_config(yaml.safe_load(yaml.safe_dump(again.model_dump(mode="json")))) == again
     assert [p.name for p in out_path.parent.iterdir()] == ["rendered.yaml"]  # written whole, no temporary file

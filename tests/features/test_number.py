@@ -24,8 +24,10 @@ def test_zscore_uses_training_mean_and_standard_deviation(make_processor, fit_tr
     assert out == pytest.approx([(x - mean) / std for x in TRAIN], rel=1e-6)
 
 
-def test_zscore_is_the_default(make_processor, fit):
-    assert fit(number(make_processor), TRAIN)["normalization"] == "zscore"
+def test_the_default_auto_zscores_an_ordinary_column(make_processor, fit):
+    processor = number(make_processor)
+    assert processor.preprocessing.normalization == "auto"
+    assert fit(processor, TRAIN)["normalization"] == "zscore"
 
 
 def test_minmax_maps_training_range_onto_zero_one(make_processor, fit_transform):
