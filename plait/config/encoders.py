@@ -95,8 +95,10 @@ class CategoryEmbedEncoder(EncoderBase):
     type: Literal["dense"] = "dense"
     embedding_size: int | None = Field(None, gt=0, json_schema_extra={LUDWIG_DEFAULT: 50})
     """Unset: min(50, (vocabulary size + 1) // 2 + 1), a common rule for tabular data."""
-    embedding_initializer: Initializer | None = None
-    """Initializer of the vectors; unset: torch's N(0, 1) (Ludwig: uniform on [-1, 1])."""
+    embedding_initializer: Initializer | None = Field("xavier_uniform", json_schema_extra={LUDWIG_DEFAULT: None})
+    """Initializer of the vectors: small ones, as the weights of the layer after a one-hot vector
+    would start, so that the values with few training rows add little noise (benchmarks/README.md:
+    caschool's 45 counties); null: torch's N(0, 1) (Ludwig's null: uniform on [-1, 1])."""
     embeddings_trainable: bool = True
     """False: the vectors keep their initial (or pretrained) values."""
     pretrained_embeddings: str | None = None

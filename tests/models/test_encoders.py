@@ -74,6 +74,16 @@ def test_category_embedding_size_follows_the_vocabulary_unless_set(make_encoder,
     assert make_encoder("category", {"type": "dense", "embedding_size": 11}).output_size == 11
 
 
+def test_category_vectors_start_small_unless_null_asks_for_unit_normal_ones(make_encoder):
+    """Xavier's bound by default (benchmarks/README.md: a value seen in a few rows keeps its start)."""
+    torch.manual_seed(0)
+    table = make_encoder("category", {"type": "dense", "embedding_size": 400}).embedding.weight
+    bound = (6 / sum(table.shape)) ** 0.5
+    assert table.abs().max() <= bound and table.abs().max() > 0.9 * bound
+    unit = make_encoder("category", {"type": "dense", "embedding_size": 400, "embedding_initializer": None}).embedding.weight
+    assert 0.9 < unit.std() < 1.1
+
+
 def test_one_hot_category_encoding_is_exact(make_encoder):
     encoder = make_encoder("category", {"type": "sparse"})
     out = encoder(torch.tensor([0, 3, 1]))
