@@ -212,6 +212,35 @@ def test_a_killed_prediction_actor_loses_and_repeats_no_row(saved, small_batches
     assert_same_predictions(on_ray, local_predictions(saved, tmp_path / "big.parquet"))
 
 
+def test_ray_datas_actor_tracker_made_in_a_trials_placement_group_outlives_the_trial():
+    """A Tune trial's placement group captures the actors its code starts. Ray Data's one shared
+    ActorLocationTracker, first made there, died with the trial, under the jobs of other trials
+    (k-fold's folds at once failed with a SystemException): plait's job makes it outside."""
+    import contextlib
+
+    import ray
+    from ray.data._internal.execution.node_trackers import get_or_create_actor_location_tracker
+    from ray.util.placement_group import placement_group, remove_placement_group
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    with contextlib.suppress(ValueError):  # made by an earlier test: start without it
+        ray.kill(ray.get_actor("ActorLocationTracker", namespace="ActorLocationTracker"))
+
+    @ray.remote(num_cpus=0.1)
+    def a_trials_job_starts():
+        with ray_predict._ray_job("a trial's job"):
+            get_or_create_actor_location_tracker()  # what Ray Data's actor pool does
+
+    group = placement_group([{"CPU": 0.1}])
+    ray.get(group.ready(), timeout=60)
+    in_the_group = PlacementGroupSchedulingStrategy(group, placement_group_capture_child_tasks=True)
+    ray.get(a_trials_job_starts.options(scheduling_strategy=in_the_group).remote(), timeout=60)
+    remove_placement_group(group)  # the trial ends
+    time.sleep(1)
+    tracker = ray.get_actor("ActorLocationTracker", namespace="ActorLocationTracker")
+    assert ray.get(tracker.get_actor_locations.remote(["a"]), timeout=30) == {"a": None}
+
+
 def test_the_actor_pool_fills_the_cluster_unless_told():
     from plait.backends.ray.batches import actor_plan
     from plait.config.backend import DistributedTrainerConfig

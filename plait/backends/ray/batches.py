@@ -216,6 +216,7 @@ def _ray_job(what: str):
     # pool's handles: until a garbage collection those actors live on, holding CPUs that this
     # job's pool is sized around (or that an actor it must restart waits for, for ever).
     gc.collect()
+    _actor_tracker_outside_placement_groups()
     ray_log = logging.getLogger("ray.data")
     level = ray_log.level
     if not log.isEnabledFor(logging.DEBUG):
@@ -227,3 +228,24 @@ def _ray_job(what: str):
         raise plait_error_of(exc) or BackendError(f"{what} on Ray failed: {worker_message(exc)}") from None
     finally:
         ray_log.setLevel(level)
+
+
+def _actor_tracker_outside_placement_groups() -> None:
+    """Make Ray Data's ActorLocationTracker, unless it exists, outside any placement group.
+
+    Every actor pool job on a cluster shares that one detached actor, made by the first job that
+    needs it. Made by a job inside a Ray Tune trial (a k-fold fold, a search trial), whose placement
+    group captures the actors its code starts, it lived in that trial's group and was killed when
+    the trial ended, under the jobs of the trials still running: they failed with a
+    SystemException (seen in tests/test_kfold.py: two folds at once). Made here first, with an
+    explicit scheduling strategy (which Ray does not override with the trial's group), it outlives
+    every trial. The options are Ray Data's own; a Ray without the class changes nothing."""
+    try:
+        import ray
+        from ray.data._internal.execution.node_trackers.actor_location import ActorLocationTracker
+    except ImportError:
+        return
+    node = {ray._raylet.RAY_NODE_ID_KEY: ray.get_runtime_context().get_node_id()}
+    ActorLocationTracker.options(name="ActorLocationTracker", namespace="ActorLocationTracker", get_if_exists=True,
+                                 lifetime="detached", label_selector=node, max_concurrency=8,
+                                 scheduling_strategy="DEFAULT").remote()
