@@ -88,7 +88,7 @@ class NumberProcessor(FeatureProcessor):
             "normalization": _chosen_normalization(self.preprocessing.normalization, stats),
         }
         if meta["normalization"] == "iq":
-            meta["q1"], meta["median"], meta["q3"] = (stats["sketch"].quantile(q) for q in (0.25, 0.5, 0.75))
+            meta["q1"], meta["median"], meta["q3"] = (float(v) for v in stats["sketch"].quantiles(np.array([0.25, 0.5, 0.75])))
         if meta["normalization"] == "quantile":
             meta["quantile_values"], meta["quantile_scores"] = _normal_scores(stats["sketch"])
         meta["fill_value"] = self._fill_for(self.preprocessing.missing_value_strategy, meta, stats)

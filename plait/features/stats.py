@@ -117,7 +117,7 @@ class QuantileSketch:
         )
 
     def quantiles(self, levels: np.ndarray) -> np.ndarray:
-        """``quantile`` at each level at once: the buckets are ordered and counted once."""
+        """``quantile`` at each of ``levels``: the buckets are ordered and counted once."""
         values = np.concatenate([-2 * self.gamma ** self.negative.sort_index(ascending=False).index.to_numpy(float)
                                  / (self.gamma + 1), [0.0],
                                  2 * self.gamma ** self.positive.sort_index().index.to_numpy(float) / (self.gamma + 1)])
@@ -126,27 +126,11 @@ class QuantileSketch:
         seen = np.cumsum(counts)
         if seen[-1] == 0:
             return np.zeros(len(levels))
-        # The first bucket whose running count passes the level's rank, as quantile() walks them.
+        # The first bucket whose running count passes the level's rank.
         return values[np.minimum(np.searchsorted(seen, np.asarray(levels) * (seen[-1] - 1), side="right"),
                                  len(values) - 1)]
 
     def quantile(self, q: float) -> float:
-        neg = self.negative.sort_index(ascending=False)
-        pos = self.positive.sort_index()
-        total = int(neg.sum() + pos.sum() + self.zeros)
-        if total == 0:
-            return 0.0
-        rank = q * (total - 1)
-        seen = 0
-        for bucket, count in neg.items():
-            seen += count
-            if seen > rank:
-                return -2 * self.gamma**bucket / (self.gamma + 1)
-        seen += self.zeros
-        if seen > rank:
-            return 0.0
-        for bucket, count in pos.items():
-            seen += count
-            if seen > rank:
-                return 2 * self.gamma**bucket / (self.gamma + 1)
-        return 2 * self.gamma ** pos.index[-1] / (self.gamma + 1)
+        """The value at level ``q`` (0 to 1): the first bucket whose running count, from the most
+        negative, passes rank ``q * (count - 1)``, as its bucket's middle value."""
+        return float(self.quantiles(np.array([q]))[0])
