@@ -28,6 +28,7 @@ def table() -> pd.DataFrame:
         "sizes": rng.choice([1.5, 2.5, 10.0], ROWS),
         "review": [" ".join(rng.choice(words, 8)) for _ in range(ROWS)],
         "name": [f"{rng.choice(words)} {i}" for i in range(ROWS)],
+        "car": [f"{rng.choice(['ford', 'fiat', 'audi'])} model{i % 150}" for i in range(ROWS)],  # makers recur
         "day": pd.date_range("2024-01-01", periods=ROWS).strftime("%Y-%m-%d"),
         "pixels": [" ".join(str(v) for v in rng.integers(0, 16, 4)) for _ in range(ROWS)],
         "constant": ["same"] * ROWS,
@@ -49,11 +50,13 @@ def test_each_rule_gives_the_type_ludwig_would_and_says_why():
     assert {name: kind for name, (kind, _, _) in types.items()} == {
         "": "number", "user_id": "text", "amount": "number", "city": "category", "answer": "binary",
         "bot": "category",  # two values, but not true and false
-        "stars": "category", "sizes": "number", "review": "text", "name": "text", "day": "date",
+        "stars": "category", "sizes": "number", "review": "text", "name": "text", "car": "text",
+        "day": "date",
         "pixels": "vector", "constant": "category", "label": "category"}
     assert "two values that read as true and false (no, yes)" in types["answer"][1]
     assert "every integer from the smallest to the largest" in types["stars"][1]
     assert "8.0 words per value" in types["review"][1]
+    assert "but its words recur" in types["car"][1] and "plait's rule" in types["car"][1]
     assert "4 numbers separated by spaces" in types["pixels"][1] and "Ludwig would read them as text" in types["pixels"][1]
 
 
@@ -74,7 +77,7 @@ def test_the_config_reads_back_and_names_every_reason():
     config = load_config(__import__("yaml").safe_load(text))
     assert [f.name for f in config.output_features] == ["label"]
     assert {f.name for f in config.input_features} == {"amount", "city", "answer", "bot", "stars", "sizes", "review",
-                                                       "day", "pixels"}
+                                                       "car", "day", "pixels"}
     assert "    type: date  # its values are dates" in text
     assert '#   "": the first column counts the rows' in text
 
