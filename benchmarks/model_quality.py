@@ -132,7 +132,7 @@ def _auto_train_score(table, train, valid, test, job: dict) -> dict:
                                               "backend": {"cache_dir": os.path.join(output, "cache")}})
         predicted = found.model.predict(test.drop(columns=[table.target]))[f"{table.target}_predictions"]
     return {"score": _score(table, test[table.target], predicted), "trials": found.trials,
-            "best_config": found.best_config}
+            "best_config": found.best_config, "finalists": found.finalists}
 
 
 def _sklearn_scores(table, train, valid, test, seed: int) -> dict:

@@ -408,10 +408,11 @@ def auto_train(args) -> int:
     result = search(args.dataset, args.target, args.time_limit_s, output_directory=args.output_directory,
                     experiment_name=args.experiment_name, random_seed=args.random_seed, user_config=user,
                     backend=args.backend, tune_verbosity=args.hyperopt_log_verbosity)
-    best = result.search.best
-    print(json.dumps({"best_trial": best["trial_id"], "metric_score": best["metric_score"],
-                      "parameters": best["parameters"], "model_path": best["model_path"],
-                      "search_directory": result.search.run.root.url, "trials": result.trials}, indent=2))
+    kept = result.kept
+    print(json.dumps({"best_trial": kept["trial_id"], "metric_score": kept["metric_score"],
+                      "parameters": kept["parameters"], "model_path": kept["model_path"],
+                      "search_directory": result.search.run.root.url, "trials": result.trials,
+                      "finalists": result.finalists}, indent=2))
     return 0
 
 

@@ -1,5 +1,6 @@
 """``auto_train``: a config from the data (``auto_config``), then plait's search over its key
-settings within a time budget, on Ray Tune (a local Ray, or the cluster plait finds); the best
+settings within a time budget, on Ray Tune (a local Ray, or the cluster plait finds), then, when
+the budget left holds it, the finalists scored on more validation splits (``rescore``); the kept
 trial's model comes back loaded.
 """
 
@@ -12,6 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from plait.automl import rescore
 from plait.automl.auto_config import AutoConfig, build, search_section
 from plait.errors import TrainingError, UsageError
 
@@ -21,7 +23,7 @@ log = logging.getLogger("plait")
 @dataclass
 class AutoTrainResult:
     model: Any
-    """The best trial's model (a loaded :class:`plait.Model`)."""
+    """The kept trial's model (a loaded :class:`plait.Model`)."""
     best_config: dict
     """The config that trained it (the inferred features and the trial's values)."""
     config: dict
@@ -30,7 +32,13 @@ class AutoTrainResult:
     """How many trials ran (the time budget may have ended some)."""
     search: Any
     """The search's :class:`plait.search.HyperoptResult` (every trial's record, the folder)."""
+    kept: dict
+    """The search's record of the trial whose model this is (its values, validation score, folder)."""
     auto_config: AutoConfig
+    finalists: list[dict]
+    """The finalists' values, validation score, the metric of the folds, score on each fold and
+    mean, best first, when they were scored on more validation splits (``plait.automl.rescore``);
+    empty when the search's best was kept as it was."""
 
 
 def auto_config(dataset: Any, target: str, *, time_limit_s: float | None = None, user_config: dict | None = None,
@@ -53,7 +61,8 @@ def auto_train(dataset: Any, target: str, time_limit_s: float, *, output_directo
                backend: str | None = None, tune_verbosity: int = 0) -> AutoTrainResult:
     """Infer a config for ``target`` from ``dataset``, search its key settings for
     ``time_limit_s`` seconds (the reading and profiling of the data come out of the budget) and
-    return the best model. ``user_config``: settings merged over the inferred config (a split
+    return the kept model: the search's best trial, or the finalist best on five validation
+    splits (``plait.automl.rescore``) where the time left held their scoring. ``user_config``: settings merged over the inferred config (a split
     column it names is not an input)."""
     if not time_limit_s or time_limit_s <= 0:
         raise UsageError(f"time_limit_s: got {time_limit_s!r}; give the search's budget in seconds, such as 300")
@@ -65,14 +74,49 @@ def auto_train(dataset: Any, target: str, time_limit_s: float, *, output_directo
              target, len(config["hyperopt"]["parameters"]), config["hyperopt"]["executor"]["time_budget_s"])
     from plait.search import hyperopt
 
+    searching = time.monotonic()
     found = hyperopt(config, dataset, output_directory=output_directory, experiment_name=experiment_name,
                      random_seed=random_seed, backend=backend, tune_verbosity=tune_verbosity)
-    best = found.best
-    if best is None or best["model_path"] is None:
+    if found.best is None or found.best["model_path"] is None:
         raise TrainingError(f"auto_train: no trial finished an evaluation within {time_limit_s:g} s; give a larger "
                             f"time_limit_s (the search is in {found.run.root.url})")
-    return AutoTrainResult(model=_load(best["model_path"], backend), best_config=_trial_config(best), config=config,
-                           trials=len(found.trials), search=found, auto_config=auto)
+    search_seconds = time.monotonic() - searching
+    kept, finalists = _kept_trial(found, config, dataset, search_seconds=search_seconds,
+                                  seconds_left=time_limit_s - (time.monotonic() - started), random_seed=random_seed,
+                                  output_directory=output_directory, experiment_name=experiment_name, backend=backend)
+    return AutoTrainResult(model=_load(kept["model_path"], backend), best_config=_trial_config(kept), config=config,
+                           trials=len(found.trials), search=found, kept=kept, auto_config=auto,
+                           finalists=finalists)
+
+
+def _kept_trial(found, config: dict, dataset: Any, *, search_seconds: float, seconds_left: float, random_seed: int,
+                output_directory: str, experiment_name: str, backend: str | None) -> tuple[dict, list]:
+    """The trial whose model auto_train returns, and the finalists' scores, best mean first: the
+    search's best, or, when the time left holds a scoring of the finalists on more validation
+    splits, the winner there (``rescore.winner``)."""
+    from plait.data.io import read_table
+
+    first = rescore.parameters_of_first_trial(config["hyperopt"])  # plait's defaults
+    candidates = rescore.finalists(found.trials, first)
+    # the first two finalists' folds run first: the rest run if the budget holds them
+    if len(candidates) < 2 or not rescore.fits(search_seconds, len(found.trials), 2 * rescore.FOLDS, seconds_left):
+        log.info("auto_train: kept the search's best trial, %s (scored on the one validation split).",
+                 found.best["trial_id"])
+        return found.best, []
+    log.info("auto_train: scoring %d finalists on %d validation splits each, within %.0f s.", len(candidates),
+             rescore.FOLDS, seconds_left)
+    judge, scored = rescore.rescore(config, read_table(dataset), candidates, seed=random_seed,
+                                    seconds_left=seconds_left, output_directory=output_directory,
+                                    experiment_name=f"{experiment_name}_finalists", backend=backend)
+    kept = rescore.winner(scored, judge.goal, baseline=next((f for f in scored if f.record["parameters"] == first), None))
+    summaries = [f.summary(judge) for f in rescore.ranked(scored, judge.goal)]
+    if kept is None:
+        log.info("auto_train: the finalists did not finish their %d splits in time; kept the search's best trial.",
+                 rescore.FOLDS)
+        return found.best, summaries
+    log.info("auto_train: kept trial %s (mean %s %.6g over %d validation splits).", kept.record["trial_id"],
+             judge.metric, kept.mean_score, rescore.FOLDS)
+    return kept.record, summaries
 
 
 def _load(path: str, backend: str | None):

@@ -330,15 +330,9 @@ def transform_split(config: PlaitConfig, features: dict, source: Any, seed: int,
     """The rows of raw data that a run with this config and seed put in ``split``, transformed
     with saved feature metadata (to evaluate a saved model on exactly its test set, say);
     ``split="full"``: every row the cleaning keeps, in order."""
-    seed = sp.check_seed(seed)
     if split not in (*sp.SPLIT_NAMES, "full"):
         raise UsageError(f"split {split!r}: give one of {', '.join(sp.SPLIT_NAMES)} (or full, for every row)")
-    processors = processors_for(config, data_directory(source))
-    engine = get_engine("local")
-    data, columns = engine.read([Source(source)])
-    check_columns(columns, processors, source, config)
-    steps = PartitionSteps(processors, config, seed)
-    data = _cleaned(engine, steps, data, splits_given=False)
+    engine, steps, data = _cleaned_source(config, source, seed)
     if steps.drops_after_fit:
         data = engine.map(data, lambda part: steps.drop_after_fit(part, features))
 
@@ -347,6 +341,29 @@ def transform_split(config: PlaitConfig, features: dict, source: Any, seed: int,
 
     parts = engine.map(data, lambda part: steps.transform(rows(part), features))
     return pa.concat_tables(parts).drop_columns([SPLIT])
+
+
+def split_codes(config: PlaitConfig, source: Any, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(row numbers, split codes)`` of the rows of raw data a run with this config and seed
+    keeps, before any feature is fitted (a row that drop_row drops as an outlier is still there):
+    which rows it trains and validates on, say."""
+    engine, _, data = _cleaned_source(config, source, seed)
+    parts = engine.collect(data, lambda part: (part[ROW_NUMBER].to_numpy(), part[SPLIT].to_numpy()))
+    if not parts:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int8)
+    return np.concatenate([rows for rows, _ in parts]), np.concatenate([codes for _, codes in parts])
+
+
+def _cleaned_source(config: PlaitConfig, source: Any, seed: int):
+    """The local engine, the partition steps and the cleaned rows of ``source`` (each with its row
+    number and split code), as a run with this config and seed deals them."""
+    seed = sp.check_seed(seed)
+    processors = processors_for(config, data_directory(source))
+    engine = get_engine("local")
+    data, columns = engine.read([Source(source)])
+    check_columns(columns, processors, source, config)
+    steps = PartitionSteps(processors, config, seed)
+    return engine, steps, _cleaned(engine, steps, data, splits_given=False)
 
 
 def _sources(dataset, training_set, validation_set, test_set) -> dict:

@@ -1,7 +1,7 @@
 """plait init_config and auto_train from the command line and from Python, locally and on Ray.
 
-Each search is small (300 rows, one or two trials of a few epochs) on the session's
-Ray cluster.
+Each search is small (300 rows, two trials of two epochs, then each on five folds) on the
+session's Ray cluster.
 """
 
 from __future__ import annotations
@@ -49,21 +49,30 @@ def test_init_config_writes_a_config_that_trains(data, tmp_path, cli, cli_error)
         "target 'z': '" + str(data) + "' has no such column; its columns are: x1, x2, c, y")
 
 
-def test_auto_train_on_the_command_line_keeps_the_best_of_its_trials(data, tmp_path, cli, cli_error):
+def test_auto_train_on_the_command_line_scores_its_finalists_on_five_splits(data, tmp_path, cli, cli_error):
     user = json.dumps({"trainer": {"epochs": 2}, "hyperopt": {"executor": {"num_samples": 2}}})
     assert "time_limit_s: got 0.0" in cli_error("auto_train", "--dataset", data, "--target", "y", "--time_limit_s", 0)
-    code, out, err = cli("auto_train", "--dataset", data, "--target", "y", "--time_limit_s", 120,
+    # a budget the two trials leave most of: both are finalists, scored on five splits
+    code, out, err = cli("auto_train", "--dataset", data, "--target", "y", "--time_limit_s", 600,
                          "--user_config", user, "--output_directory", tmp_path / "out")
     assert code == 0, err
     summary = json.loads(out[out.index("{"):])
     assert summary["trials"] == 2
     search = json.loads((tmp_path / "out" / "auto_train_run_0" / "hyperopt_statistics.json").read_text())
-    tried = [t["parameters"] for t in search["hyperopt_results"]]
-    assert {**FIRST_TRIAL, "defaults.number.encoder.type": "passthrough"} in tried  # plait's defaults are a trial
+    defaults = {**FIRST_TRIAL, "defaults.number.encoder.type": "passthrough"}
+    assert defaults in [t["parameters"] for t in search["hyperopt_results"]]  # plait's defaults are a trial
+    finalists = summary["finalists"]
+    assert sorted(f["parameters"] == defaults for f in finalists) == [False, True]
+    assert all(len(f["fold_scores"]) == 5 and f["metric"] == "roc_auc" for f in finalists)  # Ludwig's, for binary
+    assert finalists[0]["mean_score"] >= finalists[1]["mean_score"]  # best first
+    assert summary["parameters"] in [f["parameters"] for f in finalists]  # the kept trial is a finalist
+    folds = json.loads((tmp_path / "out" / "auto_train_finalists_run_0" / "hyperopt_statistics.json").read_text())
+    assert len(folds["hyperopt_results"]) == 10
     model = plait.Model.load(summary["model_path"])
     assert set(model.predict(str(data))["y_predictions"]) <= {True, False}  # a binary output predicts booleans
-    # what plait.auto_train returns as best_config: the config the best trial trained with
-    best_config = _trial_config(search["best"])
+    # what plait.auto_train returns as best_config: the config the kept trial trained with
+    kept = next(t for t in search["hyperopt_results"] if t["trial_id"] == summary["best_trial"])
+    best_config = _trial_config(kept)
     assert [f["name"] for f in best_config["input_features"]] == ["x1", "x2", "c"]
     assert best_config["trainer"]["learning_rate"] == summary["parameters"]["trainer.learning_rate"]
 

@@ -129,3 +129,18 @@ def test_local_partitionings_and_dask_write_the_same_bytes(tmp_path, make_config
     assert results[0] == results[1]
     dask = outputs(run(make_config, path, preprocessing, inputs, get_engine("dask", parallelism=4), tmp_path / "dask"))
     assert dask == results[0]
+
+
+@pytest.mark.parametrize("split", [{"type": "random"}, {"type": "stratify", "column": "y"},
+                                   {"type": "datetime", "column": "day"}])
+def test_split_codes_name_the_rows_each_split_gets(make_config, split):
+    """What auto_train re-deals into folds: the rows the run trains and validates on."""
+    from plait.data.preprocess import split_codes
+
+    n = 60
+    data = frame(n, day=[str(d.date()) for d in pd.date_range("2024-01-01", periods=n, freq="D")])
+    data.loc[3, "y"] = None  # a row without a target is dropped, in both
+    config = make_config([ID], [TARGET], preprocessing={"split": split})
+    rows, codes = split_codes(load_config(config), data, 42)
+    assert 3 not in rows
+    assert {s: sorted(rows[codes == i].tolist()) for i, s in enumerate(SPLITS)} == ids(run(make_config, data, {"split": split}))

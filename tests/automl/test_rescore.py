@@ -1,0 +1,74 @@
+"""auto_train's finalists: which trials they are, and the rows and folds they are scored on (the
+scoring itself runs in tests/automl/test_auto_train.py, through the command)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from plait.automl import rescore
+
+
+def record(trial: str, score, **values) -> dict:
+    return {"trial_id": trial, "metric_score": score, "parameters": values,
+            "model_path": None if score is None else f"/runs/{trial}/model"}
+
+
+def test_the_finalists_are_the_first_trial_and_the_three_best_others_with_values_of_their_own():
+    ranked = [record("a", 0.1, lr=3), record("b", 0.2, lr=3), record("c", 0.3, lr=2), record("d", 0.4, lr=1),
+              record("e", 0.5, lr=5), record("f", 0.6, lr=4), record("g", None, lr=6)]
+    assert [r["trial_id"] for r in rescore.finalists(ranked, first={"lr": 1})] == ["d", "a", "c", "e"]
+    assert [r["trial_id"] for r in rescore.finalists(ranked, first={"lr": 3})] == ["a", "c", "d", "e"]
+    assert [r["trial_id"] for r in rescore.finalists(ranked, first={"lr": 6})] == ["a", "c", "d"]  # it has no score
+    assert [r["trial_id"] for r in rescore.finalists(ranked[-1:], first=None)] == []
+
+
+def test_finalists_rank_by_their_mean_over_the_folds_and_one_cut_short_ranks_last():
+    low, high = (rescore.Finalist(record(t, 0.5), [v] * rescore.FOLDS) for t, v in (("a", 0.3), ("b", 0.4)))
+    cut_short = rescore.Finalist(record("c", 0.1), [0.1] * (rescore.FOLDS - 1))
+    assert rescore.ranked([cut_short, high, low], "minimize") == [low, high, cut_short]
+    assert rescore.ranked([cut_short, low, high], "maximize") == [high, low, cut_short]
+    assert rescore.fits(search_seconds=100, trials=20, folds_to_run=10, seconds_left=60)
+    assert not rescore.fits(search_seconds=100, trials=20, folds_to_run=10, seconds_left=40)
+
+
+def test_plait_defaults_stay_unless_a_finalist_beats_them_fold_by_fold_beyond_the_noise():
+    defaults = rescore.Finalist(record("defaults", 0.5), [0.80, 0.82, 0.78, 0.85, 0.80])
+    steady = rescore.Finalist(record("steady", 0.4), [0.82, 0.83, 0.80, 0.86, 0.82])     # ahead on every fold
+    lucky = rescore.Finalist(record("lucky", 0.3), [0.95, 0.70, 0.80, 0.85, 0.86])       # a higher mean, by chance
+    assert lucky.mean_score > steady.mean_score > defaults.mean_score
+    assert rescore.winner([defaults, lucky], "maximize", baseline=defaults) is defaults
+    assert rescore.winner([defaults, lucky, steady], "maximize", baseline=defaults) is steady
+    assert rescore.winner([defaults, lucky, steady], "minimize", baseline=defaults) is defaults
+    assert rescore.winner([lucky, steady], "maximize", baseline=None) is lucky  # no defaults: the best mean
+    cut_short = rescore.Finalist(record("cut", 0.5), [0.9] * (rescore.FOLDS - 1))
+    assert rescore.winner([cut_short, steady], "maximize", baseline=cut_short) is None
+
+
+def test_folds_are_judged_by_the_outputs_own_metric_unless_the_search_names_another():
+    def config(output_type: str, **searched) -> dict:
+        section = {"output_feature": "combined", "metric": "loss", "goal": "minimize", **searched}
+        return {"output_features": [{"name": "y", "type": output_type}], "hyperopt": section}
+
+    assert rescore.Judge.of(config("binary")) == rescore.Judge("roc_auc", "maximize", "y")
+    assert rescore.Judge.of(config("category")) == rescore.Judge("accuracy", "maximize", "y")
+    assert rescore.Judge.of(config("number")) == rescore.Judge("mean_squared_error", "minimize", "y")
+    assert rescore.Judge.of(config("text")) == rescore.Judge("loss", "minimize")  # no metric of Ludwig's: the loss
+    mine = config("binary", output_feature="y", metric="accuracy", goal="maximize")
+    assert rescore.Judge.of(mine) == rescore.Judge("accuracy", "maximize")  # the search's own score of each fold
+    assert rescore.Judge("accuracy", "maximize").score({"metric_score": 0.75}) == 0.75
+
+
+def test_the_folds_deal_the_searched_rows_and_leave_the_test_rows_out():
+    n = 200
+    table = pa.table({"x": np.arange(n, dtype=float), "y": np.arange(n) % 2,
+                      "split": np.where(np.arange(n) < 150, 0, np.where(np.arange(n) < 170, 1, 2))})
+    config = {"input_features": [{"name": "x", "type": "number"}], "output_features": [{"name": "y", "type": "binary"}],
+              "preprocessing": {"split": {"type": "fixed", "column": "split"}}, "hyperopt": {"parameters": {}}}
+    rows, columns = rescore._fold_rows(config, table, seed=42)
+    assert isinstance(rows, pd.DataFrame) and rows["x"].tolist() == list(range(170))  # training and validation rows
+    assert columns == [f"auto_train_fold_{k}" for k in range(rescore.FOLDS)]
+    validation = rows[columns].to_numpy()
+    assert (validation.sum(axis=1) == 1).all(), "each row is a validation row in exactly one fold"
+    assert all(20 < size < 50 for size in validation.sum(axis=0))
