@@ -61,9 +61,10 @@ def auto_train(dataset: Any, target: str, time_limit_s: float, *, output_directo
                backend: str | None = None, tune_verbosity: int = 0) -> AutoTrainResult:
     """Infer a config for ``target`` from ``dataset``, search its key settings for
     ``time_limit_s`` seconds (the reading and profiling of the data come out of the budget) and
-    return the kept model: the search's best trial, or the finalist best on five validation
-    splits (``plait.automl.rescore``) where the time left held their scoring. ``user_config``: settings merged over the inferred config (a split
-    column it names is not an input)."""
+    return the kept model: the search's best trial, or the winner of its finalists on five
+    validation splits (``plait.automl.rescore``) where the time left held their scoring.
+    ``user_config``: settings merged over the inferred config (a split column it names is not an
+    input)."""
     if not time_limit_s or time_limit_s <= 0:
         raise UsageError(f"time_limit_s: got {time_limit_s!r}; give the search's budget in seconds, such as 300")
     started = time.monotonic()
@@ -108,7 +109,8 @@ def _kept_trial(found, config: dict, dataset: Any, *, search_seconds: float, sec
     judge, scored = rescore.rescore(config, read_table(dataset), candidates, seed=random_seed,
                                     seconds_left=seconds_left, output_directory=output_directory,
                                     experiment_name=f"{experiment_name}_finalists", backend=backend)
-    kept = rescore.winner(scored, judge.goal, baseline=next((f for f in scored if f.record["parameters"] == first), None))
+    defaults = next((f for f in scored if f.record["parameters"] == first), None)
+    kept = rescore.winner(scored, judge.goal, baseline=defaults)
     summaries = [f.summary(judge) for f in rescore.ranked(scored, judge.goal)]
     if kept is None:
         log.info("auto_train: the finalists did not finish their %d splits in time; kept the search's best trial.",
