@@ -31,7 +31,6 @@ import logging
 import math
 import time
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -231,7 +230,7 @@ def _unused_prefix(taken) -> str:
     return prefix
 
 
-def parameters_of_first_trial(section: dict) -> Any:
+def parameters_of_first_trial(section: dict) -> dict | None:
     """The values of the search's first trial (plait's defaults, in auto_train's search)."""
     points = (section.get("search_alg") or {}).get("points_to_evaluate") or []
     return points[0] if points else None
