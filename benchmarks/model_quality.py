@@ -46,6 +46,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -128,8 +129,9 @@ def _auto_train_score(table, train, valid, test, job: dict) -> dict:
     with tempfile.TemporaryDirectory(prefix="plait-auto-") as output:
         found = plait.auto_train(rows, table.target, time_limit_s=job["time_limit_s"], output_directory=output,
                                  random_seed=job["seed"], tune_verbosity=0,
-                                 user_config={"preprocessing": {"split": {"type": "fixed", "column": "split"}},
-                                              "backend": {"cache_dir": os.path.join(output, "cache")}})
+                                 user_config=_merge({"preprocessing": {"split": {"type": "fixed", "column": "split"}},
+                                                     "backend": {"cache_dir": os.path.join(output, "cache")}},
+                                                    job.get("override", {})))
         predicted = found.model.predict(test.drop(columns=[table.target]))[f"{table.target}_predictions"]
     return {"score": _score(table, test[table.target], predicted), "trials": found.trials,
             "best_config": found.best_config, "finalists": found.finalists}
@@ -217,6 +219,17 @@ def result_path(variant_name: str, dataset: str, seed: int) -> Path:
     return OUT / variant_name / dataset / f"{seed}.json"
 
 
+def source_commit() -> str:
+    """The commit of the code under test, with "+changes" when plait/ or this benchmark's files
+    differ from it: a column's seeds may run in several sittings, and the report says when they
+    ran different code."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(ROOT), *args], check=True, capture_output=True, text=True).stdout
+
+    changed = git("status", "--porcelain", "plait", "benchmarks/model_quality.py", "benchmarks/quality_datasets.py")
+    return git("rev-parse", "--short", "HEAD").strip() + ("+changes" if changed else "")
+
+
 def _old_source() -> Path:
     if not (OLD_SOURCE / "plait").exists():
         OLD_SOURCE.parent.mkdir(parents=True, exist_ok=True)
@@ -283,6 +296,11 @@ def report(names: list[str], datasets: list[str], seeds: int, markdown: bool, ju
             verdicts["below_old"].append(dataset)
         rows.append(row)
     _print(rows, names, markdown)
+    for name in names:
+        commits = Counter(r.get("commit", "unrecorded") for dataset in datasets for r in runs[dataset][name])
+        if len(commits) > 1:
+            print(f"{name} ran at more than one commit: "
+                  + ", ".join(f"{c} ({n} runs)" for c, n in commits.most_common()))
     print(f"{judged} matches the best sklearn model on {verdicts['matches_best_sklearn']} of {verdicts['compared']} "
           f"datasets; below {OLD_COMMIT} on: {', '.join(verdicts['below_old']) or 'none'}")
     return {"rows": rows, "verdicts": verdicts}
@@ -341,8 +359,10 @@ def main(argv=None) -> int:
         return args.name if variant == "plait" else f"{variant}-{args.name}"
 
     if not args.report:
+        commit = source_commit()
         jobs = [{"variant": v, "name": name_of(v), "dataset": d, "seed": s, "override": json.loads(args.override),
-                 "inputs": json.loads(args.inputs), "time_limit_s": args.time_limit_s}
+                 "inputs": json.loads(args.inputs), "time_limit_s": args.time_limit_s,
+                 "commit": OLD_COMMIT if v == OLD_COMMIT else commit}
                 for d in args.datasets for s in range(args.seeds) for v in args.variants]
         todo = [j for j in jobs if not result_path(j["name"], j["dataset"], j["seed"]).exists()]
         print(f"{len(todo)} of {len(jobs)} runs to do", flush=True)
