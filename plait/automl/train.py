@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from plait.automl import rescore
-from plait.automl.auto_config import AutoConfig, build, search_section
+from plait.automl.auto_config import EPOCHS, AutoConfig, build, search_section
 from plait.errors import TrainingError, UsageError
 
 log = logging.getLogger("plait")
@@ -53,6 +53,7 @@ def auto_config(dataset: Any, target: str, *, time_limit_s: float | None = None,
     if time_limit_s is not None:
         kind = backend or (user.get("backend") or {}).get("type", "auto")
         config["hyperopt"] = search_section(time_limit_s, kind, {f["type"] for f in config["input_features"]})
+        config["trainer"] = {"epochs": EPOCHS}
     return auto, _merged(config, user)
 
 
