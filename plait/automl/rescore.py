@@ -81,13 +81,10 @@ class Judge:
         """The fold's score: its search score, or its output's metric at its lowest validation loss."""
         if self.output is None:
             return record["metric_score"]
-        from plait.evaluation.statistics import history_of
         from plait.run_directory import RunDirectory
+        from plait.search.results import evaluations_of
 
-        run = RunDirectory(record["run_directory"])
-        if not run.has_statistics("training"):
-            return None
-        evaluations = [r["validation"] for r in history_of(run.read_statistics("training"))
+        evaluations = [r["validation"] for r in evaluations_of(RunDirectory(record["run_directory"]))
                        if "loss" in r.get("validation", {}).get("combined", {})]
         if not evaluations:
             return None

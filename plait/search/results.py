@@ -99,18 +99,23 @@ def _epochs(run: RunDirectory) -> int | None:
         return None
 
 
-def _own_history(run: RunDirectory, target: tuple[str, str, str]) -> list[dict]:
+def evaluations_of(run: RunDirectory) -> list[dict]:
+    """A trial's evaluation records, one per evaluation: its training statistics, or, before the
+    run wrote them, its latest checkpoint's; none when neither can be read."""
     from plait.evaluation.statistics import history_of
     from plait.training import checkpoint as ckpt
 
     try:
         if run.has_statistics("training"):
-            records = history_of(run.read_statistics("training"))
-        else:
-            latest = ckpt.latest_checkpoint(run.checkpoints)
-            records = ckpt.saved_state(latest)["history"] if latest else []
+            return history_of(run.read_statistics("training"))
+        latest = ckpt.latest_checkpoint(run.checkpoints)
+        return ckpt.saved_state(latest)["history"] if latest else []
     except (OSError, ValueError, KeyError):
         return []
+
+
+def _own_history(run: RunDirectory, target: tuple[str, str, str]) -> list[dict]:
+    records = evaluations_of(run)
     split, feature, metric = target
     return [{"epoch": r["epoch"], "step": r["step"], "metric_score": float(r[split][feature][metric])}
             for r in records if r.get(split, {}).get(feature, {}).get(metric) is not None]
