@@ -60,10 +60,11 @@ def auto_config(dataset: Any, target: str, *, time_limit_s: float | None = None,
 def auto_train(dataset: Any, target: str, time_limit_s: float, *, output_directory: str = "results",
                experiment_name: str = "auto_train", random_seed: int = 42, user_config: dict | None = None,
                backend: str | None = None, tune_verbosity: int = 0) -> AutoTrainResult:
-    """Infer a config for ``target`` from ``dataset``, search its key settings for
-    ``time_limit_s`` seconds (the reading and profiling of the data come out of the budget) and
-    return the kept model: the search's best trial, or the winner of its finalists on five
-    validation splits (``plait.automl.rescore``) where the time left held their scoring.
+    """Infer a config for ``target`` from ``dataset``, search its key settings within
+    ``time_limit_s`` seconds (the reading and profiling of the data come out of the budget; on a
+    small table the search gets part of it, ``rescore.search_budget``) and return the kept model:
+    the search's best trial, or the winner of its finalists on five validation splits
+    (``plait.automl.rescore``) where the time left held their scoring.
     ``user_config``: settings merged over the inferred config (a split column it names is not an
     input)."""
     if not time_limit_s or time_limit_s <= 0:
@@ -71,7 +72,7 @@ def auto_train(dataset: Any, target: str, time_limit_s: float, *, output_directo
     started = time.monotonic()
     auto, config = auto_config(dataset, target, time_limit_s=time_limit_s, user_config=user_config, backend=backend)
     spent = time.monotonic() - started
-    config["hyperopt"]["executor"]["time_budget_s"] = max(1.0, time_limit_s - spent)
+    config["hyperopt"]["executor"]["time_budget_s"] = max(1.0, rescore.search_budget(time_limit_s - spent, auto.rows))
     log.info("auto_train: %d inputs for %r; searching %d settings for up to %.0f s.", len(config["input_features"]),
              target, len(config["hyperopt"]["parameters"]), config["hyperopt"]["executor"]["time_budget_s"])
     from plait.search import hyperopt

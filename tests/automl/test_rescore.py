@@ -72,3 +72,8 @@ def test_the_folds_deal_the_searched_rows_and_leave_the_test_rows_out():
     validation = rows[columns].to_numpy()
     assert (validation.sum(axis=1) == 1).all(), "each row is a validation row in exactly one fold"
     assert all(20 < size < 50 for size in validation.sum(axis=0))
+
+
+def test_on_a_small_table_the_search_leaves_the_folds_part_of_the_budget():
+    assert rescore.search_budget(300, rows=rescore.SMALL_TABLE_ROWS) == 300 * rescore.SEARCH_SHARE
+    assert rescore.search_budget(300, rows=rescore.SMALL_TABLE_ROWS + 1) == 300  # one split measures well
