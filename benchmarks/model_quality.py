@@ -220,14 +220,15 @@ def result_path(variant_name: str, dataset: str, seed: int) -> Path:
 
 
 def source_commit() -> str:
-    """The commit of the code under test, with "+changes" when plait/ or this benchmark's files
-    differ from it: a column's seeds may run in several sittings, and the report says when they
-    ran different code."""
+    """The last commit that changed the code under test (plait/ and the datasets), with "+changes"
+    when the working tree differs from it: a column's seeds may run in several sittings, at other
+    commits of the rest of the repository, and the report says when they ran different code."""
     def git(*args: str) -> str:
         return subprocess.run(["git", "-C", str(ROOT), *args], check=True, capture_output=True, text=True).stdout
 
-    changed = git("status", "--porcelain", "plait", "benchmarks/model_quality.py", "benchmarks/quality_datasets.py")
-    return git("rev-parse", "--short", "HEAD").strip() + ("+changes" if changed else "")
+    code = ("plait", "benchmarks/quality_datasets.py")
+    changed = git("status", "--porcelain", *code)
+    return git("log", "-1", "--format=%h", "--", *code).strip() + ("+changes" if changed else "")
 
 
 def _old_source() -> Path:
