@@ -66,8 +66,8 @@ search's trials apart, and the folds decide: the search leaves them part of the 
 SEARCH_SHARE = 0.6
 """The budget's share the search gets on a small table. With all of it, trials of up to 300
 epochs (``auto_config.EPOCHS``) took the whole budget on star98 (303 rows), nothing was left for
-the folds, and the search's pick on one split scored 0.570 on the test rows, where the folds had
-kept plait's defaults (0.773) when they ran."""
+the folds, and the search's pick on one split kept scored 0.570 on the test rows against plait's
+defaults' 0.773."""
 
 
 def search_budget(seconds_left: float, rows: int) -> float:
