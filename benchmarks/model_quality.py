@@ -219,16 +219,23 @@ def result_path(variant_name: str, dataset: str, seed: int) -> Path:
     return OUT / variant_name / dataset / f"{seed}.json"
 
 
-def source_commit() -> str:
-    """The last commit that changed the code under test (plait/ and the datasets), with "+changes"
-    when the working tree differs from it: a column's seeds may run in several sittings, at other
-    commits of the rest of the repository, and the report says when they ran different code."""
-    def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(ROOT), *args], check=True, capture_output=True, text=True).stdout
+CODE_UNDER_TEST = ("plait", "benchmarks/quality_datasets.py")
 
-    code = ("plait", "benchmarks/quality_datasets.py")
-    changed = git("status", "--porcelain", *code)
-    return git("log", "-1", "--format=%h", "--", *code).strip() + ("+changes" if changed else "")
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", "-C", str(ROOT), *args], check=True, capture_output=True, text=True).stdout
+
+
+def code_version(commit: str = "HEAD") -> str:
+    """A short hash of the code under test (the git trees of plait/ and the datasets) at
+    ``commit``, with "+changes" when the working tree differs from HEAD there: a column's seeds
+    may run in several sittings, at other commits of the rest of the repository, and the report
+    says when they ran different code."""
+    import hashlib
+
+    trees = _git("rev-parse", *(f"{commit}:{path}" for path in CODE_UNDER_TEST))
+    changed = commit == "HEAD" and _git("status", "--porcelain", *CODE_UNDER_TEST)
+    return hashlib.sha1(trees.encode()).hexdigest()[:10] + ("+changes" if changed else "")
 
 
 def _old_source() -> Path:
@@ -298,10 +305,10 @@ def report(names: list[str], datasets: list[str], seeds: int, markdown: bool, ju
         rows.append(row)
     _print(rows, names, markdown)
     for name in names:
-        commits = Counter(r.get("commit", "unrecorded") for dataset in datasets for r in runs[dataset][name])
-        if len(commits) > 1:
-            print(f"{name} ran at more than one commit: "
-                  + ", ".join(f"{c} ({n} runs)" for c, n in commits.most_common()))
+        versions = Counter(r.get("code", "unrecorded") for dataset in datasets for r in runs[dataset][name])
+        if len(versions) > 1:
+            print(f"{name} ran more than one version of the code (code_version): "
+                  + ", ".join(f"{c} ({n} runs)" for c, n in versions.most_common()))
     print(f"{judged} matches the best sklearn model on {verdicts['matches_best_sklearn']} of {verdicts['compared']} "
           f"datasets; below {OLD_COMMIT} on: {', '.join(verdicts['below_old']) or 'none'}")
     return {"rows": rows, "verdicts": verdicts}
@@ -360,10 +367,11 @@ def main(argv=None) -> int:
         return args.name if variant == "plait" else f"{variant}-{args.name}"
 
     if not args.report:
-        commit = source_commit()
+        commit, code = _git("rev-parse", "--short", "HEAD").strip(), code_version()
         jobs = [{"variant": v, "name": name_of(v), "dataset": d, "seed": s, "override": json.loads(args.override),
                  "inputs": json.loads(args.inputs), "time_limit_s": args.time_limit_s,
-                 "commit": OLD_COMMIT if v == OLD_COMMIT else commit}
+                 "commit": OLD_COMMIT if v == OLD_COMMIT else commit,
+                 "code": OLD_COMMIT if v == OLD_COMMIT else code}
                 for d in args.datasets for s in range(args.seeds) for v in args.variants]
         todo = [j for j in jobs if not result_path(j["name"], j["dataset"], j["seed"]).exists()]
         print(f"{len(todo)} of {len(jobs)} runs to do", flush=True)
