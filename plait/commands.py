@@ -410,7 +410,7 @@ def auto_train(args) -> int:
                     backend=args.backend, tune_verbosity=args.hyperopt_log_verbosity)
     kept = result.kept
     print(json.dumps({"best_trial": kept["trial_id"], "metric_score": kept["metric_score"],
-                      "parameters": kept["parameters"], "model_path": kept["model_path"],
+                      "parameters": kept["parameters"], "model_path": result.model_path,
                       "search_directory": result.search.run.root.url, "trials": result.trials,
                       "finalists": result.finalists}, indent=2))
     return 0

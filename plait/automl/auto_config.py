@@ -46,9 +46,17 @@ TRIALS = 24
 """The most trials a search runs (its time budget may end it sooner)."""
 EPOCHS = 300
 """The most epochs a trial trains (``trainer.epochs``; plait's default is 100). Locally the search
-stops the trials that fall behind at 5, 15, 45 and 135 epochs, so only the leaders train this
-long; on Ray, early stopping ends each. Measured on seattle_temps (an hourly curve from the
+stops the trials that fall behind at 5, 15, 45 and 135 epochs, and early stopping
+(``EARLY_STOP``) ends each that stops improving, so only leaders still improving train this long.
+Measured on seattle_temps (an hourly curve from the
 timestamp alone, seed 0, 300 s): R² 0.9987 with 100, 0.9999 with 300."""
+EARLY_STOP = 20
+"""A trial (and a finalist's fold) ends after this many epochs without a lower validation loss,
+so a trial that has stopped improving gives its time to the next; set in the config, it holds
+beside the scheduler (plait.search.run). Plain training to 300 epochs with this patience, five
+seeds, against plait's defaults (100 epochs, patience 5): seattle_temps R² 0.99895 against
+0.99731, diamonds 0.9694 against 0.9639. Without it, on loanapp (1,989 rows, seed 1) the two
+trials the scheduler kept ran all 300 epochs and took 250 of the search's 360 trial-seconds."""
 
 
 @dataclass

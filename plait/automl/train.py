@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from plait.automl import rescore
-from plait.automl.auto_config import EPOCHS, AutoConfig, build, search_section
+from plait.automl.auto_config import EARLY_STOP, EPOCHS, AutoConfig, build, search_section
 from plait.errors import TrainingError, UsageError
 
 log = logging.getLogger("plait")
@@ -33,7 +33,9 @@ class AutoTrainResult:
     search: Any
     """The search's :class:`plait.search.HyperoptResult` (every trial's record, the folder)."""
     kept: dict
-    """The search's record of the trial whose model this is (its values, validation score, folder)."""
+    """The search's record of the kept trial (its values, validation score, folder)."""
+    model_path: str
+    """Where the model is: the kept trial's, or one of its folds' (``rescore.Finalist.model_path``)."""
     auto_config: AutoConfig
     finalists: list[dict]
     """The finalists' values, validation score, the metric of the folds, score on each fold and
@@ -53,7 +55,7 @@ def auto_config(dataset: Any, target: str, *, time_limit_s: float | None = None,
     if time_limit_s is not None:
         kind = backend or (user.get("backend") or {}).get("type", "auto")
         config["hyperopt"] = search_section(time_limit_s, kind, {f["type"] for f in config["input_features"]})
-        config["trainer"] = {"epochs": EPOCHS}
+        config["trainer"] = {"epochs": EPOCHS, "early_stop": EARLY_STOP}
     return auto, _merged(config, user)
 
 
@@ -84,28 +86,30 @@ def auto_train(dataset: Any, target: str, time_limit_s: float, *, output_directo
         raise TrainingError(f"auto_train: no trial finished an evaluation within {time_limit_s:g} s; give a larger "
                             f"time_limit_s (the search is in {found.run.root.url})")
     search_seconds = time.monotonic() - searching
-    kept, finalists = _kept_trial(found, config, dataset, search_seconds=search_seconds,
-                                  seconds_left=time_limit_s - (time.monotonic() - started), random_seed=random_seed,
-                                  output_directory=output_directory, experiment_name=experiment_name, backend=backend)
-    return AutoTrainResult(model=_load(kept["model_path"], backend), best_config=_trial_config(kept), config=config,
-                           trials=len(found.trials), search=found, kept=kept, auto_config=auto,
+    kept, model_path, finalists = _kept_trial(
+        found, config, dataset, rows=auto.rows, search_seconds=search_seconds,
+        seconds_left=time_limit_s - (time.monotonic() - started), random_seed=random_seed,
+        output_directory=output_directory, experiment_name=experiment_name, backend=backend)
+    return AutoTrainResult(model=_load(model_path, backend), best_config=_trial_config(kept), config=config,
+                           trials=len(found.trials), search=found, kept=kept, model_path=model_path, auto_config=auto,
                            finalists=finalists)
 
 
-def _kept_trial(found, config: dict, dataset: Any, *, search_seconds: float, seconds_left: float, random_seed: int,
-                output_directory: str, experiment_name: str, backend: str | None) -> tuple[dict, list]:
-    """The trial whose model auto_train returns, and the finalists' scores, best mean first: the
-    search's best, or, when the time left holds a scoring of the finalists on more validation
-    splits, the winner there (``rescore.winner``)."""
+def _kept_trial(found, config: dict, dataset: Any, *, rows: int, search_seconds: float, seconds_left: float,
+                random_seed: int, output_directory: str, experiment_name: str,
+                backend: str | None) -> tuple[dict, str, list]:
+    """The kept trial, where its model is, and the finalists' scores, best mean first: the
+    search's best, or, when the finalists are scored on more validation splits
+    (``rescore.worth_scoring``), the winner there (``rescore.winner``)."""
     from plait.data.io import read_table
 
     first = rescore.parameters_of_first_trial(config["hyperopt"])  # plait's defaults
     candidates = rescore.finalists(found.trials, first)
     # the first two finalists' folds run first: the rest run if the budget holds them
-    if len(candidates) < 2 or not rescore.fits(search_seconds, len(found.trials), 2 * rescore.FOLDS, seconds_left):
+    if len(candidates) < 2 or not rescore.worth_scoring(rows, search_seconds, len(found.trials), seconds_left):
         log.info("auto_train: kept the search's best trial, %s (scored on the one validation split).",
                  found.best["trial_id"])
-        return found.best, []
+        return found.best, found.best["model_path"], []
     log.info("auto_train: scoring %d finalists on %d validation splits each, within %.0f s.", len(candidates),
              rescore.FOLDS, seconds_left)
     judge, scored = rescore.rescore(config, read_table(dataset), candidates, seed=random_seed,
@@ -117,10 +121,10 @@ def _kept_trial(found, config: dict, dataset: Any, *, search_seconds: float, sec
     if kept is None:
         log.info("auto_train: the finalists did not finish their %d splits in time; kept the search's best trial.",
                  rescore.FOLDS)
-        return found.best, summaries
-    log.info("auto_train: kept trial %s (mean %s %.6g over %d validation splits).", kept.record["trial_id"],
-             judge.metric, kept.mean_score, rescore.FOLDS)
-    return kept.record, summaries
+        return found.best, found.best["model_path"], summaries
+    log.info("auto_train: kept trial %s (mean %s %.6g over %d validation splits); its model: %s.",
+             kept.record["trial_id"], judge.metric, kept.mean_score, rescore.FOLDS, kept.model_path)
+    return kept.record, kept.model_path, summaries
 
 
 def _load(path: str, backend: str | None):

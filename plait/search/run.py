@@ -120,6 +120,13 @@ def _absolute(value):
     return os.path.abspath(value) if isinstance(value, str) and not is_url(value) else value
 
 
+def _scheduler_stops_trials(section, source: dict) -> bool:
+    """Whether early stopping is off in the trials: under a scheduler other than fifo, the
+    scheduler decides when they stop, unless the config sets ``trainer.early_stop`` itself (then
+    a trial also ends when it stops improving, and its time goes to the next)."""
+    return section.executor.scheduler.type != "fifo" and "early_stop" not in (source.get("trainer") or {})
+
+
 def _absolute_paths(source: dict) -> dict:
     """Trials run in folders of their own: local paths in the config become absolute."""
     source = copy.deepcopy(source)
@@ -181,7 +188,7 @@ def _tune(config, source: dict, data: dict, seed: int, plan, run: RunDirectory, 
                       trials_url=run.trials.url,
                       target=(section.split, section.output_feature, section.metric),
                       worker_resources=plan.worker_resources if plan.worker_group else None,
-                      early_stop_off=section.executor.scheduler.type != "fifo", pointer_checkpoints=pbt, broker=broker,
+                      early_stop_off=_scheduler_stops_trials(section, source), pointer_checkpoints=pbt, broker=broker,
                       trackers=trackers)
     trainable = tune.with_resources(tune.with_parameters(run_trial, spec=spec), plan.trial_resources)
     try:

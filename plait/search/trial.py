@@ -44,7 +44,8 @@ class SearchSpec:
     worker_resources: dict | None
     """Each Ray Train worker's resources, for trials that are worker groups."""
     early_stop_off: bool
-    """A scheduler decides when trials stop (every scheduler but fifo): no early stopping."""
+    """A scheduler decides when trials stop (every scheduler but fifo, unless the config sets
+    ``trainer.early_stop``): no early stopping."""
     pointer_checkpoints: bool
     """Report a Tune checkpoint with every evaluation (PBT restarts trials from them)."""
     broker: object = None

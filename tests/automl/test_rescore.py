@@ -33,6 +33,22 @@ def test_finalists_rank_by_their_mean_over_the_folds_and_one_cut_short_ranks_las
     assert not rescore.fits(search_seconds=100, trials=20, folds_to_run=10, seconds_left=40)
 
 
+def test_a_small_table_always_scores_its_finalists_a_large_one_when_the_folds_fit():
+    small, large = rescore.SMALL_TABLE_ROWS, rescore.SMALL_TABLE_ROWS + 1
+    assert rescore.worth_scoring(small, search_seconds=180, trials=13, seconds_left=100)  # its share was left them
+    assert not rescore.worth_scoring(large, search_seconds=180, trials=13, seconds_left=100)
+    assert rescore.worth_scoring(large, search_seconds=100, trials=20, seconds_left=60)
+
+
+def test_a_winner_whose_search_trial_was_stopped_returns_its_first_folds_model():
+    folds = [0.9] * rescore.FOLDS
+    models = [f"/folds/{k}/model" for k in range(rescore.FOLDS)]
+    finished = rescore.Finalist({**record("a", 0.5), "status": "completed"}, folds, models)
+    stopped = rescore.Finalist({**record("b", 0.5), "status": "stopped"}, folds, models)
+    assert finished.model_path == "/runs/a/model"
+    assert stopped.model_path == "/folds/0/model"
+
+
 def test_plait_defaults_stay_unless_a_finalist_beats_them_fold_by_fold_beyond_the_noise():
     defaults = rescore.Finalist(record("defaults", 0.5), [0.80, 0.82, 0.78, 0.85, 0.80])
     steady = rescore.Finalist(record("steady", 0.4), [0.82, 0.83, 0.80, 0.86, 0.82])     # ahead on every fold

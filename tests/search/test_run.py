@@ -89,6 +89,16 @@ def test_asha_stops_hopeless_trials_which_keep_a_model(search_config, table, tmp
         assert len(model.predict(table)) == 300
 
 
+def test_under_a_scheduler_early_stopping_is_off_unless_the_config_sets_it(search_config):
+    from plait.config import load_config
+    from plait.search.run import _scheduler_stops_trials
+
+    asha = {"executor": {"scheduler": {"type": "async_hyperband"}}}
+    for trainer, hyperopt_section, off in (({}, asha, True), ({"early_stop": 20}, asha, False), ({}, {}, False)):
+        source = search_config({LR: {"space": "choice", "categories": [0.1]}}, trainer=trainer, **hyperopt_section)
+        assert _scheduler_stops_trials(load_config(source).hyperopt, source) is off, (trainer, hyperopt_section)
+
+
 def test_pbt_continues_a_lagging_trial_from_the_leaders_checkpoint(search_config, table, tmp_path):
     config = search_config({LR: {"space": "grid_search", "values": [1e-5, 0.05]}}, trainer={"epochs": 4, "batch_size": 16},
                            executor={"max_concurrent_trials": 2, "scheduler": {
