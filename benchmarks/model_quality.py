@@ -134,7 +134,12 @@ def _auto_train_score(table, train, valid, test, job: dict) -> dict:
                                                     job.get("override", {})))
         predicted = found.model.predict(test.drop(columns=[table.target]))[f"{table.target}_predictions"]
     return {"score": _score(table, test[table.target], predicted), "trials": found.trials,
-            "best_config": found.best_config, "finalists": found.finalists}
+            "best_config": found.best_config, "finalists": found.finalists, "model": _kind_of_model(found.model_path)}
+
+
+def _kind_of_model(path: str) -> str:
+    """Which model auto_train kept: the winner trained again on all rows, a fold's, or a search trial's."""
+    return "refit" if "_refit_run_" in path else "fold" if "_finalists_run_" in path else "trial"
 
 
 def _sklearn_scores(table, train, valid, test, seed: int) -> dict:
