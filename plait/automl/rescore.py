@@ -27,10 +27,8 @@ search's one-split pick scored 0.917 on the test rows against plait's defaults' 
 table the search takes the whole budget, one split's many validation rows already measure well,
 and the folds run only when the search's pace says they fit (``fits``).
 
-The winner then trains once more on all the rows, for as long as its folds said
-(``plait.automl.refit``); where the time left does not hold that, its model is its search
-trial's, unless the search's scheduler or budget stopped that trial before its end
-(``Finalist.model_path``).
+The winner's model is its search trial's, unless the search's scheduler or budget stopped that
+trial before its end (``Finalist.model_path``).
 """
 
 from __future__ import annotations
@@ -38,6 +36,7 @@ from __future__ import annotations
 import copy
 import logging
 import math
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -100,23 +99,19 @@ class Judge:
             return cls(*JUDGED_BY[outputs[0]["type"]], output=outputs[0]["name"])
         return cls(section.get("metric", "loss"), section.get("goal", "minimize"))
 
-    def score(self, record: dict, kept: dict | None) -> float | None:
-        """The fold's score: its search score, or its output's metric at the evaluation it kept
-        (``kept_evaluation``)."""
+    def score(self, record: dict) -> float | None:
+        """The fold's score: its search score, or its output's metric at its lowest validation loss."""
         if self.output is None:
             return record["metric_score"]
-        return None if kept is None else kept["validation"].get(self.output, {}).get(self.metric)
+        from plait.run_directory import RunDirectory
+        from plait.search.results import evaluations_of
 
-
-def kept_evaluation(record: dict) -> dict | None:
-    """The evaluation whose weights a fold kept (its lowest validation loss), with its epoch; None
-    when none can be read."""
-    from plait.run_directory import RunDirectory
-    from plait.search.results import evaluations_of
-
-    evaluations = [r for r in evaluations_of(RunDirectory(record["run_directory"]))
-                   if "loss" in r.get("validation", {}).get("combined", {})]
-    return min(evaluations, key=lambda r: r["validation"]["combined"]["loss"]) if evaluations else None
+        evaluations = [r["validation"] for r in evaluations_of(RunDirectory(record["run_directory"]))
+                       if "loss" in r.get("validation", {}).get("combined", {})]
+        if not evaluations:
+            return None
+        kept = min(evaluations, key=lambda evaluation: evaluation["combined"]["loss"])
+        return kept.get(self.output, {}).get(self.metric)
 
 
 @dataclass
@@ -127,15 +122,13 @@ class Finalist:
     """Its score on each fold that finished (``Judge``)."""
     fold_models: list[str] = field(default_factory=list)
     """The model of each fold that finished, in the order of ``fold_scores``."""
-    fold_epochs: list[int] = field(default_factory=list)
-    """The epoch whose weights each fold that finished kept, in the same order."""
 
     @property
     def model_path(self) -> str:
-        """The model auto_train returns if this finalist wins and no refit fits in the time left:
-        its search trial's, when that trial trained to its end; else (the scheduler or the budget
-        stopped it, on loanapp after 5 epochs) its first fold's, trained as the trial would have
-        been on the same rows, a fifth of them held out for early stopping."""
+        """The model auto_train returns if this finalist wins: its search trial's, when that trial
+        trained to its end; else (the scheduler or the budget stopped it, on loanapp after 5
+        epochs) its first fold's, trained as the trial would have been on the same rows, a fifth
+        of them held out for early stopping."""
         if self.record.get("status") == "completed" or not self.fold_models:
             return self.record["model_path"]
         return self.fold_models[0]
@@ -208,28 +201,28 @@ def worth_scoring(rows: int, search_seconds: float, trials: int, seconds_left: f
     return (rows <= SMALL_TABLE_ROWS and seconds_left > 1.0) or fits(search_seconds, trials, 2 * FOLDS, seconds_left)
 
 
-def rescore(config: dict, rows, fold_columns: list[str], candidates: list[dict], *, seed: int,
-            seconds_left: float, output_directory: str, experiment_name: str,
-            backend: str | None) -> tuple[Judge, list[Finalist]]:
+def rescore(config: dict, table, candidates: list[dict], *, seed: int, seconds_left: float,
+            output_directory: str, experiment_name: str, backend: str | None) -> tuple[Judge, list[Finalist]]:
     """Each candidate's fold scores: one search whose trials are each candidate's values on each
-    of the ``FOLDS`` validation splits of ``rows`` (``fold_rows``), within ``seconds_left``; what
-    scored them, and each candidate's scores, fold by fold (in the order given)."""
+    of ``FOLDS`` validation splits of the rows the search trained and validated on (``table``:
+    the data, as Arrow), within ``seconds_left``; what scored them, and each candidate's
+    scores, fold by fold (in the order given)."""
     from plait.search import hyperopt
 
-    found = hyperopt(_fold_search(config, candidates, fold_columns, max(1.0, seconds_left)), rows,
-                     output_directory=output_directory, experiment_name=experiment_name, random_seed=seed,
-                     backend=backend, tune_verbosity=0)
+    started = time.monotonic()
+    rows, fold_columns = _fold_rows(config, table, seed)
+    budget = max(1.0, seconds_left - (time.monotonic() - started))
+    found = hyperopt(_fold_search(config, candidates, fold_columns, budget), rows, output_directory=output_directory,
+                     experiment_name=experiment_name, random_seed=seed, backend=backend, tune_verbosity=0)
     judge = Judge.of(config)
     finalists = [Finalist(c, []) for c in candidates]
     for record in sorted(found.trials, key=lambda r: r["parameters"][SPLIT_PATH]):  # fold by fold
         values = {path: value for path, value in record["parameters"].items() if path != SPLIT_PATH}
         finalist = next(f for f in finalists if f.record["parameters"] == values)
-        kept = kept_evaluation(record)
-        score = judge.score(record, kept)
-        if score is not None and math.isfinite(score) and record["model_path"] is not None and kept is not None:
+        score = judge.score(record)
+        if score is not None and math.isfinite(score) and record["model_path"] is not None:
             finalist.fold_scores.append(float(score))
             finalist.fold_models.append(record["model_path"])
-            finalist.fold_epochs.append(int(kept["epoch"]))
     return judge, finalists
 
 
@@ -238,8 +231,11 @@ def _fold_search(config: dict, candidates: list[dict], fold_columns: list[str], 
     candidate's folds first), every one run to its end within ``budget_s``."""
     section = config["hyperopt"]
     points = [{**c["parameters"], SPLIT_PATH: column} for c in candidates for column in fold_columns]
-    # A scheduler's stop would score a fold at its first few epochs.
-    return {**copy.deepcopy(config), "preprocessing": fixed_split_of(config, fold_columns[0]),
+    # The rows are the searched ones, sampled already; a scheduler's stop would score a fold
+    # at its first few epochs.
+    preprocessing = {k: v for k, v in config.get("preprocessing", {}).items() if k not in ("sample_ratio", "sample_size")}
+    return {**copy.deepcopy(config),
+            "preprocessing": {**preprocessing, "split": {"type": "fixed", "column": fold_columns[0]}},
             "hyperopt": {**section,
                          "parameters": {**section["parameters"],
                                         SPLIT_PATH: {"space": "choice", "categories": fold_columns}},
@@ -248,18 +244,9 @@ def _fold_search(config: dict, candidates: list[dict], fold_columns: list[str], 
                                       "scheduler": {"type": "fifo"}}}}
 
 
-def fixed_split_of(config: dict, column: str) -> dict:
-    """The preprocessing section of a search on the searched rows (sampled already): the config's,
-    its split the fixed ``column``."""
-    sampled = ("sample_ratio", "sample_size")
-    preprocessing = {key: value for key, value in config.get("preprocessing", {}).items() if key not in sampled}
-    return {**preprocessing, "split": {"type": "fixed", "column": column}}
-
-
-def fold_rows(config: dict, table, seed: int):
-    """The rows the search trained and validated on (``table``: the data, as Arrow) as a
-    DataFrame, with ``FOLDS`` fixed-split columns: in the k-th, the rows of fold k are validation
-    rows (1), the others training rows (0)."""
+def _fold_rows(config: dict, table, seed: int):
+    """The rows the search trained and validated on (as a DataFrame), with ``FOLDS`` fixed-split
+    columns: in the k-th, the rows of fold k are validation rows (1), the others training rows (0)."""
     from plait.config import load_config
     from plait.data.preprocess import split_codes
 
@@ -268,18 +255,18 @@ def fold_rows(config: dict, table, seed: int):
     kept = np.sort(row_numbers[codes != sp.TEST])
     frame = table.take(kept).to_pandas()
     fold = sp.fold_of(np.arange(len(frame)), FOLDS, seed)
-    prefix = unused_name(frame.columns, "auto_train_fold_")
+    prefix = _unused_prefix(frame.columns)
     columns = [f"{prefix}{k}" for k in range(FOLDS)]
     for k, column in enumerate(columns):
         frame[column] = (fold == k).astype(np.int8)
     return frame, columns
 
 
-def unused_name(taken, name: str) -> str:
-    """``name``, with underscores before it until no column in ``taken`` starts with it."""
-    while any(str(column).startswith(name) for column in taken):
-        name = "_" + name
-    return name
+def _unused_prefix(taken) -> str:
+    prefix = "auto_train_fold_"
+    while any(str(name).startswith(prefix) for name in taken):
+        prefix = "_" + prefix
+    return prefix
 
 
 def parameters_of_first_trial(section: dict) -> dict | None:

@@ -1,7 +1,7 @@
 """``auto_train``: a config from the data (``auto_config``), then plait's search over its key
 settings within a time budget, on Ray Tune (a local Ray, or the cluster plait finds), then, when
-the budget left holds it, the finalists scored on more validation splits (``rescore``) and the
-winner trained once more on all the searched rows (``refit``); the kept model comes back loaded.
+the budget left holds it, the finalists scored on more validation splits (``rescore``); the kept
+trial's model comes back loaded.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from plait.automl import refit, rescore
+from plait.automl import rescore
 from plait.automl.auto_config import EARLY_STOP, EPOCHS, AutoConfig, build, search_section
 from plait.errors import TrainingError, UsageError
 
@@ -23,7 +23,7 @@ log = logging.getLogger("plait")
 @dataclass
 class AutoTrainResult:
     model: Any
-    """The kept model (a loaded :class:`plait.Model`), from ``model_path``."""
+    """The kept trial's model (a loaded :class:`plait.Model`)."""
     best_config: dict
     """The config that trained it (the inferred features and the trial's values)."""
     config: dict
@@ -35,8 +35,7 @@ class AutoTrainResult:
     kept: dict
     """The search's record of the kept trial (its values, validation score, folder)."""
     model_path: str
-    """Where the model is: the kept trial's values trained again on all the searched rows
-    (``refit``), else its search trial's or its first fold's (``rescore.Finalist.model_path``)."""
+    """Where the model is: the kept trial's, or one of its folds' (``rescore.Finalist.model_path``)."""
     auto_config: AutoConfig
     finalists: list[dict]
     """The finalists' values, validation score, the metric of the folds, score on each fold and
@@ -101,11 +100,9 @@ def _kept_trial(found, config: dict, dataset: Any, *, rows: int, search_seconds:
                 backend: str | None) -> tuple[dict, str, list]:
     """The kept trial, where its model is, and the finalists' scores, best mean first: the
     search's best, or, when the finalists are scored on more validation splits
-    (``rescore.worth_scoring``), the winner there (``rescore.winner``), trained once more on all
-    the searched rows when the time left holds it (``refit``)."""
+    (``rescore.worth_scoring``), the winner there (``rescore.winner``)."""
     from plait.data.io import read_table
 
-    deadline = time.monotonic() + seconds_left
     first = rescore.parameters_of_first_trial(config["hyperopt"])  # plait's defaults
     candidates = rescore.finalists(found.trials, first)
     # the first two finalists' folds run first: the rest run if the budget holds them
@@ -114,12 +111,10 @@ def _kept_trial(found, config: dict, dataset: Any, *, rows: int, search_seconds:
                  found.best["trial_id"])
         return found.best, found.best["model_path"], []
     log.info("auto_train: scoring %d finalists on %d validation splits each, within %.0f s.", len(candidates),
-             rescore.FOLDS, seconds_left * (1 - refit.REFIT_SHARE))
-    searched, fold_columns = rescore.fold_rows(config, read_table(dataset), random_seed)
-    judge, scored = rescore.rescore(
-        config, searched, fold_columns, candidates, seed=random_seed,
-        seconds_left=(deadline - time.monotonic()) * (1 - refit.REFIT_SHARE), output_directory=output_directory,
-        experiment_name=f"{experiment_name}_finalists", backend=backend)
+             rescore.FOLDS, seconds_left)
+    judge, scored = rescore.rescore(config, read_table(dataset), candidates, seed=random_seed,
+                                    seconds_left=seconds_left, output_directory=output_directory,
+                                    experiment_name=f"{experiment_name}_finalists", backend=backend)
     defaults = next((f for f in scored if f.record["parameters"] == first), None)
     kept = rescore.winner(scored, judge.goal, baseline=defaults)
     summaries = [f.summary(judge) for f in rescore.ranked(scored, judge.goal)]
@@ -127,17 +122,9 @@ def _kept_trial(found, config: dict, dataset: Any, *, rows: int, search_seconds:
         log.info("auto_train: the finalists did not finish their %d splits in time; kept the search's best trial.",
                  rescore.FOLDS)
         return found.best, found.best["model_path"], summaries
-    log.info("auto_train: kept trial %s (mean %s %.6g over %d validation splits).", kept.record["trial_id"],
-             judge.metric, kept.mean_score, rescore.FOLDS)
-    model_path = refit.refit(config, searched.drop(columns=fold_columns), kept, seed=random_seed,
-                             seconds_left=deadline - time.monotonic(), output_directory=output_directory,
-                             experiment_name=f"{experiment_name}_refit", backend=backend)
-    if model_path is None:
-        log.info("auto_train: no time to train it again on all %d rows; its model: %s.", len(searched), kept.model_path)
-        return kept.record, kept.model_path, summaries
-    log.info("auto_train: trained it again on all %d rows for %d epochs; its model: %s.", len(searched),
-             refit.epochs(kept), model_path)
-    return kept.record, model_path, summaries
+    log.info("auto_train: kept trial %s (mean %s %.6g over %d validation splits); its model: %s.",
+             kept.record["trial_id"], judge.metric, kept.mean_score, rescore.FOLDS, kept.model_path)
+    return kept.record, kept.model_path, summaries
 
 
 def _load(path: str, backend: str | None):

@@ -68,8 +68,6 @@ def test_auto_train_on_the_command_line_scores_its_finalists_on_five_splits(data
     assert summary["parameters"] in [f["parameters"] for f in finalists]  # the kept trial is a finalist
     folds = json.loads((tmp_path / "out" / "auto_train_finalists_run_0" / "hyperopt_statistics.json").read_text())
     assert len(folds["hyperopt_results"]) == 10
-    # the winner trained again on all 240 searched rows, for the epochs its folds kept
-    assert "/auto_train_refit_run_0/trials/" in summary["model_path"]
     model = plait.Model.load(summary["model_path"])
     assert set(model.predict(str(data))["y_predictions"]) <= {True, False}  # a binary output predicts booleans
     # what plait.auto_train returns as best_config: the config the kept trial trained with

@@ -73,7 +73,7 @@ def test_folds_are_judged_by_the_outputs_own_metric_unless_the_search_names_anot
     assert rescore.Judge.of(config("text")) == rescore.Judge("loss", "minimize")  # no metric of Ludwig's: the loss
     mine = config("binary", output_feature="y", metric="accuracy", goal="maximize")
     assert rescore.Judge.of(mine) == rescore.Judge("accuracy", "maximize")  # the search's own score of each fold
-    assert rescore.Judge("accuracy", "maximize").score({"metric_score": 0.75}, kept=None) == 0.75
+    assert rescore.Judge("accuracy", "maximize").score({"metric_score": 0.75}) == 0.75
 
 
 def test_the_folds_deal_the_searched_rows_and_leave_the_test_rows_out():
@@ -82,7 +82,7 @@ def test_the_folds_deal_the_searched_rows_and_leave_the_test_rows_out():
                       "split": np.where(np.arange(n) < 150, 0, np.where(np.arange(n) < 170, 1, 2))})
     config = {"input_features": [{"name": "x", "type": "number"}], "output_features": [{"name": "y", "type": "binary"}],
               "preprocessing": {"split": {"type": "fixed", "column": "split"}}, "hyperopt": {"parameters": {}}}
-    rows, columns = rescore.fold_rows(config, table, seed=42)
+    rows, columns = rescore._fold_rows(config, table, seed=42)
     assert isinstance(rows, pd.DataFrame) and rows["x"].tolist() == list(range(170))  # training and validation rows
     assert columns == [f"auto_train_fold_{k}" for k in range(rescore.FOLDS)]
     validation = rows[columns].to_numpy()
