@@ -138,8 +138,9 @@ def _auto_train_score(table, train, valid, test, job: dict) -> dict:
 
 
 def _kind_of_model(path: str) -> str:
-    """Which model auto_train kept: the winner trained again on all rows, a fold's, or a search trial's."""
-    return "refit" if "_refit_run_" in path else "fold" if "_finalists_run_" in path else "trial"
+    """Which model auto_train kept: a finalist's fold's, or a search trial's (results of 35d936d
+    also say refit: the winner trained again on all the rows)."""
+    return "fold" if "_finalists_run_" in path else "trial"
 
 
 def _sklearn_scores(table, train, valid, test, seed: int) -> dict:
