@@ -134,13 +134,9 @@ def _auto_train_score(table, train, valid, test, job: dict) -> dict:
                                                     job.get("override", {})))
         predicted = found.model.predict(test.drop(columns=[table.target]))[f"{table.target}_predictions"]
     return {"score": _score(table, test[table.target], predicted), "trials": found.trials,
-            "best_config": found.best_config, "finalists": found.finalists, "model": _kind_of_model(found.model_path)}
-
-
-def _kind_of_model(path: str) -> str:
-    """Which model auto_train kept: a finalist's fold's, or a search trial's (results of 35d936d
-    also say refit: the winner trained again on all the rows)."""
-    return "fold" if "_finalists_run_" in path else "trial"
+            "best_config": found.best_config, "finalists": found.finalists,
+            # which model auto_train kept: its trial's, or a fold's (35d936d's results also say refit)
+            "model": "trial" if found.model_path == found.kept["model_path"] else "fold"}
 
 
 def _sklearn_scores(table, train, valid, test, seed: int) -> dict:
