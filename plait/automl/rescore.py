@@ -28,7 +28,11 @@ table the search takes the whole budget, one split's many validation rows alread
 and the folds run only when the search's pace says they fit (``fits``).
 
 The winner's model is its search trial's, unless the search's scheduler or budget stopped that
-trial before its end (``Finalist.model_path``).
+trial before its end: then the same values trained again on the search's own split to their end,
+run after every fold (a finalist whose trial was stopped gets that run), or, when the budget ended
+that run too, its first fold's model (``Finalist.model_path``). On loanapp the scheduler stops
+plait's defaults' trial at 5 epochs and the defaults win the folds; the first fold's model (64% of
+the rows) scored 0.922 on the test rows of seed 1, plain training on the search's split 0.940.
 """
 
 from __future__ import annotations
@@ -122,16 +126,20 @@ class Finalist:
     """Its score on each fold that finished (``Judge``)."""
     fold_models: list[str] = field(default_factory=list)
     """The model of each fold that finished, in the order of ``fold_scores``."""
+    rerun_model: str | None = None
+    """When its search trial was stopped: the model of its values trained again, to their end, on
+    the search's own split (None until that run finished)."""
 
     @property
     def model_path(self) -> str:
         """The model auto_train returns if this finalist wins: its search trial's, when that trial
         trained to its end; else (the scheduler or the budget stopped it, on loanapp after 5
-        epochs) its first fold's, trained as the trial would have been on the same rows, a fifth
-        of them held out for early stopping."""
-        if self.record.get("status") == "completed" or not self.fold_models:
+        epochs) the same values trained again to their end on the same split (``rerun_model``);
+        failing that, its first fold's, trained on the same rows with a fifth of them held out for
+        early stopping."""
+        if not was_stopped(self.record):
             return self.record["model_path"]
-        return self.fold_models[0]
+        return self.rerun_model or (self.fold_models[0] if self.fold_models else self.record["model_path"])
 
     @property
     def mean_score(self) -> float | None:
@@ -141,6 +149,11 @@ class Finalist:
     def summary(self, judge: Judge) -> dict:
         return {"parameters": self.record["parameters"], "validation_score": self.record["metric_score"],
                 "metric": judge.metric, "fold_scores": self.fold_scores, "mean_score": self.mean_score}
+
+
+def was_stopped(record: dict) -> bool:
+    """Whether the search ended the trial before its end (its scheduler or its time budget)."""
+    return record.get("status") != "completed"
 
 
 def ranked(finalists: list[Finalist], goal: str) -> list[Finalist]:
@@ -205,20 +218,25 @@ def rescore(config: dict, table, candidates: list[dict], *, seed: int, seconds_l
             output_directory: str, experiment_name: str, backend: str | None) -> tuple[Judge, list[Finalist]]:
     """Each candidate's fold scores: one search whose trials are each candidate's values on each
     of ``FOLDS`` validation splits of the rows the search trained and validated on (``table``:
-    the data, as Arrow), within ``seconds_left``; what scored them, and each candidate's
-    scores, fold by fold (in the order given)."""
+    the data, as Arrow), then, for each candidate the search stopped, its values on the search's
+    own split, run to their end; all within ``seconds_left``. What scored them, and each
+    candidate's scores, fold by fold (in the order given), and rerun model."""
     from plait.search import hyperopt
 
     started = time.monotonic()
-    rows, fold_columns = _fold_rows(config, table, seed)
+    rows, splits = _fold_rows(config, table, seed)
     budget = max(1.0, seconds_left - (time.monotonic() - started))
-    found = hyperopt(_fold_search(config, candidates, fold_columns, budget), rows, output_directory=output_directory,
+    found = hyperopt(_fold_search(config, candidates, splits, budget), rows, output_directory=output_directory,
                      experiment_name=experiment_name, random_seed=seed, backend=backend, tune_verbosity=0)
     judge = Judge.of(config)
     finalists = [Finalist(c, []) for c in candidates]
     for record in sorted(found.trials, key=lambda r: r["parameters"][SPLIT_PATH]):  # fold by fold
         values = {path: value for path, value in record["parameters"].items() if path != SPLIT_PATH}
         finalist = next(f for f in finalists if f.record["parameters"] == values)
+        if record["parameters"][SPLIT_PATH] == splits[-1]:  # the search's own split
+            if not was_stopped(record) and record["model_path"] is not None:
+                finalist.rerun_model = record["model_path"]
+            continue
         score = judge.score(record)
         if score is not None and math.isfinite(score) and record["model_path"] is not None:
             finalist.fold_scores.append(float(score))
@@ -226,11 +244,14 @@ def rescore(config: dict, table, candidates: list[dict], *, seed: int, seconds_l
     return judge, finalists
 
 
-def _fold_search(config: dict, candidates: list[dict], fold_columns: list[str], budget_s: float) -> dict:
+def _fold_search(config: dict, candidates: list[dict], splits: list[str], budget_s: float) -> dict:
     """The search config whose trials are each candidate on each fold, in that order (the first
-    candidate's folds first), every one run to its end within ``budget_s``."""
+    candidate's folds first), then each candidate the search stopped on the search's own split
+    (``splits``: the fold columns, then that split's), every one run to its end within ``budget_s``."""
     section = config["hyperopt"]
+    *fold_columns, search_split = splits
     points = [{**c["parameters"], SPLIT_PATH: column} for c in candidates for column in fold_columns]
+    points += [{**c["parameters"], SPLIT_PATH: search_split} for c in candidates if was_stopped(c)]
     # The rows are the searched ones, sampled already; a scheduler's stop would score a fold
     # at its first few epochs.
     preprocessing = {k: v for k, v in config.get("preprocessing", {}).items() if k not in ("sample_ratio", "sample_size")}
@@ -238,7 +259,7 @@ def _fold_search(config: dict, candidates: list[dict], fold_columns: list[str], 
             "preprocessing": {**preprocessing, "split": {"type": "fixed", "column": fold_columns[0]}},
             "hyperopt": {**section,
                          "parameters": {**section["parameters"],
-                                        SPLIT_PATH: {"space": "choice", "categories": fold_columns}},
+                                        SPLIT_PATH: {"space": "choice", "categories": splits}},
                          "search_alg": {"type": "variant_generator", "points_to_evaluate": points},
                          "executor": {**section["executor"], "num_samples": len(points), "time_budget_s": budget_s,
                                       "scheduler": {"type": "fifo"}}}}
@@ -246,7 +267,8 @@ def _fold_search(config: dict, candidates: list[dict], fold_columns: list[str], 
 
 def _fold_rows(config: dict, table, seed: int):
     """The rows the search trained and validated on (as a DataFrame), with ``FOLDS`` fixed-split
-    columns: in the k-th, the rows of fold k are validation rows (1), the others training rows (0)."""
+    columns, then one more: in the k-th, the rows of fold k are validation rows (1), the others
+    training rows (0); in the last, the search's own validation rows are (1)."""
     from plait.config import load_config
     from plait.data.preprocess import split_codes
 
@@ -259,6 +281,8 @@ def _fold_rows(config: dict, table, seed: int):
     columns = [f"{prefix}{k}" for k in range(FOLDS)]
     for k, column in enumerate(columns):
         frame[column] = (fold == k).astype(np.int8)
+    columns.append(f"{prefix}search")
+    frame[columns[-1]] = np.isin(kept, row_numbers[codes == sp.VALIDATION]).astype(np.int8)
     return frame, columns
 
 

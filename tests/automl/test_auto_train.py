@@ -13,6 +13,7 @@ import yaml
 
 import plait
 from plait.automl.auto_config import FIRST_TRIAL, SEARCH_SPACE
+from plait.automl.rescore import SPLIT_PATH
 from plait.automl.train import _trial_config, auto_config
 from plait.config import load_config
 from plait.synthesize import synthesize_dataset
@@ -50,7 +51,10 @@ def test_init_config_writes_a_config_that_trains(data, tmp_path, cli, cli_error)
 
 
 def test_auto_train_on_the_command_line_scores_its_finalists_on_five_splits(data, tmp_path, cli, cli_error):
-    user = json.dumps({"trainer": {"epochs": 2}, "hyperopt": {"executor": {"num_samples": 2}}})
+    # The scheduler stops both trials after their first epoch of two: each finalist is also trained
+    # again to its end on the search's split, after the folds, and the winner's model is that one.
+    stop_at_one = {"max_t": 1, "grace_period": 1}
+    user = json.dumps({"trainer": {"epochs": 2}, "hyperopt": {"executor": {"num_samples": 2, "scheduler": stop_at_one}}})
     assert "time_limit_s: got 0.0" in cli_error("auto_train", "--dataset", data, "--target", "y", "--time_limit_s", 0)
     # a budget the two trials leave most of: both are finalists, scored on five splits
     code, out, err = cli("auto_train", "--dataset", data, "--target", "y", "--time_limit_s", 600,
@@ -67,7 +71,9 @@ def test_auto_train_on_the_command_line_scores_its_finalists_on_five_splits(data
     assert finalists[0]["mean_score"] >= finalists[1]["mean_score"]  # best first
     assert summary["parameters"] in [f["parameters"] for f in finalists]  # the kept trial is a finalist
     folds = json.loads((tmp_path / "out" / "auto_train_finalists_run_0" / "hyperopt_statistics.json").read_text())
-    assert len(folds["hyperopt_results"]) == 10
+    assert len(folds["hyperopt_results"]) == 12  # five folds and the rerun of each
+    [rerun] = [t for t in folds["hyperopt_results"] if t["model_path"] == summary["model_path"]]
+    assert rerun["parameters"][SPLIT_PATH] == "auto_train_fold_search" and rerun["status"] == "completed"
     model = plait.Model.load(summary["model_path"])
     assert set(model.predict(str(data))["y_predictions"]) <= {True, False}  # a binary output predicts booleans
     # what plait.auto_train returns as best_config: the config the kept trial trained with

@@ -40,13 +40,30 @@ def test_a_small_table_always_scores_its_finalists_a_large_one_when_the_folds_fi
     assert rescore.worth_scoring(large, search_seconds=100, trials=20, seconds_left=60)
 
 
-def test_a_winner_whose_search_trial_was_stopped_returns_its_first_folds_model():
+def test_a_winner_whose_search_trial_was_stopped_returns_its_rerun_else_its_first_folds_model():
     folds = [0.9] * rescore.FOLDS
     models = [f"/folds/{k}/model" for k in range(rescore.FOLDS)]
     finished = rescore.Finalist({**record("a", 0.5), "status": "completed"}, folds, models)
-    stopped = rescore.Finalist({**record("b", 0.5), "status": "stopped"}, folds, models)
+    rerun = rescore.Finalist({**record("b", 0.5), "status": "stopped"}, folds, models, rerun_model="/rerun/model")
+    stopped = rescore.Finalist({**record("c", 0.5), "status": "stopped"}, folds, models)
     assert finished.model_path == "/runs/a/model"
-    assert stopped.model_path == "/folds/0/model"
+    assert rerun.model_path == "/rerun/model"
+    assert stopped.model_path == "/folds/0/model"  # the budget ended its rerun
+
+
+def test_the_fold_search_reruns_each_stopped_finalist_on_the_searchs_split_after_every_fold():
+    config = {"input_features": [], "output_features": [], "preprocessing": {"sample_ratio": 0.5},
+              "hyperopt": {"parameters": {"lr": {"space": "choice", "categories": [1, 2]}}, "executor": {}}}
+    stopped = {**record("a", 0.5, lr=1), "status": "stopped"}
+    finished = {**record("b", 0.5, lr=2), "status": "completed"}
+    splits = [f"fold_{k}" for k in range(rescore.FOLDS)] + ["search"]
+    search = rescore._fold_search(config, [stopped, finished], splits, budget_s=60)
+    points = search["hyperopt"]["search_alg"]["points_to_evaluate"]
+    folds = [{"lr": lr, rescore.SPLIT_PATH: column} for lr in (1, 2) for column in splits[:-1]]
+    assert points == folds + [{"lr": 1, rescore.SPLIT_PATH: "search"}]
+    assert search["hyperopt"]["executor"]["num_samples"] == len(points)
+    assert search["hyperopt"]["executor"]["scheduler"] == {"type": "fifo"}  # every one to its end
+    assert "sample_ratio" not in search["preprocessing"]
 
 
 def test_plait_defaults_stay_unless_a_finalist_beats_them_fold_by_fold_beyond_the_noise():
@@ -76,7 +93,7 @@ def test_folds_are_judged_by_the_outputs_own_metric_unless_the_search_names_anot
     assert rescore.Judge("accuracy", "maximize").score({"metric_score": 0.75}) == 0.75
 
 
-def test_the_folds_deal_the_searched_rows_and_leave_the_test_rows_out():
+def test_the_folds_deal_the_searched_rows_and_leave_the_test_rows_out_and_the_search_split_is_kept():
     n = 200
     table = pa.table({"x": np.arange(n, dtype=float), "y": np.arange(n) % 2,
                       "split": np.where(np.arange(n) < 150, 0, np.where(np.arange(n) < 170, 1, 2))})
@@ -84,8 +101,9 @@ def test_the_folds_deal_the_searched_rows_and_leave_the_test_rows_out():
               "preprocessing": {"split": {"type": "fixed", "column": "split"}}, "hyperopt": {"parameters": {}}}
     rows, columns = rescore._fold_rows(config, table, seed=42)
     assert isinstance(rows, pd.DataFrame) and rows["x"].tolist() == list(range(170))  # training and validation rows
-    assert columns == [f"auto_train_fold_{k}" for k in range(rescore.FOLDS)]
-    validation = rows[columns].to_numpy()
+    assert columns == [f"auto_train_fold_{k}" for k in range(rescore.FOLDS)] + ["auto_train_fold_search"]
+    assert rows[columns[-1]].tolist() == [0] * 150 + [1] * 20, "the search's own split"
+    validation = rows[columns[:-1]].to_numpy()
     assert (validation.sum(axis=1) == 1).all(), "each row is a validation row in exactly one fold"
     assert all(20 < size < 50 for size in validation.sum(axis=0))
 
