@@ -116,14 +116,20 @@ def _kept_trial(found, config: dict, dataset: Any, *, rows: int, search_seconds:
                                     seconds_left=seconds_left, output_directory=output_directory,
                                     experiment_name=f"{experiment_name}_finalists", backend=backend)
     defaults = next((f for f in scored if f.record["parameters"] == first), None)
-    kept = rescore.winner(scored, judge.goal, baseline=defaults)
+    search_best = next((f for f in scored if f.record["trial_id"] == found.best["trial_id"]), None)
+    kept = rescore.winner(scored, judge.goal, baseline=defaults,
+                          search_best=search_best if rescore.split_measures_well(rows) else None)
     summaries = [f.summary(judge) for f in rescore.ranked(scored, judge.goal)]
     if kept is None:
         log.info("auto_train: the finalists did not finish their %d splits in time; kept the search's best trial.",
                  rescore.FOLDS)
         return found.best, found.best["model_path"], summaries
-    log.info("auto_train: kept trial %s (mean %s %.6g over %d validation splits); its model: %s.",
-             kept.record["trial_id"], judge.metric, kept.mean_score, rescore.FOLDS, kept.model_path)
+    if kept.mean_score is None:
+        log.info("auto_train: kept the search's best trial, %s, whose %d validation splits did not all finish in "
+                 "time; its model: %s.", kept.record["trial_id"], rescore.FOLDS, kept.model_path)
+    else:
+        log.info("auto_train: kept trial %s (mean %s %.6g over %d validation splits); its model: %s.",
+                 kept.record["trial_id"], judge.metric, kept.mean_score, rescore.FOLDS, kept.model_path)
     return kept.record, kept.model_path, summaries
 
 

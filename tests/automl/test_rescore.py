@@ -79,6 +79,17 @@ def test_plait_defaults_stay_unless_a_finalist_beats_them_fold_by_fold_beyond_th
     assert rescore.winner([cut_short, steady], "maximize", baseline=cut_short) is None
 
 
+def test_on_a_large_table_the_searchs_best_stays_when_its_folds_did_not_all_finish():
+    defaults = rescore.Finalist(record("defaults", 0.5), [0.80, 0.82, 0.78, 0.85, 0.80])
+    best = rescore.Finalist(record("best", 0.1), [0.95])  # the folds ran out of time after its first
+    assert rescore.winner([defaults, best], "maximize", baseline=defaults) is defaults  # small: the folds judge
+    assert rescore.winner([defaults, best], "maximize", baseline=defaults, search_best=best) is best
+    judged = rescore.Finalist(record("best", 0.1), [0.70] * rescore.FOLDS)
+    assert rescore.winner([defaults, judged], "maximize", baseline=defaults, search_best=judged) is defaults
+    assert not rescore.split_measures_well(rescore.SMALL_TABLE_ROWS)
+    assert rescore.split_measures_well(rescore.SMALL_TABLE_ROWS + 1)
+
+
 def test_folds_are_judged_by_the_outputs_own_metric_unless_the_search_names_another():
     def config(output_type: str, **searched) -> dict:
         section = {"output_feature": "combined", "metric": "loss", "goal": "minimize", **searched}
