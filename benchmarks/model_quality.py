@@ -135,8 +135,8 @@ def _auto_train_score(table, train, valid, test, job: dict) -> dict:
         predicted = found.model.predict(test.drop(columns=[table.target]))[f"{table.target}_predictions"]
     return {"score": _score(table, test[table.target], predicted), "trials": found.trials,
             "best_config": found.best_config, "finalists": found.finalists,
-            # which model auto_train kept: its trial's, or a fold's (35d936d's results also say refit)
-            "model": "trial" if found.model_path == found.kept["model_path"] else "fold"}
+            # which model auto_train kept: trial, rerun or fold (35d936d's results also say refit)
+            "model": found.model_source}
 
 
 def _sklearn_scores(table, train, valid, test, seed: int) -> dict:

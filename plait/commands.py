@@ -411,7 +411,7 @@ def auto_train(args) -> int:
     kept = result.kept
     print(json.dumps({"best_trial": kept["trial_id"], "metric_score": kept["metric_score"],
                       "parameters": kept["parameters"], "model_path": result.model_path,
-                      "search_directory": result.search.run.root.url, "trials": result.trials,
+                      "model_source": result.model_source, "search_directory": result.search.run.root.url, "trials": result.trials,
                       "finalists": result.finalists}, indent=2))
     return 0
 

@@ -135,15 +135,23 @@ class Finalist:
     the search's own split (None until that run finished)."""
 
     @property
-    def model_path(self) -> str:
-        """The model auto_train returns if this finalist wins: its search trial's, when that trial
-        trained to its end; else (the scheduler or the budget stopped it, on loanapp after 5
-        epochs) the same values trained again to their end on the same split (``rerun_model``);
-        failing that, its first fold's, trained on the same rows with a fifth of them held out for
-        early stopping."""
+    def model(self) -> tuple[str, str]:
+        """Where the model auto_train returns if this finalist wins, and which it is: its search
+        trial's (``trial``), when that trial trained to its end; else (the scheduler or the budget
+        stopped it, on loanapp after 5 epochs) the same values trained again to their end on the
+        same split (``rerun``); failing that, its first fold's (``fold``), trained on the same rows
+        with a fifth of them held out for early stopping."""
         if not was_stopped(self.record):
-            return self.record["model_path"]
-        return self.rerun_model or (self.fold_models[0] if self.fold_models else self.record["model_path"])
+            return self.record["model_path"], "trial"
+        if self.rerun_model is not None:
+            return self.rerun_model, "rerun"
+        if self.fold_models:
+            return self.fold_models[0], "fold"
+        return self.record["model_path"], "trial"
+
+    @property
+    def model_path(self) -> str:
+        return self.model[0]
 
     @property
     def mean_score(self) -> float | None:

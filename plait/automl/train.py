@@ -35,7 +35,10 @@ class AutoTrainResult:
     kept: dict
     """The search's record of the kept trial (its values, validation score, folder)."""
     model_path: str
-    """Where the model is: the kept trial's, or one of its folds' (``rescore.Finalist.model_path``)."""
+    """Where the model is (``rescore.Finalist.model``)."""
+    model_source: str
+    """Which model it is: the kept trial's own (``trial``), the trial's values trained again to
+    their end on the search's split (``rerun``), or its first fold's (``fold``)."""
     auto_config: AutoConfig
     finalists: list[dict]
     """The finalists' values, validation score, the metric of the folds, score on each fold and
@@ -86,19 +89,21 @@ def auto_train(dataset: Any, target: str, time_limit_s: float, *, output_directo
         raise TrainingError(f"auto_train: no trial finished an evaluation within {time_limit_s:g} s; give a larger "
                             f"time_limit_s (the search is in {found.run.root.url})")
     search_seconds = time.monotonic() - searching
-    kept, model_path, finalists = _kept_trial(
+    kept, (model_path, model_source), finalists = _kept_trial(
         found, config, dataset, rows=auto.rows, search_seconds=search_seconds,
         seconds_left=time_limit_s - (time.monotonic() - started), random_seed=random_seed,
         output_directory=output_directory, experiment_name=experiment_name, backend=backend)
     return AutoTrainResult(model=_load(model_path, backend), best_config=_trial_config(kept), config=config,
-                           trials=len(found.trials), search=found, kept=kept, model_path=model_path, auto_config=auto,
+                           trials=len(found.trials), search=found, kept=kept, model_path=model_path,
+                           model_source=model_source, auto_config=auto,
                            finalists=finalists)
 
 
 def _kept_trial(found, config: dict, dataset: Any, *, rows: int, search_seconds: float, seconds_left: float,
                 random_seed: int, output_directory: str, experiment_name: str,
-                backend: str | None) -> tuple[dict, str, list]:
-    """The kept trial, where its model is, and the finalists' scores, best mean first: the
+                backend: str | None) -> tuple[dict, tuple[str, str], list]:
+    """The kept trial, its model (where, and which: ``rescore.Finalist.model``), and the
+    finalists' scores, best mean first: the
     search's best, or, when the finalists are scored on more validation splits
     (``rescore.worth_scoring``), the winner there (``rescore.winner``)."""
     from plait.data.io import read_table
@@ -109,7 +114,7 @@ def _kept_trial(found, config: dict, dataset: Any, *, rows: int, search_seconds:
     if len(candidates) < 2 or not rescore.worth_scoring(rows, search_seconds, len(found.trials), seconds_left):
         log.info("auto_train: kept the search's best trial, %s (scored on the one validation split).",
                  found.best["trial_id"])
-        return found.best, found.best["model_path"], []
+        return found.best, (found.best["model_path"], "trial"), []
     log.info("auto_train: scoring %d finalists on %d validation splits each, within %.0f s.", len(candidates),
              rescore.FOLDS, seconds_left)
     judge, scored = rescore.rescore(config, read_table(dataset), candidates, seed=random_seed,
@@ -123,14 +128,14 @@ def _kept_trial(found, config: dict, dataset: Any, *, rows: int, search_seconds:
     if kept is None:
         log.info("auto_train: the finalists did not finish their %d splits in time; kept the search's best trial.",
                  rescore.FOLDS)
-        return found.best, found.best["model_path"], summaries
+        return found.best, (found.best["model_path"], "trial"), summaries
     if kept.mean_score is None:
         log.info("auto_train: kept the search's best trial, %s, whose %d validation splits did not all finish in "
                  "time; its model: %s.", kept.record["trial_id"], rescore.FOLDS, kept.model_path)
     else:
         log.info("auto_train: kept trial %s (mean %s %.6g over %d validation splits); its model: %s.",
                  kept.record["trial_id"], judge.metric, kept.mean_score, rescore.FOLDS, kept.model_path)
-    return kept.record, kept.model_path, summaries
+    return kept.record, kept.model, summaries
 
 
 def _load(path: str, backend: str | None):

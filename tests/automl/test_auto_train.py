@@ -74,6 +74,7 @@ def test_auto_train_on_the_command_line_scores_its_finalists_on_five_splits(data
     assert len(folds["hyperopt_results"]) == 12  # five folds and the rerun of each
     [rerun] = [t for t in folds["hyperopt_results"] if t["model_path"] == summary["model_path"]]
     assert rerun["parameters"][SPLIT_PATH] == "auto_train_fold_search" and rerun["status"] == "completed"
+    assert summary["model_source"] == "rerun"
     model = plait.Model.load(summary["model_path"])
     assert set(model.predict(str(data))["y_predictions"]) <= {True, False}  # a binary output predicts booleans
     # what plait.auto_train returns as best_config: the config the kept trial trained with

@@ -46,9 +46,9 @@ def test_a_winner_whose_search_trial_was_stopped_returns_its_rerun_else_its_firs
     finished = rescore.Finalist({**record("a", 0.5), "status": "completed"}, folds, models)
     rerun = rescore.Finalist({**record("b", 0.5), "status": "stopped"}, folds, models, rerun_model="/rerun/model")
     stopped = rescore.Finalist({**record("c", 0.5), "status": "stopped"}, folds, models)
-    assert finished.model_path == "/runs/a/model"
-    assert rerun.model_path == "/rerun/model"
-    assert stopped.model_path == "/folds/0/model"  # the budget ended its rerun
+    assert finished.model == ("/runs/a/model", "trial")
+    assert rerun.model == ("/rerun/model", "rerun")
+    assert stopped.model == ("/folds/0/model", "fold")  # the budget ended its rerun
 
 
 def test_the_fold_search_reruns_each_stopped_finalist_on_the_searchs_split_after_every_fold():
