@@ -411,8 +411,8 @@ def auto_train(args) -> int:
     kept = result.kept
     print(json.dumps({"best_trial": kept["trial_id"], "metric_score": kept["metric_score"],
                       "parameters": kept["parameters"], "model_path": result.model_path,
-                      "model_source": result.model_source, "search_directory": result.search.run.root.url, "trials": result.trials,
-                      "finalists": result.finalists}, indent=2))
+                      "model_source": result.model_source, "search_directory": result.search.run.root.url,
+                      "trials": result.trials, "finalists": result.finalists}, indent=2))
     return 0
 
 

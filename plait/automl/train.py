@@ -103,9 +103,8 @@ def _kept_trial(found, config: dict, dataset: Any, *, rows: int, search_seconds:
                 random_seed: int, output_directory: str, experiment_name: str,
                 backend: str | None) -> tuple[dict, tuple[str, str], list]:
     """The kept trial, its model (where, and which: ``rescore.Finalist.model``), and the
-    finalists' scores, best mean first: the
-    search's best, or, when the finalists are scored on more validation splits
-    (``rescore.worth_scoring``), the winner there (``rescore.winner``)."""
+    finalists' scores, best mean first: the search's best, or, when the finalists are scored on
+    more validation splits (``rescore.worth_scoring``), the winner there (``rescore.winner``)."""
     from plait.data.io import read_table
 
     first = rescore.parameters_of_first_trial(config["hyperopt"])  # plait's defaults
