@@ -234,7 +234,9 @@ def worth_scoring(rows: int, search_seconds: float, trials: int, seconds_left: f
     """Whether to score the finalists on the folds: on a small table always (the search left them
     their share of the budget, ``search_budget``; a finalist whose folds do not all finish in it
     is not kept), on a large one when the first two finalists' folds ``fits``."""
-    return (not split_measures_well(rows) and seconds_left > 1.0) or fits(search_seconds, trials, 2 * FOLDS, seconds_left)
+    if not split_measures_well(rows):
+        return seconds_left > 1.0
+    return fits(search_seconds, trials, 2 * FOLDS, seconds_left)
 
 
 def rescore(config: dict, table, candidates: list[dict], *, seed: int, seconds_left: float,
