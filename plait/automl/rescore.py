@@ -34,7 +34,7 @@ loss, and a half on the one fold it finished).
 The winner's model is its search trial's, unless the search's scheduler or budget stopped that
 trial before its end: then the same values trained again on the search's own split to their end,
 run after every fold (a finalist whose trial was stopped gets that run), or, when the budget ended
-that run too, its first fold's model (``Finalist.model_path``). On loanapp the scheduler stops
+that run too, its first fold's model (``Finalist.model``). On loanapp the scheduler stops
 plait's defaults' trial at 5 epochs and the defaults win the folds; the first fold's model (64% of
 the rows) scored 0.922 on the test rows of seed 1, plain training on the search's split 0.940.
 """
