@@ -52,7 +52,7 @@ def test_init_config_writes_a_config_that_trains(data, tmp_path, cli, cli_error)
 
 def test_auto_train_on_the_command_line_scores_its_finalists_on_five_splits(data, tmp_path, cli, cli_error):
     # The scheduler stops both trials after their first epoch of two: each finalist is also trained
-    # again to its end on the search's split, after the folds, and the winner's model is that one.
+    # again to its end on the search's split, after its folds, and the winner's model is that one.
     executor = {"num_samples": 2, "scheduler": {"max_t": 1, "grace_period": 1}}
     user = json.dumps({"trainer": {"epochs": 2}, "hyperopt": {"executor": executor}})
     assert "time_limit_s: got 0.0" in cli_error("auto_train", "--dataset", data, "--target", "y", "--time_limit_s", 0)

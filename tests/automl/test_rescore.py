@@ -51,7 +51,7 @@ def test_a_winner_whose_search_trial_was_stopped_returns_its_rerun_else_its_firs
     assert stopped.model == ("/folds/0/model", "fold")  # the budget ended its rerun
 
 
-def test_the_fold_search_reruns_each_stopped_finalist_on_the_searchs_split_after_every_fold():
+def test_the_fold_search_reruns_each_stopped_finalist_on_the_searchs_split_after_its_folds():
     config = {"input_features": [], "output_features": [], "preprocessing": {"sample_ratio": 0.5},
               "hyperopt": {"parameters": {"lr": {"space": "choice", "categories": [1, 2]}}, "executor": {}}}
     stopped = {**record("a", 0.5, lr=1), "status": "stopped"}
@@ -59,8 +59,8 @@ def test_the_fold_search_reruns_each_stopped_finalist_on_the_searchs_split_after
     splits = [f"fold_{k}" for k in range(rescore.FOLDS)] + ["search"]
     search = rescore._fold_search(config, [stopped, finished], splits, budget_s=60)
     points = search["hyperopt"]["search_alg"]["points_to_evaluate"]
-    folds = [{"lr": lr, rescore.SPLIT_PATH: column} for lr in (1, 2) for column in splits[:-1]]
-    assert points == folds + [{"lr": 1, rescore.SPLIT_PATH: "search"}]
+    assert points == [{"lr": 1, rescore.SPLIT_PATH: column} for column in splits] + \
+                     [{"lr": 2, rescore.SPLIT_PATH: column} for column in splits[:-1]]
     assert search["hyperopt"]["executor"]["num_samples"] == len(points)
     assert search["hyperopt"]["executor"]["scheduler"] == {"type": "fifo"}  # every one to its end
     assert "sample_ratio" not in search["preprocessing"]
