@@ -48,8 +48,8 @@ EPOCHS = 300
 """The most epochs a trial trains (``trainer.epochs``; plait's default is 100). Locally the search
 stops the trials that fall behind at 5, 15, 45 and 135 epochs, and early stopping
 (``EARLY_STOP``) ends each that stops improving, so only leaders still improving train this long.
-Measured on seattle_temps (an hourly curve from the
-timestamp alone, seed 0, 300 s): R² 0.9987 with 100, 0.9999 with 300."""
+Measured on seattle_temps (an hourly curve from the timestamp alone, seed 0, 300 s): R² 0.9987
+with 100, 0.9999 with 300."""
 EARLY_STOP = 20
 """A trial (and a finalist's fold) ends after this many epochs without a lower validation loss,
 so a trial that has stopped improving gives its time to the next; set in the config, it holds

@@ -1,7 +1,7 @@
 """``auto_train``: a config from the data (``auto_config``), then plait's search over its key
 settings within a time budget, on Ray Tune (a local Ray, or the cluster plait finds), then, when
 the budget left holds it, the finalists scored on more validation splits (``rescore``); the kept
-trial's model comes back loaded.
+model comes back loaded (``rescore.Finalist.model``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ log = logging.getLogger("plait")
 @dataclass
 class AutoTrainResult:
     model: Any
-    """The kept trial's model (a loaded :class:`plait.Model`)."""
+    """The kept model (a loaded :class:`plait.Model`), from ``model_path``."""
     best_config: dict
     """The config that trained it (the inferred features and the trial's values)."""
     config: dict
