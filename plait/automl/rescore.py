@@ -249,16 +249,17 @@ def rescore(config: dict, table, candidates: list[dict], *, seed: int, seconds_l
     from plait.search import hyperopt
 
     started = time.monotonic()
-    rows, splits = _fold_rows(config, table, seed)
+    rows, fold_columns, search_split = _fold_rows(config, table, seed)
     budget = max(1.0, seconds_left - (time.monotonic() - started))
-    found = hyperopt(_fold_search(config, candidates, splits, budget), rows, output_directory=output_directory,
-                     experiment_name=experiment_name, random_seed=seed, backend=backend, tune_verbosity=0)
+    found = hyperopt(_fold_search(config, candidates, fold_columns, search_split, budget), rows,
+                     output_directory=output_directory, experiment_name=experiment_name, random_seed=seed,
+                     backend=backend, tune_verbosity=0)
     judge = Judge.of(config)
     finalists = [Finalist(c, []) for c in candidates]
     for record in sorted(found.trials, key=lambda r: r["parameters"][SPLIT_PATH]):  # fold by fold
         values = {path: value for path, value in record["parameters"].items() if path != SPLIT_PATH}
         finalist = next(f for f in finalists if f.record["parameters"] == values)
-        if record["parameters"][SPLIT_PATH] == splits[-1]:  # the search's own split
+        if record["parameters"][SPLIT_PATH] == search_split:
             if not was_stopped(record) and record["model_path"] is not None:
                 finalist.rerun_model = record["model_path"]
             continue
@@ -269,14 +270,14 @@ def rescore(config: dict, table, candidates: list[dict], *, seed: int, seconds_l
     return judge, finalists
 
 
-def _fold_search(config: dict, candidates: list[dict], splits: list[str], budget_s: float) -> dict:
+def _fold_search(config: dict, candidates: list[dict], fold_columns: list[str], search_split: str,
+                 budget_s: float) -> dict:
     """The search config whose trials are each candidate on each fold, in that order (the first
     candidate's folds first), each candidate the search stopped followed by its run on the search's
-    own split (``splits``: the fold columns, then that split's), every one run to its end within
-    ``budget_s``. A rerun right after its folds: queued after every fold, plait's defaults' (the
-    finalist most often kept) did not run in loanapp's budget on seed 1."""
+    own split (the column ``search_split``), every one run to its end within ``budget_s``. A rerun
+    right after its folds: queued after every fold, plait's defaults' (the finalist most often
+    kept) did not run in loanapp's budget on seed 1."""
     section = config["hyperopt"]
-    *fold_columns, search_split = splits
     points = []
     for candidate in candidates:
         reruns = [search_split] if was_stopped(candidate) else []
@@ -288,7 +289,8 @@ def _fold_search(config: dict, candidates: list[dict], splits: list[str], budget
             "preprocessing": {**preprocessing, "split": {"type": "fixed", "column": fold_columns[0]}},
             "hyperopt": {**section,
                          "parameters": {**section["parameters"],
-                                        SPLIT_PATH: {"space": "choice", "categories": splits}},
+                                        SPLIT_PATH: {"space": "choice",
+                                                     "categories": [*fold_columns, search_split]}},
                          "search_alg": {"type": "variant_generator", "points_to_evaluate": points},
                          "executor": {**section["executor"], "num_samples": len(points), "time_budget_s": budget_s,
                                       "scheduler": {"type": "fifo"}}}}
@@ -296,8 +298,8 @@ def _fold_search(config: dict, candidates: list[dict], splits: list[str], budget
 
 def _fold_rows(config: dict, table, seed: int):
     """The rows the search trained and validated on (as a DataFrame), with ``FOLDS`` fixed-split
-    columns, then one more: in the k-th, the rows of fold k are validation rows (1), the others
-    training rows (0); in the last, the search's own validation rows are (1)."""
+    columns and one more, and their names: in the k-th, the rows of fold k are validation rows (1),
+    the others training rows (0); in the last, the search's own validation rows are (1)."""
     from plait.config import load_config
     from plait.data.preprocess import split_codes
 
@@ -310,9 +312,9 @@ def _fold_rows(config: dict, table, seed: int):
     columns = [f"{prefix}{k}" for k in range(FOLDS)]
     for k, column in enumerate(columns):
         frame[column] = (fold == k).astype(np.int8)
-    columns.append(f"{prefix}search")
-    frame[columns[-1]] = np.isin(kept, row_numbers[codes == sp.VALIDATION]).astype(np.int8)
-    return frame, columns
+    search_split = f"{prefix}search"
+    frame[search_split] = np.isin(kept, row_numbers[codes == sp.VALIDATION]).astype(np.int8)
+    return frame, columns, search_split
 
 
 def _unused_prefix(taken) -> str:

@@ -57,7 +57,7 @@ def test_the_fold_search_reruns_each_stopped_finalist_on_the_searchs_split_after
     stopped = {**record("a", 0.5, lr=1), "status": "stopped"}
     finished = {**record("b", 0.5, lr=2), "status": "completed"}
     splits = [f"fold_{k}" for k in range(rescore.FOLDS)] + ["search"]
-    search = rescore._fold_search(config, [stopped, finished], splits, budget_s=60)
+    search = rescore._fold_search(config, [stopped, finished], splits[:-1], splits[-1], budget_s=60)
     points = search["hyperopt"]["search_alg"]["points_to_evaluate"]
     assert points == [{"lr": 1, rescore.SPLIT_PATH: column} for column in splits] + \
                      [{"lr": 2, rescore.SPLIT_PATH: column} for column in splits[:-1]]
@@ -110,7 +110,8 @@ def test_the_folds_deal_the_searched_rows_and_leave_the_test_rows_out_and_the_se
                       "split": np.where(np.arange(n) < 150, 0, np.where(np.arange(n) < 170, 1, 2))})
     config = {"input_features": [{"name": "x", "type": "number"}], "output_features": [{"name": "y", "type": "binary"}],
               "preprocessing": {"split": {"type": "fixed", "column": "split"}}, "hyperopt": {"parameters": {}}}
-    rows, columns = rescore._fold_rows(config, table, seed=42)
+    rows, folds, search_split = rescore._fold_rows(config, table, seed=42)
+    columns = [*folds, search_split]
     assert isinstance(rows, pd.DataFrame) and rows["x"].tolist() == list(range(170))  # training and validation rows
     assert columns == [f"auto_train_fold_{k}" for k in range(rescore.FOLDS)] + ["auto_train_fold_search"]
     assert rows[columns[-1]].tolist() == [0] * 150 + [1] * 20, "the search's own split"
