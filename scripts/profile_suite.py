@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -28,6 +29,7 @@ OUT = ROOT / "benchmarks" / "out" / "suite_profile.json"
 TICK = os.sysconf("SC_CLK_TCK")
 PERIOD_S = 0.5
 LOG_ENV = "PLAIT_SUITE_PROFILE_LOG"
+_TASK_ID = re.compile(r"-[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}$")
 
 
 # ---- the pytest plugin (loaded with -p profile_suite in each of test.sh's processes) -------------
@@ -83,8 +85,8 @@ def _kind(pid: str) -> str:
     words = [a.decode(errors="replace") for a in argv if a]
     if not words:
         return "?"
-    if words[0].startswith("ray::"):
-        return words[0].split()[0].split(".")[0]
+    if words[0].startswith("ray::"):  # a Dask task's title ends in its key's id: one kind, not one per task
+        return _TASK_ID.sub("", words[0].split()[0].split(".")[0])
     program = Path(words[0]).name
     if program.startswith("python") and len(words) > 1:
         rest = words[2] if words[1] == "-m" and len(words) > 2 else Path(words[1]).name
@@ -99,17 +101,24 @@ class Poller:
     def __init__(self, log: Path):
         self.log = log
         self.roots: dict[int, str] = {}  # pytest pid -> part
+        self.log_read = 0  # bytes of the log read so far: each sample reads only what is new
         self.seen: dict[str, tuple[int, int]] = {}  # pid -> (start time, ticks counted)
         self.parents: dict[int, int] = {}
         self.samples: list[tuple[float, dict[str, float]]] = []
         self.by_kind: dict[str, float] = defaultdict(float)
 
     def _read_roots(self) -> None:
-        if self.log.exists():
-            for line in self.log.read_text().splitlines():
-                record = json.loads(line)
-                if "pid" in record:
-                    self.roots[record["pid"]] = record["part"]
+        if not self.log.exists():
+            return
+        with open(self.log, "rb") as log:
+            log.seek(self.log_read)
+            new = log.read()
+        whole = new[: new.rfind(b"\n") + 1]  # a line being written is read at the next sample
+        self.log_read += len(whole)
+        for line in whole.decode().splitlines():
+            record = json.loads(line)
+            if "pid" in record:
+                self.roots[record["pid"]] = record["part"]
 
     def _part_of(self, pid: int) -> str:
         for _ in range(64):
@@ -154,7 +163,7 @@ def main(pytest_args: list[str]) -> int:
     env = dict(os.environ, **{LOG_ENV: str(log)})
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "scripts"), env.get("PYTHONPATH")]))
     poller = Poller(log)
-    poller.sample()
+    poller.sample()  # what the processes running now have used so far is not the suite's
     poller.samples.clear()
     poller.by_kind.clear()
     start, busy = time.time(), _busy_s()
