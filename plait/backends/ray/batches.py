@@ -149,7 +149,11 @@ def _mapped(source, make_function, settings, ordered: bool, what: str):
     data, rows = source_dataset(source)
     options, use_gpu = _pool(settings, what, rows)
     context = data.context  # this dataset's own copy
-    context.execution_options = ExecutionOptions(preserve_order=ordered)
+    # Without locality: Ray Data would hand a batch to an actor on the node that holds it while
+    # that actor has room in its queue, so with the reads on one or two nodes their actors took
+    # every batch and the rest idled (the device's 16 cores: 8 nodes predicted no faster than 1).
+    # A batch is a few MiB; the model's work on it is seconds, so moving it costs nothing.
+    context.execution_options = ExecutionOptions(preserve_order=ordered, actor_locality_enabled=False)
     context.enable_progress_bars = context.print_on_execution_start = False
     context.raise_original_map_exception = True  # a worker's DataError reaches the driver as itself
     context.read_op_min_num_blocks = 1  # the read tasks' blocks are batches already: no splitting
