@@ -119,7 +119,9 @@ def check_ranges() -> dict:
     """Each requirement against the version installed here (the device: its image or the carry)."""
     from packaging.requirements import Requirement
 
-    checked, outside = {}, []
+    from carry import NOT_CARRIED
+
+    checked, outside, left_out = {}, [], []
     for text in requirements():
         requirement = Requirement(text)
         if requirement.marker is not None and not requirement.marker.evaluate():
@@ -130,9 +132,11 @@ def check_ranges() -> dict:
             version = None
         ok = version is not None and requirement.specifier.contains(version, prereleases=True)
         checked[text] = {"installed": version, "admitted": ok}
-        if not ok:
+        if version is None and requirement.name in NOT_CARRIED:
+            left_out.append(requirement.name)  # the carry's choice, with its reason in carry.py
+        elif not ok:
             outside.append(f"{requirement.name} {version or 'missing'} ({requirement.specifier})")
-    return {"requirements": checked, "outside": outside}
+    return {"requirements": checked, "outside": outside, "not_carried": left_out}
 
 
 def resolve(dotted: str):

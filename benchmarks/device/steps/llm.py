@@ -164,7 +164,7 @@ def plain_loop(context: StepContext, folder: Path, size: dict, dtype: str, quant
         steps += 1
     if not seconds:
         raise TimeoutError("no timed step before the step's deadline")
-    return figures(model, size, tokens, seconds, steps - WARMUP_STEPS, pairs) | {
+    return figures(folder, size, tokens, seconds, steps - WARMUP_STEPS, pairs) | {
         "weights": quantized or dtype, "autocast": "bf16" if dtype == "float32" else None,
         "peak_gpu_memory_gib": peak_memory_gib(device), "final_loss": round(float(loss), 4)}
 
@@ -192,9 +192,11 @@ def load_for_lora(folder: Path, device, dtype: str, quantized: str | None):
     return peft.get_peft_model(model, lora)
 
 
-def figures(model, size: dict, tokens: int, seconds: float, steps: int, pairs: list) -> dict:
+def figures(folder: Path, size: dict, tokens: int, seconds: float, steps: int, pairs: list) -> dict:
     mean_length = sum(len(p) + len(t) for p, t in pairs) / len(pairs)
-    linear = linear_parameters(model.get_base_model() if hasattr(model, "get_base_model") else model)
+    # N from the model's config, not from the loaded model: a 4-bit weight is stored packed, two
+    # to a byte, and its numel() is half the weights it multiplies by.
+    linear = linear_parameters_of_folder(folder)
     speed = tokens / seconds
     achieved = speed * flops_per_token(linear, size["layers"], size["hidden"], mean_length)
     return {"tokens_per_s": round(speed), "timed_steps": steps, "tokens_per_step": round(tokens / steps),
@@ -213,8 +215,14 @@ def plait_lora(context: StepContext, folder: Path, size: dict, quantization: dic
     device = device_for(context)
     csv = context.work / "rows.csv"
     pd.DataFrame(rows(size), columns=["prompt", "target"]).to_csv(csv, index=False)
+    pairs = token_rows(folder, size)
+    # No row cut (plait's default cap is 256 tokens): plait trains on the tokens the plain loop
+    # does, and its tokens/s (rows/s times the rows' tokens) counts only tokens it trained on.
+    longest_prompt = max(len(p) for p, _ in pairs)
     config = {"model_type": "llm", "base_model": str(folder), "adapter": LORA,
-              "input_features": [{"name": "prompt", "type": "text"}], "output_features": [{"name": "target", "type": "text"}],
+              "input_features": [{"name": "prompt", "type": "text",
+                                  "preprocessing": {"max_sequence_length": longest_prompt}}],
+              "output_features": [{"name": "target", "type": "text"}],
               "trainer": {"type": "finetune", "epochs": size["epochs"], "batch_size": size["batch"],
                           "learning_rate": LEARNING_RATE, "optimizer": {"type": "adamw"}, "skip_all_evaluation": True,
                           "use_mixed_precision": True},
@@ -230,7 +238,6 @@ def plait_lora(context: StepContext, folder: Path, size: dict, quantization: dic
             raise
         return {"refused_by_plait": f"{type(error).__name__}: {error}"[:500]}
     speeds = [r["rows_per_s"] for r in result.training_statistics if "rows_per_s" in r]
-    pairs = token_rows(folder, size)
     tokens_per_row = sum(len(p) + len(t) for p, t in pairs) / len(pairs)
     speed = speeds[-1] * tokens_per_row
     linear = linear_parameters_of_folder(folder)
