@@ -99,7 +99,16 @@ class NumberProcessor(FeatureProcessor):
         meta["shift"], meta["scale"] = _normalization(meta)
         if not self.is_output and self.preprocessing.clip_to_training_range and stats["min"] is not None:
             meta["clip"] = [meta["min"], meta["max"]]
+        # The training range as the model reads it: the bins of the ple and bins encoders split it
+        # (the raw range is another scale under log1p or quantile normalization).
+        low, high = self._normalized(np.array([meta["min"], meta["max"]]), meta)
+        meta["model_range"] = [float(low), float(high)]
         return meta
+
+    def cache_inputs(self) -> dict:
+        # A cache written before the metadata held model_range is not reused: the bins of the ple
+        # and bins encoders are cut from it.
+        return {"metadata": ["model_range"]}
 
     def _fill_for(self, strategy: str, meta: dict, stats: dict) -> float:
         if strategy == "fill_with_mean":
@@ -117,14 +126,19 @@ class NumberProcessor(FeatureProcessor):
             values = np.where(present, np.clip(values, *metadata["clip"]), values)
         if "outliers" in metadata and metadata["outliers"]["strategy"] != "drop_row":
             values = np.where(outlier_mask(values, metadata), metadata["outliers"]["fill_value"], values)
-        if metadata["normalization"] == "log1p":
-            values, fill = self._log1p(values), float(np.log1p(fill)) if fill > -1 else 0.0
-        if metadata["normalization"] == "quantile":
-            ranks = (metadata["quantile_values"], metadata["quantile_scores"])
-            values, fill = np.interp(values, *ranks), float(np.interp(fill, *ranks))
-        values = (values - metadata["shift"]) / metadata["scale"]
-        fill = (fill - metadata["shift"]) / metadata["scale"]
+        # a fill at or below -1 has no log1p: it stands for 0 there
+        raw_fill = 0.0 if metadata["normalization"] == "log1p" and fill <= -1 else fill
+        values, fill = self._normalized(values, metadata), float(self._normalized(np.array([raw_fill]), metadata)[0])
         return pa.array(_float32_or_fill(values, fill), pa.float32())
+
+    def _normalized(self, values: np.ndarray, metadata: dict) -> np.ndarray:
+        """Values in the units the model reads: log1p or ranked to normal scores, then shifted
+        and scaled."""
+        if metadata["normalization"] == "log1p":
+            values = self._log1p(values)
+        if metadata["normalization"] == "quantile":
+            values = np.interp(values, metadata["quantile_values"], metadata["quantile_scores"])
+        return (values - metadata["shift"]) / metadata["scale"]
 
     def _log1p(self, values: np.ndarray) -> np.ndarray:
         bad = values <= -1

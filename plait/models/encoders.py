@@ -70,10 +70,14 @@ class Periodic(nn.Module):
 
 
 def _bin_edges(metadata: dict, num_bins: int) -> torch.Tensor:
-    """Even bins over the training range, in the normalized units the model reads."""
-    shift, scale = metadata.get("shift", 0.0), metadata.get("scale", 1.0) or 1.0
-    low = (metadata.get("min", 0.0) - shift) / scale
-    high = (metadata.get("max", 1.0) - shift) / scale
+    """Even bins over the training range, in the normalized units the model reads (the number
+    feature's ``model_range``; a model saved without it has its edges in its weights)."""
+    if "model_range" in metadata:
+        low, high = metadata["model_range"]
+    else:
+        shift, scale = metadata.get("shift", 0.0), metadata.get("scale", 1.0) or 1.0
+        low = (metadata.get("min", 0.0) - shift) / scale
+        high = (metadata.get("max", 1.0) - shift) / scale
     if not high > low:  # a constant column
         high = low + 1.0
     return torch.linspace(low, high, num_bins + 1)

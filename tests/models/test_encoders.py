@@ -111,3 +111,23 @@ def test_encoders_are_deterministic_in_eval_mode(make_encoder, make_input_batch)
     encoder = make_encoder("text", {"type": "transformer", "embedding_size": 8, "num_heads": 2, "dropout": 0.5}).eval()
     batch = make_input_batch("text", ROWS)
     assert torch.equal(encoder(batch), encoder(batch))
+
+
+@pytest.mark.parametrize("encoder_type", ["ple", "bins"])
+@pytest.mark.parametrize("normalization", ["zscore", "log1p", "quantile"])
+def test_number_bins_cover_the_values_the_model_reads_under_every_normalization(
+        encoder_type, normalization, make_processor, fit_transform, plait_config):
+    """The bins split the training range in the model's units: under log1p or quantile
+    normalization those are not the raw values' (a long-tailed column's values all fell in the
+    first of 64 bins cut from its raw range)."""
+    skewed = [float(v) for v in range(100)] + [100_000.0]
+    processor = make_processor("number", {"normalization": normalization})
+    metadata, normalized = fit_transform(processor, skewed)
+    config = plait_config(inputs=[{"name": "f", "type": "number", "encoder": {"type": encoder_type, "num_bins": 8}}])
+    edges = build_encoder(config.input_features[0], metadata).state_dict()
+    edges = edges.get("edges", edges.get("inner_edges"))
+    assert min(normalized) == pytest.approx(metadata["model_range"][0], abs=1e-5)
+    assert max(normalized) == pytest.approx(metadata["model_range"][1], abs=1e-5)
+    bins = torch.bucketize(torch.tensor(normalized), edges[1:-1] if encoder_type == "ple" else edges)
+    # zscore: the outlier alone in the last bin; log1p: 0-99 over the first half; quantile: all
+    assert len(set(bins.tolist())) >= {"zscore": 2, "log1p": 4, "quantile": 8}[normalization], bins.tolist()
