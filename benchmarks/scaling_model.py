@@ -127,7 +127,7 @@ def predict_parts(spec: dict) -> dict:
 
     from plait import Model
     from plait.backends.ray.batches import BATCH_ROWS
-    from plait.inference.reader import pieces, read_piece
+    from plait.data.reader import pieces, read_piece
 
     torch.set_num_threads(1)
     started = time.perf_counter()

@@ -241,6 +241,6 @@ def split_indices(rows: int, num_folds: int, seed: int) -> dict:
 
 
 def _row_count(dataset: Any) -> int:
-    from plait.inference.reader import iter_chunks
+    from plait.data.reader import iter_chunks
 
     return sum(chunk.num_rows for chunk in iter_chunks(dataset))

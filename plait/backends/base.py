@@ -49,7 +49,7 @@ class Backend(ABC):
                     what: str = "prediction") -> Iterator[pa.Table]:
         """``function(batch)`` for each batch of ``source`` (raw data or a cached split), here,
         chunk by chunk, in order. ``what`` names the job in messages."""
-        from plait.inference.reader import iter_chunks
+        from plait.data.reader import iter_chunks
 
         function = make_function("cpu")
         for chunk in iter_chunks(source):

@@ -26,7 +26,7 @@ def permutation_importance(backend, spec, dataset, output: str, random_seed: int
     import pandas as pd
 
     from plait import inference
-    from plait.inference.reader import iter_chunks
+    from plait.data.reader import iter_chunks
 
     frame = pd.concat([chunk.to_pandas() for chunk in iter_chunks(dataset)], ignore_index=True)
     if output not in frame.columns:

@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from plait.evaluation import Evaluation
 from plait.inference.predictor import Predictor, PredictorSpec
-from plait.inference.reader import CachedSplit, iter_chunks, known_columns
+from plait.data.reader import CachedSplit, iter_chunks, known_columns
 from plait.inference.sink import PredictionsSink, WrittenPredictions
 from plait.utils.fs import endpoint_errors
 

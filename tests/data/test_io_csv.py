@@ -11,7 +11,7 @@ import pytest
 from plait.data import io as data_io
 from plait.data.io import read_table
 from plait.errors import DataError
-from plait.inference.reader import iter_chunks
+from plait.data.reader import iter_chunks
 
 TOKENS = " ".join(f"tok{i % 50}" for i in range(800_000))  # 4.6 MB: over Arrow's 1 MiB block
 

@@ -29,7 +29,7 @@ from plait.backends.ray.cluster import check_room, describe_nodes, plan_with_roo
 from plait.backends.ray.errors import plait_error_of, worker_message
 from plait.backends.ray.train import plan
 from plait.errors import BackendError
-from plait.inference.reader import CachedSplit, Piece, in_memory_table, pieces, read_piece
+from plait.data.reader import CachedSplit, Piece, in_memory_table, pieces, read_piece
 
 log = logging.getLogger("plait")
 

@@ -11,7 +11,7 @@ import pytest
 
 from plait.errors import DataError
 from plait.data import io as data_io
-from plait.inference.reader import iter_chunks, known_columns
+from plait.data.reader import iter_chunks, known_columns
 
 
 def frame(rows: int) -> pd.DataFrame:
