@@ -269,6 +269,12 @@ def ray_cluster():
     # Ray's workers get this environment when they start: search trials tracked by the tests
     # log to MLflow's file store, which MLflow 3 opens only when allowed (tests/search/test_run.py).
     os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+    # Idle workers kept for the next test's tasks: Ray keeps as many as it has CPUs and ends the
+    # rest after a second, so each test's read, Dask and Ray Data tasks started processes that
+    # imported plait again (scripts/profile_suite.py: Ray's workers spent about 530 of the suite's
+    # 2,635 CPU-seconds before their first task).
+    os.environ.setdefault("RAY_num_workers_soft_limit", "16")
+    os.environ.setdefault("RAY_idle_worker_killing_time_threshold_ms", "600000")
     ray = pytest.importorskip("ray")
     ray.init(num_cpus=4, object_store_memory=1 << 30, include_dashboard=False, log_to_driver=False)
     yield ray
