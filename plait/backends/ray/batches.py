@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
+import warnings
 from functools import partial
 from typing import Iterator
 
@@ -69,7 +70,7 @@ def source_dataset(source) -> tuple:
     Files are read one task per piece (a Parquet row group, or a file), in blocks of a batch."""
     import ray.data
 
-    read_args = {"ray_remote_args": {"num_cpus": READ_TASK_CPUS}}
+    read_args = {"num_cpus": READ_TASK_CPUS}
     if isinstance(source, CachedSplit):
         from plait.backends.ray.loader import read_cached_parquet
 
@@ -144,21 +145,32 @@ def _shown(resources: dict) -> str:
 
 def _mapped(source, make_function, settings, ordered: bool, what: str):
     """The source with the function applied to each batch by the actor pool."""
-    from ray.data import ExecutionOptions
-
     data, rows = source_dataset(source)
     options, use_gpu = _pool(settings, what, rows)
     context = data.context  # this dataset's own copy
-    # Without locality: Ray Data would hand a batch to an actor on the node that holds it while
-    # that actor has room in its queue, so with the reads on one or two nodes their actors took
-    # every batch and the rest idled (the device's 16 cores: 8 nodes predicted no faster than 1).
-    # A batch is a few MiB; the model's work on it is seconds, so moving it costs nothing.
-    context.execution_options = ExecutionOptions(preserve_order=ordered, actor_locality_enabled=False)
+    context.execution_options = _execution_options(ordered)
     context.enable_progress_bars = context.print_on_execution_start = False
     context.raise_original_map_exception = True  # a worker's DataError reaches the driver as itself
     context.read_op_min_num_blocks = 1  # the read tasks' blocks are batches already: no splitting
     return data.map_batches(BatchActor, batch_size=BATCH_ROWS, batch_format="pyarrow",
                             fn_constructor_args=(make_function, use_gpu), **options)
+
+
+def _execution_options(ordered: bool):
+    """The job's order, and no actor locality: with it Ray Data hands a batch to an actor on the
+    node that holds it while that actor has room in its queue, so with the reads on one or two
+    nodes their actors took every batch and the rest idled (the device's 16 cores: 8 nodes
+    predicted no faster than 1). A batch is a few MiB; the model's work on it is seconds."""
+    from ray.data import ExecutionOptions
+
+    with warnings.catch_warnings():
+        # Ray 2.60 deprecates the option ("Ray Data manages actor locality internally") but still
+        # obeys it; a Ray without it places batches its own way.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        try:
+            return ExecutionOptions(preserve_order=ordered, actor_locality_enabled=False)
+        except TypeError:
+            return ExecutionOptions(preserve_order=ordered)
 
 
 def _pool(settings, what: str, rows: int | None) -> tuple[dict, bool]:
