@@ -474,23 +474,24 @@ def assert_one_error_line(code: int, out: str, err: str) -> str:
     return err
 
 
-def test_fifty_thousand_features_validate_in_linear_time(tmp_path):
-    path = tmp_path / "wide.yaml"
-    path.write_text(many_number_features(50_000))
-    # This process's CPU time, not the clock's: the suite runs it beside other work.
-    started = time.process_time()
-    config = load_config(path)
-    assert time.process_time() - started < 20  # about 4 s; once 60 s (a duplicate-name check per name)
-    assert len(config.input_features) == 50_000 and config.input_features[-1].name == "x49999"
-
-
-def test_plait_validate_prints_twenty_thousand_features(tmp_path, capsys):
+def test_twenty_thousand_features_validate_in_linear_time(tmp_path):
     path = tmp_path / "wide.yaml"
     path.write_text(many_number_features(20_000))
+    # This process's CPU time, not the clock's: the suite runs it beside other work. A check per
+    # name over all names (once 60 s at 50,000) would take about 10 s here.
+    started = time.process_time()
+    config = load_config(path)
+    assert time.process_time() - started < 6, "linear: about 1.6 s"
+    assert len(config.input_features) == 20_000 and config.input_features[-1].name == "x19999"
+
+
+def test_plait_validate_prints_ten_thousand_features(tmp_path, capsys):
+    path = tmp_path / "wide.yaml"
+    path.write_text(many_number_features(10_000))
     started = time.process_time()
     code, out, _ = run_validate(path, capsys)
-    assert time.process_time() - started < 30  # about 5 s of CPU, half of it printing the YAML
-    assert code == 0 and out.count("\n- name: x") == 20_000 and "\n- name: x19999\n" in out
+    assert time.process_time() - started < 15  # about 2.5 s of CPU, half of it printing the YAML
+    assert code == 0 and out.count("\n- name: x") == 10_000 and "\n- name: x9999\n" in out
 
 
 def test_a_yaml_alias_bomb_is_refused_quickly_naming_the_file(tmp_path, capsys):
