@@ -100,9 +100,11 @@ class NumberProcessor(FeatureProcessor):
         if not self.is_output and self.preprocessing.clip_to_training_range and stats["min"] is not None:
             meta["clip"] = [meta["min"], meta["max"]]
         # The training range as the model reads it: the bins of the ple and bins encoders split it
-        # (the raw range is another scale under log1p or quantile normalization).
-        low, high = self._normalized(np.array([meta["min"], meta["max"]]), meta)
-        meta["model_range"] = [float(low), float(high)]
+        # (the raw range is another scale under log1p or quantile normalization). Values log1p
+        # cannot take are the transform's error to report, with their count.
+        if not (meta["normalization"] == "log1p" and meta["min"] <= -1):
+            low, high = self._normalized(np.array([meta["min"], meta["max"]]), meta)
+            meta["model_range"] = [float(low), float(high)]
         return meta
 
     def cache_inputs(self) -> dict:
