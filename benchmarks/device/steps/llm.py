@@ -193,14 +193,21 @@ def load_for_lora(folder: Path, device, dtype: str, quantized: str | None):
 
 
 def figures(folder: Path, size: dict, tokens: int, seconds: float, steps: int, pairs: list) -> dict:
-    mean_length = sum(len(p) + len(t) for p, t in pairs) / len(pairs)
+    return rates(folder, size, tokens / seconds, pairs) | {"timed_steps": steps, "tokens_per_step": round(tokens / steps)}
+
+
+def mean_tokens(pairs: list) -> float:
+    return sum(len(p) + len(t) for p, t in pairs) / len(pairs)
+
+
+def rates(folder: Path, size: dict, tokens_per_s: float, pairs: list) -> dict:
+    """Tokens/s, the model FLOP/s they mean and the MFU, for any loop over the same rows."""
     # N from the model's config, not from the loaded model: a 4-bit weight is stored packed, two
     # to a byte, and its numel() is half the weights it multiplies by.
     linear = linear_parameters_of_folder(folder)
-    speed = tokens / seconds
-    achieved = speed * flops_per_token(linear, size["layers"], size["hidden"], mean_length)
-    return {"tokens_per_s": round(speed), "timed_steps": steps, "tokens_per_step": round(tokens / steps),
-            "model_tflops_per_s": round(achieved / 1e12, 2), "mfu": round(achieved / PEAK_BF16_FLOPS, 4)}
+    achieved = tokens_per_s * flops_per_token(linear, size["layers"], size["hidden"], mean_tokens(pairs))
+    return {"tokens_per_s": round(tokens_per_s), "model_tflops_per_s": round(achieved / 1e12, 2),
+            "mfu": round(achieved / PEAK_BF16_FLOPS, 4)}
 
 
 # ---- plait ------------------------------------------------------------------------------------------------------
@@ -238,14 +245,10 @@ def plait_lora(context: StepContext, folder: Path, size: dict, quantization: dic
             raise
         return {"refused_by_plait": f"{type(error).__name__}: {error}"[:500]}
     speeds = [r["rows_per_s"] for r in result.training_statistics if "rows_per_s" in r]
-    tokens_per_row = sum(len(p) + len(t) for p, t in pairs) / len(pairs)
-    speed = speeds[-1] * tokens_per_row
-    linear = linear_parameters_of_folder(folder)
-    achieved = speed * flops_per_token(linear, size["layers"], size["hidden"], tokens_per_row)
-    return {"tokens_per_s": round(speed), "rows_per_s_per_epoch": [round(s, 1) for s in speeds],
-            "tokens_per_row": round(tokens_per_row, 1), "model_tflops_per_s": round(achieved / 1e12, 2),
-            "mfu": round(achieved / PEAK_BF16_FLOPS, 4), "peak_gpu_memory_gib": peak_memory_gib(device),
-            "weights": "float32 (plait loads base models in float32)", "autocast": "bf16"}
+    return rates(folder, size, speeds[-1] * mean_tokens(pairs), pairs) | {
+        "rows_per_s_per_epoch": [round(s, 1) for s in speeds], "tokens_per_row": round(mean_tokens(pairs), 1),
+        "peak_gpu_memory_gib": peak_memory_gib(device), "weights": "float32 (plait loads base models in float32)",
+        "autocast": "bf16"}
 
 
 def linear_parameters_of_folder(folder: Path) -> int:
