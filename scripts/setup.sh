@@ -32,7 +32,7 @@ compile_all "$site/torch" &
 torch_compiled=$!
 # DS_BUILD_OPS=0: DeepSpeed installs without compiling its C++ ops (plait uses none of them).
 DS_BUILD_OPS=0 pip_install --no-compile -c constraints.txt \
-  -e ".[ray,modin,s3,serve,audio,image,hf,test,deepspeed,viz,tracking,export]"
+  -e ".[ray,modin,s3,serve,audio,image,hf,test,deepspeed,viz,tracking,export,tree]"
 bash scripts/build_horovod.sh  # no Horovod wheels for this torch: built once per machine (minutes), then cached
 wait "$torch_compiled"
 compile_all "$site" plait  # what is compiled already is skipped; plait's own (editable) modules too

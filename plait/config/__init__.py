@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from plait.config.backend import BACKEND_TYPES, with_backend_type, with_command_line
 from plait.config.base import format_errors
+from plait.config.gbm import GBMConfig
 from plait.config.llm import LLMConfig
 from plait.config.schema import PlaitConfig, check_feature_types
 from plait.config.upgrade import upgrade
@@ -24,7 +25,7 @@ from plait.errors import ConfigError
 
 log = logging.getLogger("plait")
 
-__all__ = ["BACKEND_TYPES", "LLMConfig", "PlaitConfig", "load_config", "read_yaml", "with_backend_type",
+__all__ = ["BACKEND_TYPES", "GBMConfig", "LLMConfig", "PlaitConfig", "load_config", "read_yaml", "with_backend_type",
            "with_command_line"]
 
 
@@ -102,9 +103,19 @@ def _check_expansion(root: yaml.Node, limit: int) -> None:
             raise _ExpansionTooLarge(limit)
 
 
+MODEL_CONFIGS = {"ecd": PlaitConfig, "gbm": GBMConfig, "llm": LLMConfig}
+"""Each ``model_type``'s config model (a missing or unknown one is read as ECD's, which reports it)."""
+
+
+def config_model(model_type: Any) -> type:
+    """The config model of ``model_type``."""
+    return MODEL_CONFIGS.get(model_type, PlaitConfig) if isinstance(model_type, str) else PlaitConfig
+
+
 def load_config(config: str | os.PathLike | dict | PlaitConfig | LLMConfig) -> PlaitConfig | LLMConfig:
     """The validated config of a YAML or JSON file, or of a dict (left unmodified): an ECD model's
-    (:class:`PlaitConfig`) or, with ``model_type: llm``, an LLM's (:class:`LLMConfig`). Ludwig's
+    (:class:`PlaitConfig`), with ``model_type: gbm`` gradient-boosted trees' (:class:`GBMConfig`), with
+    ``model_type: llm`` an LLM's (:class:`LLMConfig`). Ludwig's
     older names are upgraded first, with one warning saying what was renamed."""
     if isinstance(config, (PlaitConfig, LLMConfig)):
         return config
@@ -115,7 +126,7 @@ def load_config(config: str | os.PathLike | dict | PlaitConfig | LLMConfig) -> P
     problems = check_feature_types(data)
     if problems and not isinstance(data, dict):
         raise ConfigError(problems)
-    model = LLMConfig if isinstance(data, dict) and data.get("model_type") == "llm" else PlaitConfig
+    model = config_model(data.get("model_type") if isinstance(data, dict) else None)
     try:
         config = model.model_validate(data)
     except ValidationError as err:

@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
 from plait.config.base import LUDWIG_DEFAULT, LUDWIG_TYPES_NOT_IMPLEMENTED
+from plait.config.gbm import GBMConfig
 from plait.config.llm import LLMConfig
 from plait.config.schema import PlaitConfig
 
@@ -31,6 +32,7 @@ def sections() -> list[tuple[str, list[type[BaseModel]]]]:
     found = [("Top level", [PlaitConfig])]
     for name, title in TITLES.items():
         found.append((title, _reachable(PlaitConfig.model_fields[name].annotation, seen)))
+    found.append(("Gradient-boosted trees (`model_type: gbm`)", _reachable(GBMConfig, seen)))
     found.append(("LLM (`model_type: llm`)", _reachable(LLMConfig, seen)))
     return found
 

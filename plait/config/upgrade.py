@@ -466,9 +466,9 @@ def _max_batch_size(config: dict, note: Note) -> None:
 
 
 def _trainer_type(config: dict, note: Note) -> None:
-    """0.6: an ECD trainer has no ``type`` (the model type decides it)."""
+    """0.6: an ECD trainer has no ``type`` (the model type decides it; LLM and GBM trainers keep theirs)."""
     trainer = _section(config, "trainer")
-    if trainer is not None and "type" in trainer and config.get("model_type") != "llm":
+    if trainer is not None and "type" in trainer and config.get("model_type") not in ("llm", "gbm"):
         del trainer["type"]
         note("trainer.type (removed: model_type decides the trainer)")
 

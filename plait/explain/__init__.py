@@ -69,6 +69,8 @@ def explain(backend, spec, dataset: Any, output_feature_name: str | None = None,
     if not isinstance(steps, int) or steps < 1:
         raise UsageError(f"steps {steps!r}: give a whole number of integration steps, 1 or more "
                          f"(default {DEFAULT_STEPS})")
+    if method != "permutation" and spec.config.get("model_type") == "gbm":
+        raise UsageError(f"--method {method}: a GBM's trees have no gradients to integrate; give --method permutation")
     output = check_output(spec.config, output_feature_name)
     inputs = {f["name"]: f["type"] for f in spec.config["input_features"]}
     summary = {"method": method, "output_feature": output, "inputs": list(inputs)}

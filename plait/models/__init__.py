@@ -1,4 +1,5 @@
-"""The models plait trains: encoder-combiner-decoder (``ecd``) and language models (``llm``)."""
+"""The models plait trains: encoder-combiner-decoder (``ecd``), gradient-boosted trees (``gbm``) and
+language models (``llm``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,10 @@ def build_model(config, metadata: dict, load_pretrained: bool = False):
         from plait.models.llm import LLM
 
         return LLM(config, metadata, load_pretrained)
+    if config.model_type == "gbm":
+        from plait.models.gbm import GBM
+
+        return GBM(config, metadata, load_pretrained)
     from plait.models.ecd import ECD
 
     return ECD(config, metadata, load_pretrained)

@@ -33,6 +33,9 @@ class TrainableModel(nn.Module):
     grpo = None
     """GRPO's objective (an LLM's ``GRPOObjective``), or None: the metrics then report the reward of
     the model's greedy completions."""
+    resizable_weights: tuple[str, ...] = ()
+    """State-dict keys whose length is the trained model's own (a GBM's trees), not the config's:
+    loading takes them at the length they were saved with."""
     prediction_batch_rows: int | None = None
     """Rows per forward pass when predicting; None: the predictor's own default."""
 

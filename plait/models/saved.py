@@ -143,6 +143,7 @@ def load_weights_into(module, weights: dict, source: str) -> None:
     """Load ``weights`` into ``module``, or say how they differ from what it holds: weights of
     another model (other features, other sizes) must not fail deep inside torch."""
     missing, unexpected, resized = weight_differences(module.state_dict(), weights)
+    resized = [key for key in resized if key not in getattr(module, "resizable_weights", ())]
     problems = [f"{len(keys)} {what} (first: {keys[0]})" for keys, what in
                 ((missing, "tensors missing"), (unexpected, "unexpected tensors"), (resized, "tensors of another shape"))
                 if keys]

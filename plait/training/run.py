@@ -61,7 +61,7 @@ class FitJob:
     def __post_init__(self):
         if self.run_dir is not None and not isinstance(self.run_dir, RunDirectory):
             self.run_dir = RunDirectory(self.run_dir)
-        if self.sizes is None:
+        if self.sizes is None and self.config.model_type != "gbm":  # boosting has no batches
             self.sizes = TrainingSizes.of(self.config.trainer, self.data.rows("training"))
 
 
@@ -106,7 +106,11 @@ def in_memory_batches(job: FitJob, strategy: Strategy, tables: dict | None = Non
 def fit(job: FitJob, strategy: Strategy, batches: tuple | None = None, watch=None) -> FitOutput:
     """Train on this worker's shard (every worker builds the same initial model from the seed).
     ``batches``: (training, validation) batches from a loader; default: read the cache whole.
-    ``watch``: see :meth:`Trainer.fit`."""
+    ``watch``: see :meth:`Trainer.fit`. A GBM boosts instead (``plait.training.gbm``)."""
+    if job.config.model_type == "gbm":
+        from plait.training.gbm import fit_gbm
+
+        return FitOutput(*fit_gbm(job, strategy))
     seed_everything(job.seed)
     module = build_model(job.config, job.metadata, load_pretrained=True)
     if job.initial_weights is not None:

@@ -1,6 +1,6 @@
 """The Ray backend: joins a running Ray cluster or starts a local one (``cluster``),
 preprocesses on it with Dask-on-Ray (default) or Modin, trains on a Ray Train worker group fed by
-the Ray Data loader (``train``, ``loader``), and maps functions over batches of data as Ray Data
+the Ray Data loader (``train``, ``loader``; a GBM's trees grow in the training process), and maps functions over batches of data as Ray Data
 jobs (``batches``): prediction and evaluation at scale.
 """
 
@@ -31,9 +31,12 @@ class RayBackend(Backend):
         return get_engine(processor.type, parallelism=processor.parallelism, persist=processor.persist)
 
     def fit(self, job):
-        """Train on a Ray Train worker group (see plait.backends.ray.train)."""
+        """Train on a Ray Train worker group (see plait.backends.ray.train). A GBM boosts in this
+        process, on LightGBM's threads (a search's trials are spread over the cluster by Tune)."""
         from plait.backends.ray.train import fit_on_ray
 
+        if job.config.model_type == "gbm":
+            return super().fit(job)
         self.ensure_connected()
         return fit_on_ray(job, self.config.backend.trainer)
 
