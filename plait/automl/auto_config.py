@@ -7,6 +7,7 @@ out; ``to_yaml`` writes it as YAML a person can read, each choice's reason as a 
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ import yaml
 
 from plait.automl.columns import exclusion, infer_type, profile
 from plait.config.combiners import ConcatCombiner
+from plait.config.gbm import GBM_INPUT_TYPES, GBM_OUTPUT_TYPES
 from plait.config.encoders import DEFAULT_ENCODER
 from plait.errors import DataError, UsageError
 
@@ -118,6 +120,32 @@ def search_section(time_limit_s: float, backend_type: str, input_types: set[str]
             "parameters": parameters,
             "search_alg": {"type": "variant_generator", "points_to_evaluate": [first]},
             "executor": {"num_samples": TRIALS, "time_budget_s": max(1.0, float(time_limit_s)), "scheduler": scheduler}}
+
+
+TREE_SEARCH = {"trainer.learning_rate": {"space": "choice", "categories": [0.03]}}
+"""The GBM rival's search: one trial, Ludwig's GBM defaults (a search of one point, so that its
+record, model and folds come from the same machinery as the networks')."""
+TREE_SECTIONS = ("input_features", "output_features", "preprocessing", "backend")
+"""What the GBM rival takes of the searched config (a combiner, an ECD trainer and per-type encoder
+defaults are a network's)."""
+
+
+def tree_rival(config: dict) -> dict | None:
+    """The search config of the GBM that auto_train scores beside its networks: the same features,
+    split and backend, and the searched config's goal, metric and budget; None when an input or
+    the output is of a type trees do not take (text, dates, ...)."""
+    inputs, outputs = config["input_features"], config["output_features"]
+    if len(outputs) != 1 or outputs[0]["type"] not in GBM_OUTPUT_TYPES or \
+            any(f["type"] not in GBM_INPUT_TYPES for f in inputs):
+        return None
+    rival = {key: copy.deepcopy(config[key]) for key in TREE_SECTIONS if key in config}
+    rival["input_features"] = [{k: v for k, v in f.items() if k != "encoder"} for f in rival["input_features"]]
+    section = config["hyperopt"]
+    executor = {key: section["executor"][key] for key in ("time_budget_s",) if key in section["executor"]}
+    return {"model_type": "gbm", **rival,
+            "hyperopt": {**{k: section[k] for k in ("goal", "metric", "output_feature", "split")},
+                         "parameters": copy.deepcopy(TREE_SEARCH),
+                         "executor": {**executor, "num_samples": 1, "scheduler": {"type": "fifo"}}}}
 
 
 def to_yaml(auto: AutoConfig) -> str:
