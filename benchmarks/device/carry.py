@@ -96,6 +96,8 @@ NOT_CARRIED = {
     "wandb": "experiment tracking (--wandb): not part of the device check; its tests run on CPU",
     "aim": "experiment tracking (--aim): not part of the device check; its tests run on CPU",
     "comet-ml": "experiment tracking (--comet): not part of the device check; its tests run on CPU",
+    "lightgbm": "model_type: gbm: LightGBM grows its trees on the CPU's threads, not part of the device check; "
+                "its tests run on CPU",
     "lm-format-enforcer": "structured generation (decoder text_parser): pure Python per-step masks, not part of the "
                           "device check; its tests run on CPU",
 }
