@@ -5,10 +5,11 @@ model comes back loaded (``rescore.Finalist.model``).
 
 Where trees take the table's types (number, binary and category columns), a GBM with Ludwig's
 defaults (``model_type: gbm``) is trained first, through the same search machinery, and is a
-finalist beside the networks: it is kept only where it beats them as any rival must (on the
-folds, clearly better than plait's defaults; on one large validation split, a better score). On
-benchmarks/model_quality.py, networks stay below gradient boosting on some tables whatever their
-settings (loanapp: 0.933 at best against boosting's 0.940 to 0.955).
+finalist beside the networks: it replaces the networks' choice where it scores better, on the
+same folds or, where they do not run, on the search's validation split
+(``rescore.against_rival``). On benchmarks/model_quality.py, networks stay below gradient
+boosting on some tables whatever their settings (loanapp: 0.933 at best against boosting's 0.940
+to 0.955).
 """
 
 from __future__ import annotations
