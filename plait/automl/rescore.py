@@ -67,6 +67,10 @@ T_CRITICAL = 2.132
 """The one-sided 5% point of Student's t with ``FOLDS - 1`` degrees of freedom: a finalist
 replaces plait's defaults when its mean gain over them, fold by fold, is this many standard
 errors above zero."""
+T_CRITICAL_RIVAL = 1.533
+"""The one-sided 10% point of Student's t with ``FOLDS - 1`` degrees of freedom: the GBM rival
+replaces the networks' choice when its gain over the best network finalist, fold by fold, is this
+many standard errors above zero (``against_rival``)."""
 FULL_TRIAL_COST = 1.0
 """What a finalist's fold is reckoned to cost, in the search's mean time per trial: a fold trains
 until early stopping ends it where the search's scheduler stopped many trials after a few epochs,
@@ -195,25 +199,28 @@ def winner(finalists: list[Finalist], goal: str, baseline: Finalist | None,
 
 def against_rival(kept: Finalist | None, rival: Finalist | None, networks: list[Finalist], goal: str,
                   search_goal: str) -> Finalist | None:
-    """The networks' winner (``kept``) or the GBM rival: the rival where its mean over the folds
-    (``goal``) is better than every network finalist's, or, where no network has a mean (a large
+    """The networks' winner (``kept``) or the GBM rival: the rival where, on the folds (``goal``),
+    it beats the network finalist of the best mean, fold by fold by more than the folds' noise (a
+    one-sided paired t-test at 10%, ``T_CRITICAL_RIVAL``); or, where no network has a mean (a large
     table's search best, kept without its folds), where its score on the search's validation split
-    (``search_goal``) is better than the winner's. Equal scores keep the network.
+    (``search_goal``) is better than the winner's. Otherwise the network stays.
 
-    The networks' best mean is the luckiest of several, so the rival has to beat a score biased
-    upwards; the networks' own winner is still chosen by ``winner``'s t-test. On loanapp (seed 0)
-    the rival's mean ROC AUC over the folds was 0.952, the best network's 0.943 (the defaults,
-    kept by the t-test, 0.930 on the test rows; the rival 0.937). Judged against the kept
-    network's mean alone, the rival replaced plait's defaults on iris and wine, whose other
-    finalists' means were above the rival's, and scored 0.935 and 0.944 on their test rows
-    against the defaults' 0.968 and 0.972."""
+    Against the best mean (the luckiest of several networks, a score biased upwards), not only the
+    kept network's: judged against the kept defaults' mean alone, the rival took iris and wine
+    (seed 0), whose other finalists' means were above its own, and scored 0.935 and 0.944 on their
+    test rows against the defaults' 0.968 and 0.972. With the t-test: wage2's rival had the best
+    mean squared error over the folds by 2% (t = 0.64) and an R² of 0.185 on the test rows against
+    the network's 0.215; loanapp's beat the best network at t = 1.95 (ROC AUC 0.952 against 0.943
+    over the folds) and scored 0.937 against 0.930. At 10%, not the 5% that guards plait's
+    defaults in ``winner``: the rival is one model named before any score was seen, not the best
+    of a search's many trials."""
     if rival is None or rival.mean_score is None or kept is None:
         return kept
-    sign = 1.0 if goal == "minimize" else -1.0
-    means = [sign * f.mean_score for f in networks if f.mean_score is not None]
-    if not means:
+    finished = [f for f in networks if f.mean_score is not None]
+    if not finished:
         return rival if better_on_split(kept.record, rival.record, search_goal) is rival.record else kept
-    return rival if sign * rival.mean_score < min(means) else kept
+    best = ranked(finished, goal)[0]
+    return rival if clearly_better(rival, best, goal, T_CRITICAL_RIVAL) else kept
 
 
 def better_on_split(search_best: dict, rival: dict | None, goal: str) -> dict:
@@ -225,14 +232,15 @@ def better_on_split(search_best: dict, rival: dict | None, goal: str) -> dict:
     return rival if sign * rival["metric_score"] < sign * search_best["metric_score"] else search_best
 
 
-def clearly_better(finalist: Finalist, baseline: Finalist, goal: str) -> bool:
-    """A one-sided paired t-test of the finalist's gain over the baseline on the same folds."""
+def clearly_better(finalist: Finalist, baseline: Finalist, goal: str, critical: float = T_CRITICAL) -> bool:
+    """A one-sided paired t-test of the finalist's gain over the baseline on the same folds, at the
+    t value ``critical``."""
     gains = np.array(finalist.fold_scores) - np.array(baseline.fold_scores)
     gains = gains if goal == "maximize" else -gains
     spread = gains.std(ddof=1)
     if spread == 0:
         return bool(gains.mean() > 0)
-    return bool(gains.mean() / (spread / math.sqrt(len(gains))) > T_CRITICAL)
+    return bool(gains.mean() / (spread / math.sqrt(len(gains))) > critical)
 
 
 def finalists(records: list[dict], first: dict | None) -> list[dict]:

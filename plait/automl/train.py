@@ -5,8 +5,8 @@ model comes back loaded (``rescore.Finalist.model``).
 
 Where trees take the table's types (number, binary and category columns), a GBM with Ludwig's
 defaults (``model_type: gbm``) is trained first, through the same search machinery, and is a
-finalist beside the networks: it replaces the networks' choice where it scores better than every
-network finalist on the same folds or, where they do not run, better than the networks' choice on
+finalist beside the networks: it replaces the networks' choice where it beats the best network
+finalist on the same folds beyond their noise or, where they do not run, the networks' choice on
 the search's validation split (``rescore.against_rival``). On benchmarks/model_quality.py, networks stay below gradient
 boosting on some tables whatever their settings (loanapp: 0.933 at best against boosting's 0.940
 to 0.955).

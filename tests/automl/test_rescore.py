@@ -125,18 +125,19 @@ def test_on_a_small_table_the_search_leaves_the_folds_part_of_the_budget():
     assert rescore.search_budget(300, rows=rescore.SMALL_TABLE_ROWS + 1) == 300  # one split measures well
 
 
-def test_the_gbm_rival_replaces_the_networks_winner_only_by_beating_every_network_finalists_mean():
-    # Better than plait's defaults on four folds of five, but not by the t-test's margin: a searched
-    # network would not replace them; the one GBM named before the search does, when it also beats
-    # the other finalists' means (the luckiest of them included).
+def test_the_gbm_rival_replaces_the_networks_winner_by_beating_the_best_network_beyond_the_folds_noise():
+    # loanapp's folds (seed 0): better than plait's defaults on four of five, t = 1.95 against them,
+    # the best network: past the rival's 10% point, not the 5% that guards the defaults in a search.
     defaults = rescore.Finalist(record("net", 0.24), [0.939, 0.949, 0.946, 0.950, 0.930])
     rival = rescore.Finalist(record("gbm", 0.19), [0.965, 0.952, 0.945, 0.956, 0.943])
     assert not rescore.clearly_better(rival, defaults, "maximize")
     assert rescore.against_rival(defaults, rival, [defaults], "maximize", "minimize") is rival
     luckier = rescore.Finalist(record("net2", 0.22), [0.97, 0.96, 0.95, 0.96, 0.95])
     assert rescore.against_rival(defaults, rival, [defaults, luckier], "maximize", "minimize") is defaults
-    tie = rescore.Finalist(record("gbm", 0.19), list(defaults.fold_scores))
-    assert rescore.against_rival(defaults, tie, [defaults], "maximize", "minimize") is defaults  # a tie keeps the network
+    # wage2's (mean squared error): the best mean by 2%, t = 0.64: the network stays
+    network = rescore.Finalist(record("net", 0.14), [0.154, 0.113, 0.122, 0.155, 0.145])
+    trees = rescore.Finalist(record("gbm", 0.13), [0.163, 0.111, 0.126, 0.146, 0.130])
+    assert rescore.against_rival(network, trees, [network], "minimize", "minimize") is network
     cut_short = rescore.Finalist(record("gbm", 0.1), [0.99] * (rescore.FOLDS - 1))
     assert rescore.against_rival(defaults, cut_short, [defaults], "maximize", "minimize") is defaults
     # a large table's search best, kept without its folds: the two meet on the search's split
