@@ -18,7 +18,7 @@ import numpy as np
 
 import torch
 
-from plait.models.ecd import feature_name
+from plait.models.base import feature_name
 from plait.models.grpo import REWARD
 from plait.models.labels import WRITTEN
 from plait.models.preference import PREFERENCE, PreferenceScores

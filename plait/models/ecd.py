@@ -7,33 +7,14 @@ from torch import nn
 
 from plait.config.features import output_order
 from plait.errors import ConfigError
-from plait.models.base import TrainableModel
+from plait.models.base import TrainableModel, feature_name, module_key  # noqa: F401 (imported from here too)
 from plait.models.combiners import build_combiner
 from plait.models.encoders import build_encoders
 from plait.models.heads import build_head
 
-# Feature names are the user's column names: any string. torch refuses some as module names (a
-# ".", the empty string, an attribute of ModuleDict such as "items" or "training"), so modules are
-# kept under a key that torch accepts. A name torch accepts is its own key, so that the weights of
-# models saved before this mapping still load; any other name, and any name that could be mistaken
-# for an escaped one, is escaped as the hex of its UTF-8 bytes, which keeps the mapping one-to-one.
-_ESCAPED = "plait_key_"
 AUXILIARY_LOSS = "__plait_combiner_loss__"
 """The key of the combiner's loss term in the training forward's output. Feature names never take
 it (ECD refuses one that does), so it cannot shadow an output's logits."""
-_TAKEN = frozenset(dir(nn.ModuleDict()))  # class and instance attributes ("training", "_modules")
-
-
-def module_key(name: str) -> str:
-    """The key of feature ``name``'s module in the model's ModuleDicts (and its state_dict)."""
-    if name and "." not in name and name not in _TAKEN and not name.startswith(_ESCAPED):
-        return name
-    return _ESCAPED + name.encode("utf-8").hex()
-
-
-def feature_name(key: str) -> str:
-    """The feature name of a module key: the inverse of ``module_key``."""
-    return bytes.fromhex(key[len(_ESCAPED):]).decode("utf-8") if key.startswith(_ESCAPED) else key
 
 
 class ECD(TrainableModel):
@@ -83,10 +64,6 @@ class ECD(TrainableModel):
         """The encoder of input feature ``name`` (the user's name)."""
         return self.encoders[module_key(name)]
 
-    def head(self, name: str) -> nn.Module:
-        """The output head of output feature ``name`` (the user's name)."""
-        return self.heads[module_key(name)]
-
     def forward(self, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """The logits of each output feature; in training mode, also the combiner's own loss term
         (TabNet's sparsity loss) under ``AUXILIARY_LOSS`` where it has one. It travels in the
@@ -132,8 +109,7 @@ class ECD(TrainableModel):
     def loss(self, logits: dict[str, torch.Tensor], targets: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict]:
         """The weighted total loss (with the combiner's loss term, when the logits carry one) and
         each output's loss."""
-        losses = {name: self.head(name).loss(logits[name], targets[name]) for name in self.output_names}
-        total = sum(self.loss_weights[name] * loss for name, loss in losses.items())
+        total, losses = super().loss(logits, targets)
         if AUXILIARY_LOSS in logits:
             total = total + logits[AUXILIARY_LOSS].float()
         return total, losses

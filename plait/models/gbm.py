@@ -17,8 +17,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from plait.models.base import TrainableModel
-from plait.models.ecd import module_key
+from plait.models.base import TrainableModel, module_key
 from plait.models.heads import build_head
 
 BOOSTER = "booster"
@@ -50,10 +49,6 @@ class GBM(TrainableModel):
         self.register_buffer(BOOSTER, torch.zeros(0, dtype=torch.uint8))
         self._booster = None
         self.prediction_batch_rows = config.trainer.eval_batch_size
-
-    def head(self, name: str) -> nn.Module:
-        """The output head of output feature ``name``."""
-        return self.heads[module_key(name)]
 
     @property
     def classes(self) -> int:
@@ -95,7 +90,10 @@ class GBM(TrainableModel):
         return self._booster
 
     def forward(self, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        matrix = self.feature_matrix(inputs)
+        return self.scores(self.feature_matrix(inputs))
+
+    def scores(self, matrix: np.ndarray) -> dict[str, torch.Tensor]:
+        """The output's logits (the trees' raw scores) for rows of LightGBM's feature matrix."""
         scores = self.trees.predict(matrix, raw_score=True) if len(matrix) else np.zeros((0, self.classes))
         scores = torch.from_numpy(np.asarray(scores, dtype=np.float32))
         if self.output.type == "category":  # a one-class vocabulary trained as two classes keeps its one
@@ -105,10 +103,6 @@ class GBM(TrainableModel):
     def no_rows_outputs(self, device) -> dict[str, torch.Tensor]:
         shape = (0, self.classes) if self.output.type == "category" else (0,)
         return {self.output.name: torch.zeros(shape, device=device)}
-
-    def loss(self, logits: dict[str, torch.Tensor], targets: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict]:
-        losses = {name: self.head(name).loss(logits[name], targets[name]) for name in self.output_names}
-        return sum(self.loss_weights[name] * loss for name, loss in losses.items()), losses
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         # The booster's length is the saved model's: the buffer takes that length first, so that

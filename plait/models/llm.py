@@ -32,8 +32,7 @@ from torch.nn import functional as F
 
 from plait.errors import BackendError, ModelError
 from plait.utils.tokens import ID_OFFSET
-from plait.models.base import TrainableModel
-from plait.models.ecd import module_key
+from plait.models.base import TrainableModel, module_key
 from plait.models.formats import FormatConstraint
 from plait.models.grpo import GRPO, REWARD, GRPOObjective, token_f1
 from plait.models.labels import LABEL_PROBABILITIES, WRITTEN
@@ -144,9 +143,6 @@ class LLM(TrainableModel):
         self.adapter_hooks = [] if self.adapter_keys is None else [
             self.register_state_dict_post_hook(_adapter_only),
             self.register_load_state_dict_post_hook(_base_weights_not_missing)]
-
-    def head(self, name: str) -> LLMHead:
-        return self.heads[module_key(name)]
 
     def _causal_lm(self) -> nn.Module:
         """The transformers model under the adapter, if any."""

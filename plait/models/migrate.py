@@ -20,7 +20,7 @@ import copy
 import re
 
 from plait.config.fully_connected import VECTOR_INITIALIZERS
-from plait.models.ecd import module_key
+from plait.models.base import module_key
 from plait.models.legacy import LEGACY_ENCODER
 
 FORMAT_VERSION = 3

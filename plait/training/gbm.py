@@ -57,6 +57,8 @@ class Boosting:
 
     def __init__(self, job, strategy, model, splits: dict[str, dict[str, torch.Tensor]]):
         self.job, self.strategy, self.model, self.splits = job, strategy, model, splits
+        self.matrices = {split: model.feature_matrix(tensors) for split, tensors in splits.items()}
+        """Each split's feature matrix, built once: boosting and every evaluation read it."""
         self.options = job.config.trainer
         self.early_stopping = EarlyStopping(self.options)
         self.progress = Progress()
@@ -71,7 +73,7 @@ class Boosting:
         name = self.model.output.name
         labels = train[name].double().numpy()
         known = labels >= 0 if self.model.output.type == "category" else np.ones(len(labels), dtype=bool)
-        dataset = lightgbm.Dataset(self.model.feature_matrix(train)[known], labels[known],
+        dataset = lightgbm.Dataset(self.matrices["training"][known], labels[known],
                                    categorical_feature=self.model.categorical, free_raw_data=False,
                                    params={"max_bin": self.options.max_bin, "verbose": self.options.verbose,
                                            "feature_pre_filter": self.options.feature_pre_filter})
@@ -80,11 +82,9 @@ class Boosting:
                  self.options.num_boost_round, int(known.sum()), self.job.data.rows("validation"),
                  self.options.boosting_rounds_per_checkpoint)
         self.reporter.open()
-        try:
+        try:  # early stopping raises lightgbm_stop in the callback, which lightgbm.train catches
             lightgbm.train(parameters, dataset, num_boost_round=self.options.num_boost_round,
                            callbacks=[self._after_round], keep_training_booster=True)
-        except lightgbm.callback.EarlyStopException:
-            pass
         finally:
             self.reporter.close()
             if self.job.run_dir is not None:
@@ -127,13 +127,11 @@ class Boosting:
 
     def metrics(self, split: str) -> dict:
         """Every metric of the trees grown so far on ``split``, as an ECD evaluation computes them."""
-        tensors, rows = self.splits[split], self.options.eval_batch_size
+        matrix, targets, rows = self.matrices[split], self.splits[split], self.options.eval_batch_size
         evaluation = Evaluation(self.model)
-        outputs = self.model.output_names
-        total = len(tensors[outputs[0]])
-        for first in range(0, total, rows):
-            batch = {name: tensor[first:first + rows] for name, tensor in tensors.items()}
-            evaluation.add(self.model({n: batch[n] for n in self.model.input_names}), {n: batch[n] for n in outputs})
+        for first in range(0, len(matrix), rows):
+            evaluation.add(self.model.scores(matrix[first:first + rows]),
+                           {name: targets[name][first:first + rows] for name in self.model.output_names})
         return evaluation.metrics.compute(evaluation.stats)
 
 
