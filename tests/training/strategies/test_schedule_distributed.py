@@ -21,10 +21,10 @@ class Regression(TrainableModel):
     def __init__(self):
         super().__init__()
         self.encoders = nn.ModuleDict({"x": nn.Linear(3, 4)})
-        self.head = nn.Linear(4, 1)
+        self.out = nn.Linear(4, 1)
 
     def forward(self, inputs):
-        return {"y": self.head(torch.tanh(self.encoders["x"](inputs["x"])))}
+        return {"y": self.out(torch.tanh(self.encoders["x"](inputs["x"])))}
 
     def loss(self, logits, targets):
         return nn.functional.mse_loss(logits["y"].squeeze(1), targets["y"]), {}
