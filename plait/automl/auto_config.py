@@ -133,7 +133,7 @@ defaults are a network's)."""
 def tree_rival(config: dict) -> dict | None:
     """The search config of the GBM that auto_train scores beside its networks: the same features,
     split and backend, and the searched config's goal, metric and budget; None when an input or
-    the output is of a type trees do not take (text, dates, ...)."""
+    the output is of a type trees do not take (text, images, ...)."""
     inputs, outputs = config["input_features"], config["output_features"]
     if len(outputs) != 1 or outputs[0]["type"] not in GBM_OUTPUT_TYPES or \
             any(f["type"] not in GBM_INPUT_TYPES for f in inputs):

@@ -12,14 +12,28 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from plait.config.base import StrictModel, field_error
+from plait.config.date_encoders import DateEmbedEncoder
 from plait.config.features import InputFeature, OutputFeature
 from plait.config.schema import PlaitConfig
 
-GBM_INPUT_TYPES = ("binary", "category", "number")
-"""Input types a GBM reads: one column of the tree's features each (a category as LightGBM's
-categorical feature)."""
+GBM_INPUT_TYPES = ("binary", "category", "number", "date")
+"""Input types a GBM reads: one column of the trees' features each (a category as LightGBM's
+categorical feature), and a date as its nine numbers (year, month, day, weekday, day of the year,
+hour, minute, second, second of the day; Ludwig's GBM takes no dates, its ECD encoders read these)."""
+ENCODED_AS_IS = ("binary", "category", "number")
+"""Input types whose resolved encoder is ``passthrough`` (a date has none: its numbers go to the
+trees as they are, and the date's default encoder entry is never built)."""
 GBM_OUTPUT_TYPES = ("binary", "category", "number")
 """Output types a GBM predicts: one output, as LightGBM's binary, multiclass or regression objective."""
+
+
+def _read_as_is(feature_type: Any, encoder: Any) -> bool:
+    """Whether an input's encoder section says what a GBM does: passthrough, or for a date the
+    default encoder's settings that a resolved config writes back (a date has no passthrough
+    encoder; its numbers go to the trees as they are)."""
+    if feature_type == "date":
+        return encoder == DateEmbedEncoder().model_dump()
+    return isinstance(encoder, dict) and encoder.get("type") == "passthrough"
 
 
 class GBMTrainerConfig(StrictModel):
@@ -144,7 +158,8 @@ class GBMConfig(PlaitConfig):
     """A gradient-boosted tree model (``model_type: gbm``)."""
 
     input_features: list[InputFeature] = Field(min_length=1)
-    """The columns the trees read: binary, category or number, each read as it is (passthrough)."""
+    """The columns the trees read: binary, category or number, each read as it is (passthrough),
+    or a date, read as its nine numbers."""
     output_features: list[OutputFeature] = Field(min_length=1)
     """The one column the trees predict: binary, category or number."""
     model_type: Literal["gbm"]
@@ -175,10 +190,10 @@ class GBMConfig(PlaitConfig):
             return data
         for i, feature in enumerate(features):
             encoder = feature.get("encoder") if isinstance(feature, dict) else None
-            if encoder not in (None, {}) and not (isinstance(encoder, dict) and encoder.get("type") == "passthrough"):
+            if encoder not in (None, {}) and not _read_as_is(feature.get("type"), encoder):
                 raise field_error(f"input_features[{i}].encoder", "a GBM reads each input as it is (passthrough); "
                                                                   "remove the encoder, or set model_type: ecd")
-        passthrough = [{**f, "encoder": {"type": "passthrough"}} if isinstance(f, dict) and f.get("type") in GBM_INPUT_TYPES
+        passthrough = [{**f, "encoder": {"type": "passthrough"}} if isinstance(f, dict) and f.get("type") in ENCODED_AS_IS
                        else f for f in features]  # another type is refused after validation, by name
         return {**data, "input_features": passthrough}
 

@@ -2,7 +2,7 @@
 evaluation, prediction and serving use (:class:`~plait.models.base.TrainableModel`).
 
 The forward pass stacks the preprocessed inputs into LightGBM's feature matrix (a category as
-its id, one of LightGBM's categorical features) and returns the booster's raw scores, which are
+its id, one of LightGBM's categorical features; a date as its nine numbers) and returns the booster's raw scores, which are
 what the output's head reads as logits: a binary output's log-odds, a category output's score
 per class, a number output's value in the model's units. So the heads' losses, metrics and
 predictions apply unchanged; their own layers are never run.
@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from plait.features.date import COMPONENTS as DATE_COMPONENTS
 from plait.models.base import TrainableModel, module_key
 from plait.models.heads import build_head
 
@@ -28,6 +29,8 @@ REGRESSION = {"mean_squared_error": "regression", "root_mean_squared_error": "re
               "mean_absolute_error": "regression_l1", "huber": "huber",
               "mean_absolute_percentage_error": "mape"}
 """LightGBM's regression objective per number loss (another loss: squared error)."""
+COLUMNS = {"date": len(DATE_COMPONENTS)}
+"""Columns of the feature matrix per input of a type that has more than one."""
 
 
 class GBM(TrainableModel):
@@ -44,7 +47,8 @@ class GBM(TrainableModel):
                                     for f in config.output_features})
         self.loss_weights = {f.name: f.loss.weight for f in config.output_features}
         self.target_readers, self.batch_padded = [], []
-        self.categorical = [i for i, f in enumerate(config.input_features) if f.type == "category"]
+        starts = np.cumsum([0] + [COLUMNS.get(f.type, 1) for f in config.input_features])
+        self.categorical = [int(start) for start, f in zip(starts, config.input_features) if f.type == "category"]
         """Columns of the feature matrix that LightGBM splits as categories."""
         self.register_buffer(BOOSTER, torch.zeros(0, dtype=torch.uint8))
         self._booster = None
@@ -64,8 +68,9 @@ class GBM(TrainableModel):
         return {"objective": OBJECTIVES[self.output.type]}
 
     def feature_matrix(self, inputs: dict[str, torch.Tensor]) -> np.ndarray:
-        """The inputs as LightGBM's [rows, inputs] matrix, in the config's order."""
-        return np.column_stack([inputs[name].reshape(len(inputs[name]), -1)[:, 0].double().numpy()
+        """The inputs as LightGBM's [rows, columns] matrix, in the config's order: a column per
+        input, a date's nine numbers side by side."""
+        return np.column_stack([inputs[name].reshape(len(inputs[name]), -1).double().numpy()
                                 for name in self.input_names])
 
     def use_booster(self, booster) -> None:

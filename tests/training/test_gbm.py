@@ -34,7 +34,9 @@ INPUTS = [{"name": "x", "type": "number"}, {"name": "colour", "type": "category"
                                                  ({"name": "score", "type": "number"}, "r2", 0.9)])
 def test_a_gbm_learns_each_output_type_and_loads_back_the_same(make_config, tmp_path, output, metric, bar):
     config = make_config(INPUTS, [output], model_type="gbm",
-                         trainer={"boosting_rounds_per_checkpoint": 10, "num_leaves": 7, "min_data_in_leaf": 5})
+                         trainer={"boosting_rounds_per_checkpoint": 10, "num_leaves": 7, "min_data_in_leaf": 5,
+                                  # a brisk rate and a cap: Ludwig's 0.03 over 1,000 rounds is the suite's time
+                                  "learning_rate": 0.2, "num_boost_round": 100})
     model = plait.Model(config)
     result = model.train(_table())
     history = result.training_statistics
@@ -65,6 +67,23 @@ def test_early_stopping_keeps_the_rounds_of_the_best_evaluation(make_config):
     assert model.module.trees.num_trees() == best
 
 
+def test_a_date_input_is_read_as_its_nine_numbers_and_a_category_after_it_stays_categorical(make_config):
+    rng = np.random.default_rng(4)
+    days = pd.Series(pd.date_range("2021-01-01", periods=600, freq="D")).sample(frac=1, random_state=4)
+    colour = rng.choice(["red", "green", "blue"], size=600)
+    weekend = days.dt.weekday.to_numpy() >= 5
+    frame = pd.DataFrame({"day": days.dt.strftime("%Y-%m-%d").to_numpy(), "colour": colour,
+                          "y": weekend != (colour == "red")})  # the weekday's and the category's interaction
+    config = make_config([{"name": "day", "type": "date"}, {"name": "colour", "type": "category"}],
+                         [{"name": "y", "type": "binary"}], model_type="gbm",
+                         trainer={"learning_rate": 0.2, "num_boost_round": 100, "boosting_rounds_per_checkpoint": 10,
+                                  "min_data_in_leaf": 5})
+    model = plait.Model(config)
+    model.train(frame.iloc[:450])
+    assert model.module.categorical == [9], "the category is the column after the date's nine"
+    assert model.evaluate(frame.iloc[450:])["y"]["accuracy"] > 0.95
+
+
 def test_gbm_settings_and_mistakes_on_the_command_line(make_config, write_config, make_dataset, tmp_path, cli):
     data = make_dataset(_table(200))
     config = make_config(INPUTS, [{"name": "high", "type": "binary"}], model_type="gbm",
@@ -76,9 +95,11 @@ def test_gbm_settings_and_mistakes_on_the_command_line(make_config, write_config
     assert statistics["high"]["accuracy"] > 0.8
     mistakes = {"combiner": ({"combiner": {"type": "tabnet"}}, "combiner: a GBM has no combiner"),
                 "text": ({"input_features": [*INPUTS, {"name": "note", "type": "text"}]},
-                         "input_features[3].type: got 'text'; a GBM takes binary, category, number inputs"),
+                         "input_features[3].type: got 'text'; a GBM takes binary, category, number, date inputs"),
                 "encoder": ({"input_features": [{**INPUTS[0], "encoder": {"type": "dense"}}, *INPUTS[1:]]},
                             "input_features[0].encoder: a GBM reads each input as it is"),
+                "date encoder": ({"input_features": [*INPUTS, {"name": "day", "type": "date", "encoder": {"type": "wave"}}]},
+                                 "input_features[3].encoder: a GBM reads each input as it is"),
                 "ecd trainer": ({"trainer": {"epochs": 3}}, "trainer.epochs: unknown field")}
     for change, expected in mistakes.values():
         code, _, err = cli("validate", "--config", write_config({**config, **change}))
