@@ -402,6 +402,10 @@ if __name__ == "__main__":
         torch.set_num_threads(1)
         logging.getLogger("plait").setLevel(logging.ERROR)
         warnings.filterwarnings("ignore")
-        print(json.dumps(run_job(json.loads(sys.argv[sys.argv.index("--job") + 1]))))
+        job = json.loads(sys.argv[sys.argv.index("--job") + 1])
+        ran = {}
+        if job["variant"] != OLD_COMMIT:  # the code this job runs: the tree may have moved since the run began
+            ran = {"commit": _git("rev-parse", "--short", "HEAD").strip(), "code": code_version()}
+        print(json.dumps({**run_job(job), **ran}))
     else:
         raise SystemExit(main())
