@@ -14,6 +14,10 @@ from pydantic import Field
 
 from plait.config.encoder_settings import EMBEDDINGS_ON_CPU, EncoderBase, FCSettings
 
+DATE_COMPONENTS = ("year", "month", "day", "weekday", "yearday", "hour", "minute", "second", "second_of_day")
+"""The numbers of a date, in Ludwig's order: what date preprocessing writes per value, and what
+the encoders (and a GBM's trees) read."""
+
 
 class DateEmbedEncoder(EncoderBase, FCSettings):
     """A learned vector for each value of month, day, weekday, day of the year, hour, minute and

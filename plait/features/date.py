@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from plait.config.date_encoders import DATE_COMPONENTS
 from plait.errors import DataError
 from plait.features.base import FeatureProcessor
 from plait.features.number import MISSING_WORDS
@@ -25,8 +26,7 @@ from plait.features.text_ops import _bytes, as_strings, fixed_size_list
 
 log = logging.getLogger("plait")
 
-COMPONENTS = ("year", "month", "day", "weekday", "yearday", "hour", "minute", "second", "second_of_day")
-"""The numbers of a date, in Ludwig's order."""
+COMPONENTS = DATE_COMPONENTS
 
 INFERRED_FORMATS = (
     "%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M",

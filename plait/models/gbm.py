@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from plait.features.date import COMPONENTS as DATE_COMPONENTS
+from plait.config.date_encoders import DATE_COMPONENTS
 from plait.models.base import TrainableModel, module_key
 from plait.models.heads import build_head
 
