@@ -3,13 +3,13 @@ settings within a time budget, on Ray Tune (a local Ray, or the cluster plait fi
 the budget left holds it, the finalists scored on more validation splits (``rescore``); the kept
 model comes back loaded (``rescore.Finalist.model``).
 
-Where trees take the table's types (number, binary, category and date columns), a GBM with Ludwig's
-defaults (``model_type: gbm``) is trained first, through the same search machinery, and is a
-finalist beside the networks: it replaces the networks' choice where it beats the best network
-finalist on the same folds beyond their noise or, where they do not run, the networks' choice on
-the search's validation split (``rescore.against_rival``). On benchmarks/model_quality.py, networks stay below gradient
-boosting on some tables whatever their settings (loanapp: 0.933 at best against boosting's 0.940
-to 0.955).
+Where trees take the table's types (number, binary, category and date columns), a GBM with
+Ludwig's defaults (``model_type: gbm``) is trained first, through the same search machinery, and
+is a finalist beside the networks: it replaces the networks' choice where it beats the best
+network finalist on the same folds beyond their noise or, where they do not run, the networks'
+choice on the search's validation split (``rescore.against_rival``). On
+benchmarks/model_quality.py, networks stay below gradient boosting on some tables whatever their
+settings (loanapp: 0.933 at best against boosting's 0.940 to 0.955).
 """
 
 from __future__ import annotations
