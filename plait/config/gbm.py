@@ -12,8 +12,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from plait.config.base import StrictModel, field_error
-from plait.config.date_encoders import DateEmbedEncoder
-from plait.config.features import InputFeature, OutputFeature
+from plait.config.features import DateInputFeature, InputFeature, OutputFeature
 from plait.config.schema import PlaitConfig
 
 GBM_INPUT_TYPES = ("binary", "category", "number", "date")
@@ -32,7 +31,7 @@ def _read_as_is(feature_type: Any, encoder: Any) -> bool:
     default encoder's settings that a resolved config writes back (a date has no passthrough
     encoder; its numbers go to the trees as they are)."""
     if feature_type == "date":
-        return encoder == DateEmbedEncoder().model_dump()
+        return encoder == DateInputFeature.model_fields["encoder"].default_factory().model_dump()
     return isinstance(encoder, dict) and encoder.get("type") == "passthrough"
 
 
