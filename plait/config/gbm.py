@@ -182,11 +182,19 @@ class GBMConfig(PlaitConfig):
     @model_validator(mode="before")
     @classmethod
     def _inputs_as_they_are(cls, data: Any) -> Any:
-        """Each input's encoder is passthrough (the trees read the preprocessed value); another
-        is refused by name."""
+        """Each input's encoder is passthrough (the trees read the preprocessed value); another,
+        on a feature or in ``defaults.<type>`` (which a reload would find merged into the
+        feature), is refused by name."""
         features = data.get("input_features") if isinstance(data, dict) else None
         if not isinstance(features, list):
             return data
+        defaults = data.get("defaults") if isinstance(data.get("defaults"), dict) else {}
+        for feature_type, sections in defaults.items():
+            encoder = sections.get("encoder") if isinstance(sections, dict) else None
+            if feature_type in GBM_INPUT_TYPES and encoder not in (None, {}) and not _read_as_is(feature_type, encoder):
+                raise field_error(f"defaults.{feature_type}.encoder", "a GBM reads each input as it is "
+                                                                      "(passthrough); remove the encoder, or set "
+                                                                      "model_type: ecd")
         for i, feature in enumerate(features):
             encoder = feature.get("encoder") if isinstance(feature, dict) else None
             if encoder not in (None, {}) and not _read_as_is(feature.get("type"), encoder):

@@ -26,8 +26,6 @@ from plait.features.text_ops import _bytes, as_strings, fixed_size_list
 
 log = logging.getLogger("plait")
 
-COMPONENTS = DATE_COMPONENTS
-
 INFERRED_FORMATS = (
     "%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M",
     "%Y/%m/%d", "%Y/%m/%d %H:%M:%S", "%Y/%m/%d %H:%M",
@@ -193,7 +191,7 @@ def components(times: pa.Array) -> np.ndarray:
     times = pc.fill_null(times, pa.scalar(0, times.type))
     parts = [pc.year(times), pc.month(times), pc.day(times), pc.day_of_week(times), pc.day_of_year(times),
              pc.hour(times), pc.minute(times), pc.second(times)]
-    matrix = np.empty((len(times), len(COMPONENTS)), dtype=np.int32)
+    matrix = np.empty((len(times), len(DATE_COMPONENTS)), dtype=np.int32)
     for i, part in enumerate(parts):
         matrix[:, i] = part.to_numpy(zero_copy_only=False)
     matrix[:, 8] = matrix[:, 5] * 3600 + matrix[:, 6] * 60 + matrix[:, 7]

@@ -100,6 +100,9 @@ def test_gbm_settings_and_mistakes_on_the_command_line(make_config, write_config
                             "input_features[0].encoder: a GBM reads each input as it is"),
                 "date encoder": ({"input_features": [*INPUTS, {"name": "day", "type": "date", "encoder": {"type": "wave"}}]},
                                  "input_features[3].encoder: a GBM reads each input as it is"),
+                # a default encoder would reach the features too (and a date's would fail the reload)
+                "default encoder": ({"defaults": {"date": {"encoder": {"type": "wave"}}}},
+                                    "defaults.date.encoder: a GBM reads each input as it is"),
                 "ecd trainer": ({"trainer": {"epochs": 3}}, "trainer.epochs: unknown field")}
     for change, expected in mistakes.values():
         code, _, err = cli("validate", "--config", write_config({**config, **change}))
