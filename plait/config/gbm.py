@@ -59,7 +59,8 @@ class GBMTrainerConfig(StrictModel):
     evaluate_training_set: bool = False
     """Also compute every metric on the training set at each evaluation (its loss is always computed)."""
     boosting_type: Literal["gbdt", "dart"] = "gbdt"
-    """Plain gradient boosting, or DART (trees dropped out at random)."""
+    """Plain gradient boosting, or DART (trees dropped out at random; each round scales earlier
+    trees again, so a DART model keeps every tree grown, where gbdt keeps the best evaluation's)."""
     tree_learner: Literal["serial", "feature", "data", "voting"] = "serial"
     """How LightGBM parallelizes growing a tree (serial: on one machine's threads)."""
     max_depth: int = 18

@@ -99,10 +99,14 @@ class GBM(TrainableModel):
 
     def scores(self, matrix: np.ndarray) -> dict[str, torch.Tensor]:
         """The output's logits (the trees' raw scores) for rows of LightGBM's feature matrix."""
-        scores = self.trees.predict(matrix, raw_score=True) if len(matrix) else np.zeros((0, self.classes))
-        scores = torch.from_numpy(np.asarray(scores, dtype=np.float32))
+        return self.logits(self.trees.predict(matrix, raw_score=True) if len(matrix) else np.zeros((0, self.classes)))
+
+    def logits(self, raw_scores: np.ndarray) -> dict[str, torch.Tensor]:
+        """The output's logits from LightGBM's raw scores of some rows: [rows], or for a category
+        output [rows, classes]."""
+        scores = torch.from_numpy(np.asarray(raw_scores, dtype=np.float32))
         if self.output.type == "category":  # a one-class vocabulary trained as two classes keeps its one
-            return {self.output.name: scores.reshape(len(matrix), -1)[:, :self.classes]}
+            return {self.output.name: scores[:, :self.classes]}
         return {self.output.name: scores.reshape(-1)}
 
     def no_rows_outputs(self, device) -> dict[str, torch.Tensor]:

@@ -63,6 +63,8 @@ class Boosting:
         self.early_stopping = EarlyStopping(self.options)
         self.progress = Progress()
         self.booster = None
+        self.raw_scores: dict[str, tuple[int, np.ndarray]] = {}
+        """Each split's raw scores at the last evaluation, and its rounds (see ``raw_scores_at``)."""
         self.reporter = Reporter(strategy, job.run_dir, job.progress_bar)
 
     def run(self) -> tuple[list, int | None]:
@@ -89,7 +91,11 @@ class Boosting:
             self.reporter.close()
             if self.job.run_dir is not None:
                 self.job.run_dir.sync()
-        kept = self.progress.best_step if "validation" in self.splits else None
+        # DART scales earlier trees again each round, so an earlier evaluation's model is not the
+        # first rounds of the last one: it keeps every tree grown (LightGBM's own early stopping is
+        # off under DART for the same reason).
+        judged = "validation" in self.splits and self.options.boosting_type == "gbdt"
+        kept = self.progress.best_step if judged else None
         return self.progress.history, kept or None
 
     def _after_round(self, env) -> None:
@@ -127,12 +133,29 @@ class Boosting:
 
     def metrics(self, split: str) -> dict:
         """Every metric of the trees grown so far on ``split``, as an ECD evaluation computes them."""
-        matrix, targets, rows = self.matrices[split], self.splits[split], self.options.eval_batch_size
+        raw, targets, rows = self.raw_scores_at(split, self.progress.step), self.splits[split], self.options.eval_batch_size
         evaluation = Evaluation(self.model)
-        for first in range(0, len(matrix), rows):
-            evaluation.add(self.model.scores(matrix[first:first + rows]),
+        for first in range(0, len(raw), rows):
+            evaluation.add(self.model.logits(raw[first:first + rows]),
                            {name: targets[name][first:first + rows] for name in self.model.output_names})
         return evaluation.metrics.compute(evaluation.stats)
+
+    def raw_scores_at(self, split: str, rounds: int) -> np.ndarray:
+        """The raw scores of the first ``rounds`` rounds' trees on ``split``. Under ``gbdt`` a
+        tree's score adds to the others', so only the trees grown since the last evaluation
+        predict (predicting every tree at every evaluation cost as much as the boosting on a large
+        table); DART scales earlier trees again as it drops some, so there all of them predict."""
+        matrix = self.matrices[split]
+        done, raw = self.raw_scores.get(split, (0, None))
+        if self.options.boosting_type != "gbdt":
+            done, raw = 0, None
+        if rounds > done and len(matrix):
+            new = self.booster.predict(matrix, raw_score=True, start_iteration=done, num_iteration=rounds - done)
+            raw = new if raw is None else raw + new
+        if raw is None:  # no rows
+            raw = np.zeros((len(matrix), self.model.classes) if self.model.output.type == "category" else len(matrix))
+        self.raw_scores[split] = (rounds, raw)
+        return raw
 
 
 def lightgbm_stop(best_rounds: int):

@@ -67,6 +67,23 @@ def test_early_stopping_keeps_the_rounds_of_the_best_evaluation(make_config):
     assert model.module.trees.num_trees() == best
 
 
+@pytest.mark.parametrize("output, boosting", [({"name": "band", "type": "category"}, "gbdt"),
+                                              ({"name": "high", "type": "binary"}, "dart")])
+def test_each_evaluation_scores_the_trees_grown_so_far(make_config, output, boosting):
+    # Under gbdt an evaluation predicts only the trees grown since the last one and adds their
+    # scores; under DART, which scales earlier trees again, every tree predicts. Either way the
+    # kept evaluation's validation loss is the kept model's own on those rows.
+    frame = _table().assign(split=np.tile([0, 0, 0, 1], 100))
+    config = make_config(INPUTS, [output], model_type="gbm", preprocessing={"split": {"type": "fixed"}},
+                         trainer={"boosting_rounds_per_checkpoint": 7, "num_leaves": 7, "min_data_in_leaf": 5,
+                                  "learning_rate": 0.2, "num_boost_round": 60, "boosting_type": boosting})
+    model = plait.Model(config)
+    history = model.train(frame).training_statistics
+    [kept] = [record for record in history if record["step"] == model.module.trees.current_iteration()]
+    evaluated = model.evaluate(frame[frame.split == 1])[output["name"]]["loss"]
+    assert kept["validation"][output["name"]]["loss"] == pytest.approx(evaluated, rel=1e-5)
+
+
 def test_a_date_input_is_read_as_its_nine_numbers_and_a_category_after_it_stays_categorical(make_config):
     rng = np.random.default_rng(4)
     days = pd.Series(pd.date_range("2021-01-01", periods=600, freq="D")).sample(frac=1, random_state=4)
