@@ -45,14 +45,9 @@ def train_plait(df, config: dict, seed: int):
     from plait import Model
     from plait.training.gbm import Boosting
 
-    timers = Timers()
-    undo = [timers.wrap(Boosting, "run", "run"), timers.wrap(Boosting, "_evaluate", "evaluation")]
-    try:
+    with Timers().wrapping((Boosting, "run", "run"), (Boosting, "_evaluate", "evaluation")) as timers:
         model = Model(config)
         result = model.train(dataset=df, random_seed=seed, progress_bar=False)
-    finally:
-        for restore in undo:
-            restore()
     (run_wall, run_cpu), (eval_wall, eval_cpu) = timers.total("run"), timers.total("evaluation")
     last = result.training_statistics[-1]
     return model, result, {"boosting_s": run_wall, "boosting_cpu_s": run_cpu, "evaluation_s": eval_wall,

@@ -61,7 +61,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -143,6 +145,16 @@ class Timers:
         setattr(owner, method, timed)
         return lambda: setattr(owner, method, original)
 
+    @contextmanager
+    def wrapping(self, *methods: tuple[Any, str, str]):
+        """Each (owner, method, name) timed while the block runs, restored after it."""
+        undo = [self.wrap(*method) for method in methods]
+        try:
+            yield self
+        finally:
+            for restore in undo:
+                restore()
+
     def total(self, name: str) -> tuple[float, float]:
         calls = self.calls.get(name, [])
         return sum(c[0] for c in calls), sum(c[1] for c in calls)
@@ -153,14 +165,9 @@ def train_plait(df: pd.DataFrame, config: dict, seed: int):
     from plait import Model
     from plait.training.trainer import Trainer
 
-    timers = Timers()
-    undo = [timers.wrap(Trainer, "fit", "fit"), timers.wrap(Trainer, "_evaluate_and_checkpoint", "evaluation")]
-    try:
+    with Timers().wrapping((Trainer, "fit", "fit"), (Trainer, "_evaluate_and_checkpoint", "evaluation")) as timers:
         model = Model(config)
         result = model.train(dataset=df, random_seed=seed, progress_bar=False)
-    finally:
-        for restore in undo:
-            restore()
     (fit_wall, fit_cpu), (eval_wall, eval_cpu) = timers.total("fit"), timers.total("evaluation")
     run = {"fit_s": fit_wall, "fit_cpu_s": fit_cpu, "evaluation_s": eval_wall, "evaluation_cpu_s": eval_cpu,
            "training_s": fit_wall - eval_wall, "training_cpu_s": fit_cpu - eval_cpu,
