@@ -275,6 +275,11 @@ def ray_cluster():
     # 2,635 CPU-seconds before their first task).
     os.environ.setdefault("RAY_num_workers_soft_limit", "16")
     os.environ.setdefault("RAY_idle_worker_killing_time_threshold_ms", "600000")
+    # Ray Train starts a preemption-watcher actor for every worker group (a process, ~2 CPU-s
+    # under the suite's load); plait's workers watch their own nodes for drains
+    # (plait.backends.ray.preemption), and the one test of a drain, tests/backends/test_ray_multinode.py,
+    # runs on a cluster of its own, with Ray's watcher on as users have it.
+    os.environ.setdefault("RAY_TRAIN_ENABLE_PREEMPTION_WATCHER", "0")
     ray = pytest.importorskip("ray")
     ray.init(num_cpus=4, object_store_memory=1 << 30, include_dashboard=False, log_to_driver=False)
     yield ray

@@ -33,8 +33,9 @@ def outcomes(tmp_path_factory, s3_server):
                  aws_secret_access_key="plait-test-secret-value", region_name="us-east-1").create_bucket(Bucket=bucket)
     # RAY_ADDRESS unset: the script starts its own cluster and must not join the session's. A
     # temporary folder of its own (short: Ray's socket paths live there): the cluster's address
-    # file must not point later runs on this machine at it.
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    # file must not point later runs on this machine at it. Ray Train's preemption watcher on, as
+    # users have it (the session cluster's tests turn it off: tests/conftest.py).
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER")}
     env["RAY_TMPDIR"] = tempfile.mkdtemp(prefix="plait-mn-", dir="/tmp")
     env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parents[2]), env.get("PYTHONPATH", "")])
     done = subprocess.run([sys.executable, str(SCRIPT), str(workdir), s3_server, bucket], cwd=workdir, env=env,
