@@ -28,7 +28,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-from train import CATEGORY_COLUMNS, NUMBER_COLUMNS, OUTPUT_COLUMN, Timers, clock, make_data, since, write_report  # noqa: E402
+from train import (CATEGORY_COLUMNS, NUMBER_COLUMNS, OUTPUT_COLUMN, Timers, clock, make_data,  # noqa: E402
+                   since, write_report)
 
 
 def gbm_config(rounds: int, cache_dir: str) -> dict:
@@ -63,7 +64,8 @@ def train_by_hand(model, data, seed: int, rounds: int) -> dict:
 
     module, options = model.module, model.config.trainer
     names = module.input_names + module.output_names
-    split = {s: table_tensors(data.read_split(s), model.metadata["features"], names) for s in ("training", "validation")}
+    split = {s: table_tensors(data.read_split(s), model.metadata["features"], names)
+             for s in ("training", "validation")}
     matrices = {s: module.feature_matrix(tensors) for s, tensors in split.items()}
     labels = {s: tensors[OUTPUT_COLUMN].double().numpy() for s, tensors in split.items()}
     start = clock()
@@ -109,12 +111,13 @@ def main(argv=None) -> int:
     plait, hand = summary["plait"], summary["hand_written"]
     print(f"GBM, {summary['training_rows']:,} training rows, {args.rounds} rounds")
     print(f"  plait        {plait['boosting_s']:.1f} s ({plait['boosting_cpu_s']:.1f} CPU-s), of which "
-          f"{plait['evaluations']} evaluations {plait['evaluation_s']:.1f} s; validation loss {plait['validation_loss']:.5f}")
+          f"{plait['evaluations']} evaluations {plait['evaluation_s']:.1f} s; "
+          f"validation loss {plait['validation_loss']:.5f}")
     print(f"  hand-written {hand['boosting_s']:.1f} s ({hand['boosting_cpu_s']:.1f} CPU-s); "
           f"validation loss {hand['validation_loss']:.5f}")
     print(f"  plait's speed over the hand-written loop's: {summary['ratio']:.3f}")
-    report = {"gbm_training": summary, "machine": {"python": platform.python_version(), "lightgbm": lightgbm.__version__,
-                                                   "platform": platform.platform()}}
+    machine = {"python": platform.python_version(), "lightgbm": lightgbm.__version__, "platform": platform.platform()}
+    report = {"gbm_training": summary, "machine": machine}
     write_report(report, args.out)
     return 0
 

@@ -133,7 +133,8 @@ class Boosting:
 
     def metrics(self, split: str) -> dict:
         """Every metric of the trees grown so far on ``split``, as an ECD evaluation computes them."""
-        raw, targets, rows = self.raw_scores_at(split, self.progress.step), self.splits[split], self.options.eval_batch_size
+        raw, targets, rows = self.raw_scores_at(split, self.progress.step), self.splits[split], \
+            self.options.eval_batch_size
         evaluation = Evaluation(self.model)
         for first in range(0, len(raw), rows):
             evaluation.add(self.model.logits(raw[first:first + rows]),
