@@ -144,8 +144,9 @@ class Boosting:
     def raw_scores_at(self, split: str, rounds: int) -> np.ndarray:
         """The raw scores of the first ``rounds`` rounds' trees on ``split``. Under ``gbdt`` a
         tree's score adds to the others', so only the trees grown since the last evaluation
-        predict (predicting every tree at every evaluation cost as much as the boosting on a large
-        table); DART scales earlier trees again as it drops some, so there all of them predict."""
+        predict (every tree at every evaluation took 51 of a 60 s run on 231,000 rows:
+        benchmarks/gbm_training.py); DART scales earlier trees again as it drops some, so there
+        all of them predict."""
         matrix = self.matrices[split]
         done, raw = self.raw_scores.get(split, (0, None))
         if self.options.boosting_type != "gbdt":
