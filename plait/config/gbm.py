@@ -190,17 +190,15 @@ class GBMConfig(PlaitConfig):
         if not isinstance(features, list):
             return data
         defaults = data.get("defaults") if isinstance(data.get("defaults"), dict) else {}
-        for feature_type, sections in defaults.items():
-            encoder = sections.get("encoder") if isinstance(sections, dict) else None
-            if feature_type in GBM_INPUT_TYPES and encoder not in (None, {}) and not _read_as_is(feature_type, encoder):
-                raise field_error(f"defaults.{feature_type}.encoder", "a GBM reads each input as it is "
-                                                                      "(passthrough); remove the encoder, or set "
-                                                                      "model_type: ecd")
-        for i, feature in enumerate(features):
-            encoder = feature.get("encoder") if isinstance(feature, dict) else None
-            if encoder not in (None, {}) and not _read_as_is(feature.get("type"), encoder):
-                raise field_error(f"input_features[{i}].encoder", "a GBM reads each input as it is (passthrough); "
-                                                                  "remove the encoder, or set model_type: ecd")
+        sections = [(f"defaults.{kind}", kind, section) for kind, section in defaults.items()
+                    if kind in GBM_INPUT_TYPES]
+        sections += [(f"input_features[{i}]", f.get("type") if isinstance(f, dict) else None, f)
+                     for i, f in enumerate(features)]
+        for path, feature_type, section in sections:
+            encoder = section.get("encoder") if isinstance(section, dict) else None
+            if encoder not in (None, {}) and not _read_as_is(feature_type, encoder):
+                raise field_error(f"{path}.encoder", "a GBM reads each input as it is (passthrough); remove the "
+                                                     "encoder, or set model_type: ecd")
         passthrough = [{**f, "encoder": {"type": "passthrough"}} if isinstance(f, dict) and f.get("type") in ENCODED_AS_IS
                        else f for f in features]  # another type is refused after validation, by name
         return {**data, "input_features": passthrough}
