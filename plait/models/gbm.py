@@ -4,8 +4,8 @@ evaluation, prediction and serving use (:class:`~plait.models.base.TrainableMode
 The forward pass stacks the preprocessed inputs into LightGBM's feature matrix (a category as
 its id, one of LightGBM's categorical features; a date as its nine numbers) and returns the
 booster's raw scores, which are what the output's head reads as logits: a binary output's
-log-odds, a category output's score per class, a number output's value in the model's units. So the heads' losses, metrics and
-predictions apply unchanged; their own layers are never run.
+log-odds, a category output's score per class, a number output's value in the model's units. So
+the heads' losses, metrics and predictions apply unchanged; their own layers are never run.
 
 The booster travels in the weights file as the UTF-8 bytes of LightGBM's text model format
 (plain text, never a pickle), in the uint8 tensor ``booster``, whose length is the model's own.

@@ -64,7 +64,7 @@ class Boosting:
         self.progress = Progress()
         self.booster = None
         self.raw_scores: dict[str, tuple[int, np.ndarray]] = {}
-        """Each split's raw scores at the last evaluation, and its rounds (see ``raw_scores_at``)."""
+        """Each split's raw scores at the last evaluation, and its rounds (gbdt: see ``raw_scores_at``)."""
         self.reporter = Reporter(strategy, job.run_dir, job.progress_bar)
 
     def run(self) -> tuple[list, int | None]:
@@ -147,15 +147,11 @@ class Boosting:
         predict (every tree at every evaluation took 51 of a 60 s run on 231,000 rows:
         benchmarks/gbm_training.py); DART scales earlier trees again as it drops some, so there
         all of them predict."""
-        matrix = self.matrices[split]
-        done, raw = self.raw_scores.get(split, (0, None))
-        if self.options.boosting_type != "gbdt":
-            done, raw = 0, None
-        if rounds > done and len(matrix):
-            new = self.booster.predict(matrix, raw_score=True, start_iteration=done, num_iteration=rounds - done)
-            raw = new if raw is None else raw + new
-        if raw is None:  # no rows
-            raw = np.zeros((len(matrix), self.model.classes) if self.model.output.type == "category" else len(matrix))
+        matrix = self.matrices[split]  # never empty: a split without rows is not evaluated (fit_gbm)
+        additive = self.options.boosting_type == "gbdt"
+        done, raw = self.raw_scores.get(split, (0, 0.0)) if additive else (0, 0.0)
+        if rounds > done:
+            raw = raw + self.booster.predict(matrix, raw_score=True, start_iteration=done, num_iteration=rounds - done)
         self.raw_scores[split] = (rounds, raw)
         return raw
 
