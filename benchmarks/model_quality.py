@@ -240,6 +240,11 @@ def code_version(commit: str = "HEAD") -> str:
     return hashlib.sha1(trees.encode()).hexdigest()[:10] + ("+changes" if changed else "")
 
 
+def checked_out() -> dict:
+    """The short commit of HEAD and the code version of the tree as it is now."""
+    return {"commit": _git("rev-parse", "--short", "HEAD").strip(), "code": code_version()}
+
+
 def _old_source() -> Path:
     if not (OLD_SOURCE / "plait").exists():
         OLD_SOURCE.parent.mkdir(parents=True, exist_ok=True)
@@ -369,7 +374,7 @@ def main(argv=None) -> int:
         return args.name if variant == "plait" else f"{variant}-{args.name}"
 
     if not args.report:
-        commit, code = _git("rev-parse", "--short", "HEAD").strip(), code_version()
+        commit, code = checked_out().values()
         jobs = [{"variant": v, "name": name_of(v), "dataset": d, "seed": s, "override": json.loads(args.override),
                  "inputs": json.loads(args.inputs), "time_limit_s": args.time_limit_s,
                  "commit": OLD_COMMIT if v == OLD_COMMIT else commit,
@@ -405,7 +410,7 @@ if __name__ == "__main__":
         job = json.loads(sys.argv[sys.argv.index("--job") + 1])
         ran = {}
         if job["variant"] != OLD_COMMIT:  # the code this job runs: the tree may have moved since the run began
-            ran = {"commit": _git("rev-parse", "--short", "HEAD").strip(), "code": code_version()}
+            ran = checked_out()
         print(json.dumps({**run_job(job), **ran}))
     else:
         raise SystemExit(main())

@@ -35,7 +35,8 @@ def outcomes(tmp_path_factory, s3_server):
     # temporary folder of its own (short: Ray's socket paths live there): the cluster's address
     # file must not point later runs on this machine at it. Ray Train's preemption watcher on, as
     # users have it (the session cluster's tests turn it off: tests/conftest.py).
-    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER")}
+    session_only = ("RAY_ADDRESS", "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER")
+    env = {k: v for k, v in os.environ.items() if k not in session_only}
     env["RAY_TMPDIR"] = tempfile.mkdtemp(prefix="plait-mn-", dir="/tmp")
     env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parents[2]), env.get("PYTHONPATH", "")])
     done = subprocess.run([sys.executable, str(SCRIPT), str(workdir), s3_server, bucket], cwd=workdir, env=env,
